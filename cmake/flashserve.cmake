@@ -1,0 +1,42 @@
+# Helpers that turn a room folder into a library + tests, and the project-wide compile flags.
+include_guard(GLOBAL)
+
+find_program(CCACHE_PROGRAM ccache)
+if(CCACHE_PROGRAM)
+  set(CMAKE_CXX_COMPILER_LAUNCHER "${CCACHE_PROGRAM}")
+  set(CMAKE_C_COMPILER_LAUNCHER "${CCACHE_PROGRAM}")
+endif()
+
+add_compile_options(-Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing)
+if(CMAKE_BUILD_TYPE MATCHES "Rel")
+  add_compile_options(-O3)
+endif()
+if(FLASHSERVE_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# Repository root and the read-only shared folder (golden fixtures); tests skip when absent.
+set(FLASHSERVE_ROOT "${CMAKE_SOURCE_DIR}")
+get_filename_component(FLASHSERVE_SHARED "${CMAKE_SOURCE_DIR}/../shared" ABSOLUTE)
+
+# flashserve_room(NAME room SOURCES a.cc ... DEPS other rooms/libs... [TEST_DEPS ...])
+# Builds library fs_<room>; every <x>_test.cc in the folder becomes one gtest binary run by CTest.
+function(flashserve_room)
+  cmake_parse_arguments(R "" "NAME" "SOURCES;DEPS;TEST_DEPS" ${ARGN})
+  add_library(fs_${R_NAME} ${R_SOURCES})
+  target_include_directories(fs_${R_NAME} PUBLIC "${CMAKE_SOURCE_DIR}/src")
+  target_link_libraries(fs_${R_NAME} PUBLIC ${R_DEPS})
+  if(FLASHSERVE_TESTS)
+    file(GLOB tests CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc")
+    foreach(t ${tests})
+      get_filename_component(tname ${t} NAME_WE)
+      add_executable(${tname} ${t})
+      target_link_libraries(${tname} PRIVATE fs_${R_NAME} ${R_TEST_DEPS} GTest::gtest GTest::gtest_main)
+      target_compile_definitions(${tname} PRIVATE
+        FLASHSERVE_ROOT="${FLASHSERVE_ROOT}" FLASHSERVE_SHARED="${FLASHSERVE_SHARED}")
+      add_test(NAME ${R_NAME}.${tname} COMMAND ${tname})
+      set_tests_properties(${R_NAME}.${tname} PROPERTIES LABELS "${R_NAME}")
+    endforeach()
+  endif()
+endfunction()

@@ -1,0 +1,85 @@
+// ThreadPool implementation (base/thread_pool.h): workers wait on a generation counter; the
+// caller publishes a job, runs chunks itself, then waits until every worker left the job.
+#include "base/thread_pool.h"
+
+#include <algorithm>
+
+namespace flashserve::base {
+namespace {
+thread_local bool t_in_worker = false;
+}
+
+ThreadPool::ThreadPool(int num_threads) {
+  if (num_threads <= 0) num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    ++generation_;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::RunChunks(Job* job) {
+  for (;;) {
+    int64_t begin = job->next.fetch_add(job->chunk);
+    if (begin >= job->n) return;
+    (*job->fn)(begin, std::min(job->n, begin + job->chunk));
+  }
+}
+
+void ThreadPool::WorkerLoop() {
+  t_in_worker = true;
+  uint64_t seen = 0;
+  for (;;) {
+    Job* job = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+      job->active.fetch_add(1);
+    }
+    RunChunks(job);
+    if (job->active.fetch_sub(1) == 1) {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_.notify_all();
+    }
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t grain,
+                             const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  int threads = num_threads();
+  if (t_in_worker || threads == 1 || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  // About 4 chunks per thread for balance, never below the grain.
+  int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
+  Job job;
+  job.fn = &fn;
+  job.n = n;
+  job.chunk = chunk;
+  job.active.store(1);  // the caller
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &job;
+    ++generation_;
+  }
+  wake_.notify_all();
+  RunChunks(&job);
+  std::unique_lock<std::mutex> lock(mu_);
+  job_ = nullptr;  // late workers see no job and keep waiting
+  job.active.fetch_sub(1);
+  done_.wait(lock, [&] { return job.active.load() == 0; });
+}
+
+}  // namespace flashserve::base

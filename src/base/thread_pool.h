@@ -1,0 +1,50 @@
+// A fixed pool of worker threads for data-parallel kernels: ParallelFor splits [0, n) into
+// chunks run by the workers and the calling thread. One caller at a time (the engine thread);
+// a ParallelFor issued from inside a worker runs inline. Which thread runs a chunk never changes
+// what a chunk computes, so results do not depend on the thread count.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace flashserve::base {
+
+class ThreadPool {
+ public:
+  // num_threads counts the caller: 1 means no worker threads. 0 = hardware concurrency.
+  explicit ThreadPool(int num_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) over disjoint chunks covering [0, n); chunks hold >= grain items.
+  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  struct Job {
+    const std::function<void(int64_t, int64_t)>* fn = nullptr;
+    int64_t n = 0;
+    int64_t chunk = 1;
+    std::atomic<int64_t> next{0};
+    std::atomic<int> active{0};
+  };
+  void WorkerLoop();
+  void RunChunks(Job* job);
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  uint64_t generation_ = 0;
+  bool stop_ = false;
+  Job* job_ = nullptr;
+};
+
+}  // namespace flashserve::base

@@ -1,0 +1,38 @@
+#include "base/thread_pool.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <numeric>
+#include <vector>
+
+namespace flashserve::base {
+namespace {
+
+TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
+  for (int threads : {1, 2, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 1000, 100003}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.ParallelFor(n, 3, [&](int64_t b, int64_t e) {
+        EXPECT_LT(b, e);
+        for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+    }
+  }
+}
+
+TEST(ThreadPoolTest, ManyConsecutiveJobsAndNestedCallsRunInline) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  for (int rep = 0; rep < 2000; ++rep) {
+    pool.ParallelFor(16, 1, [&](int64_t b, int64_t e) {
+      pool.ParallelFor(4, 1, [&](int64_t b2, int64_t e2) { total += (e - b) * (e2 - b2); });
+    });
+  }
+  EXPECT_EQ(total.load(), 2000 * 16 * 4);
+}
+
+}  // namespace
+}  // namespace flashserve::base

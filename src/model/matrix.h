@@ -1,0 +1,33 @@
+// A weight matrix [rows = out features, cols = in features] viewed in place inside a mapped
+// checkpoint: plain float types, FP8 e4m3 with ue8m0 tile scales, or packed FP4 e2m1 with one
+// ue8m0 scale per 32 inputs. Cheap to copy; read-only; the kernels dequantize on the fly.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace flashserve::model {
+
+enum class MatrixFormat : uint8_t { kF32, kBF16, kF16, kFp8, kFp4 };
+
+struct Matrix {
+  MatrixFormat format = MatrixFormat::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const uint8_t* data = nullptr;   // row-major; FP4: cols/2 bytes per row, low nibble = even column
+  const uint8_t* scale = nullptr;  // ue8m0 bytes, row-major [ceil(rows/tile_rows), ceil(cols/tile_cols)]
+  int tile_rows = 1;               // FP8: B (e.g. 128 or 32); FP4: 1
+  int tile_cols = 1;               // FP8: B; FP4: 32
+  int64_t scale_cols = 0;          // entries per scale row
+
+  bool valid() const { return data != nullptr; }
+  bool quantized() const { return format == MatrixFormat::kFp8 || format == MatrixFormat::kFp4; }
+  int64_t RowBytes() const;
+  // Rows [begin, end) as a matrix; for FP8, begin must be a multiple of tile_rows.
+  Matrix RowSlice(int64_t begin, int64_t end) const;
+  // Exact value of element (r, c) (reference path and tests).
+  float At(int64_t r, int64_t c) const;
+  std::string Describe() const;  // "FP8 [512, 256] tiles 128x128"
+};
+
+}  // namespace flashserve::model

@@ -1,0 +1,129 @@
+// Loading and validating every DeepSeek-V4 tensor by its official name (model/weights.h,
+// v4-architecture.md section 6).
+#include "model/weights.h"
+
+#include "base/log.h"
+#include "model/weight_reader.h"
+
+namespace flashserve::model {
+
+using base::Error;
+using base::Result;
+using base::Status;
+
+namespace {
+
+struct Loader {
+  const ModelConfig& c;
+  WeightReader& r;
+
+  Status Compressor(const std::string& p, int ratio, int dim, int coff, CompressorWeights* w) {
+    int64_t d = c.hidden_size;
+    FS_ASSIGN_OR_RETURN(w->wkv, r.Linear(p + "wkv", coff * dim, d, LinearKind::kFloatOnly));
+    FS_ASSIGN_OR_RETURN(w->wgate, r.Linear(p + "wgate", coff * dim, d, LinearKind::kFloatOnly));
+    FS_ASSIGN_OR_RETURN(w->ape, r.Floats(p + "ape", {ratio, coff * dim}));
+    FS_ASSIGN_OR_RETURN(w->norm, r.Floats(p + "norm.weight", {dim}));
+    return Status::Ok();
+  }
+
+  Status Attention(const LayerSpec& s, AttentionWeights* w) {
+    std::string p = s.prefix + "attn.";
+    int64_t d = c.hidden_size, hd = c.num_heads * static_cast<int64_t>(c.head_dim);
+    int64_t group_in = hd / c.o_groups, lora = static_cast<int64_t>(c.o_groups) * c.o_lora_rank;
+    FS_ASSIGN_OR_RETURN(w->wq_a, r.Linear(p + "wq_a", c.q_lora_rank, d, LinearKind::kDense));
+    FS_ASSIGN_OR_RETURN(w->q_norm, r.Floats(p + "q_norm.weight", {c.q_lora_rank}));
+    FS_ASSIGN_OR_RETURN(w->wq_b, r.Linear(p + "wq_b", hd, c.q_lora_rank, LinearKind::kDense));
+    FS_ASSIGN_OR_RETURN(w->wkv, r.Linear(p + "wkv", c.head_dim, d, LinearKind::kDense));
+    FS_ASSIGN_OR_RETURN(w->kv_norm, r.Floats(p + "kv_norm.weight", {c.head_dim}));
+    FS_ASSIGN_OR_RETURN(w->wo_a, r.Linear(p + "wo_a", lora, group_in, LinearKind::kDense));
+    FS_ASSIGN_OR_RETURN(w->wo_b, r.Linear(p + "wo_b", d, lora, LinearKind::kDense));
+    FS_ASSIGN_OR_RETURN(w->attn_sink, r.Floats(p + "attn_sink", {c.num_heads}));
+    if (s.compress_ratio > 0) {
+      int coff = s.attention == AttentionKind::kCsa ? 2 : 1;
+      FS_RETURN_IF_ERROR(Compressor(p + "compressor.", s.compress_ratio, c.head_dim, coff, &w->compressor));
+    }
+    if (s.attention == AttentionKind::kCsa) {
+      std::string ip = p + "indexer.";
+      FS_ASSIGN_OR_RETURN(w->indexer.wq_b, r.Linear(ip + "wq_b", static_cast<int64_t>(c.index_n_heads) * c.index_head_dim,
+                                                    c.q_lora_rank, LinearKind::kDense));
+      FS_ASSIGN_OR_RETURN(w->indexer.weights_proj, r.Linear(ip + "weights_proj", c.index_n_heads, d, LinearKind::kFloatOnly));
+      FS_RETURN_IF_ERROR(Compressor(ip + "compressor.", 4, c.index_head_dim, 2, &w->indexer.compressor));
+    }
+    return Status::Ok();
+  }
+
+  Status Expert(const std::string& p, LinearKind kind, ExpertWeights* w) {
+    int64_t d = c.hidden_size, f = c.moe_inter_dim;
+    FS_ASSIGN_OR_RETURN(w->w1, r.Linear(p + "w1", f, d, kind));
+    FS_ASSIGN_OR_RETURN(w->w3, r.Linear(p + "w3", f, d, kind));
+    FS_ASSIGN_OR_RETURN(w->w2, r.Linear(p + "w2", d, f, kind));
+    return Status::Ok();
+  }
+
+  Status Moe(const LayerSpec& s, MoeWeights* w) {
+    std::string p = s.prefix + "ffn.";
+    FS_ASSIGN_OR_RETURN(w->gate, r.Linear(p + "gate", c.num_routed_experts, c.hidden_size, LinearKind::kFloatOnly));
+    if (s.hash_moe) {
+      FS_ASSIGN_OR_RETURN(w->tid2eid, r.Ints(p + "gate.tid2eid", {c.vocab_size, c.num_experts_per_token}, 0,
+                                              c.num_routed_experts));
+    } else {
+      FS_ASSIGN_OR_RETURN(w->gate_bias, r.Floats(p + "gate.bias", {c.num_routed_experts}));
+    }
+    w->experts.resize(static_cast<size_t>(c.num_routed_experts));
+    for (int e = 0; e < c.num_routed_experts; ++e)
+      FS_RETURN_IF_ERROR(Expert(p + "experts." + std::to_string(e) + ".", LinearKind::kExpert, &w->experts[e]));
+    return Expert(p + "shared_experts.", LinearKind::kDense, &w->shared);
+  }
+
+  Status Hc(const std::string& p, int rows, int scales, HcWeights* w) {
+    FS_ASSIGN_OR_RETURN(w->fn, r.Floats(p + "fn", {rows, c.hc_dim()}));
+    FS_ASSIGN_OR_RETURN(w->base, r.Floats(p + "base", {rows}));
+    FS_ASSIGN_OR_RETURN(w->scale, r.Floats(p + "scale", {scales}));
+    return Status::Ok();
+  }
+
+  Status Layer(const LayerSpec& s, LayerWeights* w) {
+    int64_t d = c.hidden_size;
+    FS_ASSIGN_OR_RETURN(w->attn_norm, r.Floats(s.prefix + "attn_norm.weight", {d}));
+    FS_ASSIGN_OR_RETURN(w->ffn_norm, r.Floats(s.prefix + "ffn_norm.weight", {d}));
+    FS_RETURN_IF_ERROR(Hc(s.prefix + "hc_attn_", c.hc_mix(), 3, &w->hc_attn));
+    FS_RETURN_IF_ERROR(Hc(s.prefix + "hc_ffn_", c.hc_mix(), 3, &w->hc_ffn));
+    FS_RETURN_IF_ERROR(Attention(s, &w->attn));
+    FS_RETURN_IF_ERROR(Moe(s, &w->moe));
+    if (s.is_mtp) {
+      MtpExtraWeights& m = w->mtp;
+      FS_ASSIGN_OR_RETURN(m.e_proj, r.Linear(s.prefix + "e_proj", d, d, LinearKind::kDense));
+      FS_ASSIGN_OR_RETURN(m.h_proj, r.Linear(s.prefix + "h_proj", d, d, LinearKind::kDense));
+      FS_ASSIGN_OR_RETURN(m.enorm, r.Floats(s.prefix + "enorm.weight", {d}));
+      FS_ASSIGN_OR_RETURN(m.hnorm, r.Floats(s.prefix + "hnorm.weight", {d}));
+      FS_ASSIGN_OR_RETURN(m.norm, r.Floats(s.prefix + "norm.weight", {d}));
+      FS_RETURN_IF_ERROR(Hc(s.prefix + "hc_head_", c.hc_mult, 1, &m.hc_head));
+    }
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+Result<ModelWeights> LoadModelWeights(const Checkpoint& ckpt, const ModelConfig& config, const LayerPlan& plan) {
+  WeightReader reader(ckpt, config.weight_block);
+  Loader loader{config, reader};
+  ModelWeights w;
+  int64_t v = config.vocab_size, d = config.hidden_size;
+  FS_ASSIGN_OR_RETURN(w.embed, reader.Linear("embed", v, d, LinearKind::kFloatOnly));
+  FS_ASSIGN_OR_RETURN(w.head, reader.Linear("head", v, d, LinearKind::kFloatOnly));
+  FS_ASSIGN_OR_RETURN(w.norm, reader.Floats("norm.weight", {d}));
+  FS_RETURN_IF_ERROR(loader.Hc("hc_head_", config.hc_mult, 1, &w.hc_head));
+  w.layers.resize(plan.size());
+  for (const LayerSpec& spec : plan) {
+    Status s = loader.Layer(spec, &w.layers[static_cast<size_t>(spec.index)]);
+    if (!s.ok()) return s.error().WithContext("layer " + spec.prefix.substr(0, spec.prefix.size() - 1));
+  }
+  w.num_tensors = reader.used().size();
+  for (const auto& name : reader.used()) w.total_bytes += ckpt.Find(name)->num_bytes;
+  size_t unused = ckpt.num_tensors() - reader.used().size();
+  if (unused > 0) FS_LOG(kInfo, "checkpoint has {} tensors the engine does not use", unused);
+  return w;
+}
+
+}  // namespace flashserve::model

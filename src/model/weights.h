@@ -1,0 +1,83 @@
+// The DeepSeek-V4 weights of a checkpoint, by role: big matrices are views into the mapped
+// shards (no copies); small vectors (norms, sinks, mHC, ape, biases) are converted to float.
+// Built once by LoadModelWeights, which checks every expected tensor's presence, dtype and
+// shape; immutable afterwards and shared read-only by the engine threads.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/result.h"
+#include "model/config.h"
+#include "model/layer_plan.h"
+#include "model/matrix.h"
+#include "model/safetensors.h"
+
+namespace flashserve::model {
+
+struct CompressorWeights {
+  Matrix wkv, wgate;          // [c*D, d]
+  std::vector<float> ape;     // [ratio * c*D]
+  std::vector<float> norm;    // [D]
+};
+
+struct IndexerWeights {
+  Matrix wq_b;                // [H_I*D_I, r_q]
+  Matrix weights_proj;        // [H_I, d]
+  CompressorWeights compressor;  // D = D_I, always overlapping (ratio 4)
+};
+
+struct AttentionWeights {
+  Matrix wq_a, wq_b, wkv, wo_a, wo_b;
+  std::vector<float> q_norm, kv_norm, attn_sink;
+  CompressorWeights compressor;  // ratio > 0
+  IndexerWeights indexer;        // CSA only
+};
+
+struct ExpertWeights {
+  Matrix w1, w2, w3;  // gate [F, d], down [d, F], up [F, d]
+};
+
+struct MoeWeights {
+  Matrix gate;                       // [E, d]
+  std::vector<float> gate_bias;      // [E], score-routed layers
+  std::vector<int32_t> tid2eid;      // [vocab * k], hash layers
+  std::vector<ExpertWeights> experts;
+  ExpertWeights shared;
+};
+
+struct HcWeights {
+  std::vector<float> fn;     // [mix, hc*d]
+  std::vector<float> base;   // [mix]
+  std::vector<float> scale;  // [3] (or [1] for heads)
+};
+
+struct MtpExtraWeights {
+  Matrix e_proj, h_proj;                  // [d, d]
+  std::vector<float> enorm, hnorm, norm;  // [d]
+  HcWeights hc_head;
+};
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  HcWeights hc_attn, hc_ffn;
+  AttentionWeights attn;
+  MoeWeights moe;
+  MtpExtraWeights mtp;  // MTP layers only
+};
+
+struct ModelWeights {
+  Matrix embed;  // [vocab, d]
+  Matrix head;   // [vocab, d]
+  std::vector<float> norm;
+  HcWeights hc_head;
+  std::vector<LayerWeights> layers;  // trunk layers then MTP layers (LayerPlan order)
+  size_t num_tensors = 0;
+  size_t total_bytes = 0;
+};
+
+// Every tensor the plan expects, checked by name; errors name the tensor and the mismatch.
+base::Result<ModelWeights> LoadModelWeights(const Checkpoint& ckpt, const ModelConfig& config,
+                                            const LayerPlan& plan);
+
+}  // namespace flashserve::model
