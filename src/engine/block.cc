@@ -1,0 +1,27 @@
+// Block forward (engine/block.h).
+#include "engine/block.h"
+
+namespace flashserve::engine {
+
+void RunBlock(Ops& ops, const Model& model, int layer, const RowBatch& batch, float* x, BlockScratch* s) {
+  const model::ModelConfig& c = model.config();
+  const model::LayerWeights& w = model.layer(layer);
+  const int64_t rows = batch.num_rows(), d = c.hidden_size;
+  const float eps = static_cast<float>(c.norm_eps);
+  s->u.resize(static_cast<size_t>(rows * d));
+  s->h.resize(s->u.size());
+  s->y.resize(s->u.size());
+
+  HcPre(ops, c, w.hc_attn, x, rows, &s->mix, s->u.data(), &s->mixes);
+  ops.RmsNormRows(s->u.data(), w.attn_norm.data(), rows, d, d, eps, s->h.data(), d);
+  RunAttention(ops, model, layer, batch, s->h.data(), s->y.data(), &s->attention);
+  HcPost(ops, c, s->mix, s->y.data(), rows, x);
+
+  HcPre(ops, c, w.hc_ffn, x, rows, &s->mix, s->u.data(), &s->mixes);
+  ops.RmsNormRows(s->u.data(), w.ffn_norm.data(), rows, d, d, eps, s->h.data(), d);
+  RunMoe(ops, c, w.moe, model.plan()[static_cast<size_t>(layer)].hash_moe, batch.ids.data(), s->h.data(), rows,
+         s->y.data(), &s->moe);
+  HcPost(ops, c, s->mix, s->y.data(), rows, x);
+}
+
+}  // namespace flashserve::engine

@@ -1,0 +1,51 @@
+// KV compressors (v4-architecture.md section 4.3.c): gated per-channel softmax pooling of
+// `ratio` consecutive tokens (CSA ratio 4 with overlapping windows, HCA ratio 128), then
+// RMSNorm, RoPE at the window start and the QAT round trip. Appends finished entries to the
+// sequence's layer state. Engine thread.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "engine/ops.h"
+#include "engine/row_batch.h"
+#include "kernels/norm_rope/norm_rope.h"
+#include "model/weights.h"
+
+namespace flashserve::engine {
+
+enum class EntryQuant { kFp8Nope, kHadamardFp4 };  // main KV vs indexer keys
+
+struct CompressorSpec {
+  const model::CompressorWeights* weights = nullptr;
+  int ratio = 0;
+  int dim = 0;        // entry width (D or D_I)
+  int rope_dim = 0;   // trailing RoPE channels
+  bool overlap = false;
+  EntryQuant quant = EntryQuant::kFp8Nope;
+  float norm_eps = 1e-6f;
+  const kernels::RopeTable* rope = nullptr;
+};
+
+// Where a sequence's compressor carry and entries ([n, dim] floats) live.
+struct CompressorTarget {
+  CompressorState* state;
+  std::vector<float>* entries;
+};
+using SelectTarget = std::function<CompressorTarget(const SeqRows&)>;
+
+// Projects h ([rows, d]) and folds every row into its sequence's compressor state in row
+// (= position) order, appending each completed entry.
+void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, const float* h, int64_t d,
+                   const SelectTarget& select, std::vector<float>* scratch);
+
+// Folds one projected row (kv, gate already including ape) and emits an entry when the window
+// ending at `pos` completes. Exposed for tests.
+void FoldCompressorRow(Ops& ops, const CompressorSpec& spec, int64_t pos, const float* kv, const float* gate,
+                       CompressorState* state, std::vector<float>* entries);
+
+// Post-processing of a pooled entry of window w: norm, RoPE at ratio * w, QAT.
+void FinishEntry(Ops& ops, const CompressorSpec& spec, int64_t window_index, float* entry);
+
+}  // namespace flashserve::engine

@@ -1,0 +1,133 @@
+// Forward pass orchestration (engine/engine.h).
+#include "engine/engine.h"
+
+#include <cstring>
+#include <set>
+
+#include "kernels/gemm/matmul.h"
+
+namespace flashserve::engine {
+
+using base::Error;
+using base::ErrorCode;
+using base::Status;
+
+namespace {
+int ResolveThreads(int n) { return n > 0 ? n : 0; }
+}  // namespace
+
+void RowAngles::Compute(const kernels::RopeTable& table, const std::vector<int64_t>& pos) {
+  half = table.rope_dim() / 2;
+  cos.resize(pos.size() * static_cast<size_t>(half));
+  sin.resize(cos.size());
+  for (size_t r = 0; r < pos.size(); ++r) table.Angles(pos[r], cos.data() + r * half, sin.data() + r * half);
+}
+
+Engine::Engine(const Model& model, const EngineOptions& options)
+    : model_(model), options_(options), pool_(ResolveThreads(options.num_threads)), ops_(pool_, options_) {}
+
+std::unique_ptr<SequenceState> Engine::NewSequence(bool with_mtp) const {
+  return std::make_unique<SequenceState>(model_.config(), model_.plan(), with_mtp);
+}
+
+Status Engine::Validate(std::span<const ForwardRequest> batch) const {
+  const model::ModelConfig& c = model_.config();
+  std::set<const SequenceState*> seen;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const ForwardRequest& r = batch[i];
+    std::string where = "request " + std::to_string(i) + ": ";
+    if (r.state == nullptr) return Error(ErrorCode::kInvalidArgument, where + "no sequence state");
+    if (!seen.insert(r.state).second) return Error(ErrorCode::kInvalidArgument, where + "sequence appears twice");
+    if (r.tokens.empty()) return Error(ErrorCode::kInvalidArgument, where + "no tokens");
+    const int expected_layers = c.num_layers + (r.state->with_mtp() ? c.num_mtp_layers : 0);
+    if (r.state->num_layers() != expected_layers)
+      return Error(ErrorCode::kBadState, where + "state does not belong to this model");
+    if (r.mtp_logits && !r.state->with_mtp())
+      return Error(ErrorCode::kFailedPrecondition, where + "MTP logits need a state created with MTP");
+    for (int32_t t : r.tokens)
+      if (t < 0 || t >= c.vocab_size)
+        return Error(ErrorCode::kInvalidArgument, where + "token id " + std::to_string(t) + " outside the vocabulary [0, " +
+                                                      std::to_string(c.vocab_size) + ")");
+    if (r.state->position() + static_cast<int64_t>(r.tokens.size()) > c.max_position)
+      return Error(ErrorCode::kContextOverflow, where + "sequence would reach " +
+                                                    std::to_string(r.state->position() + r.tokens.size()) +
+                                                    " tokens; the model supports " + std::to_string(c.max_position));
+  }
+  return Status::Ok();
+}
+
+void Engine::BuildRows(std::span<const ForwardRequest> batch, RowBatch* rows) const {
+  rows->ids.clear();
+  rows->pos.clear();
+  rows->seqs.clear();
+  for (const ForwardRequest& r : batch) {
+    SeqRows seq;
+    seq.row_begin = rows->num_rows();
+    seq.start_pos = r.state->position();
+    seq.state = r.state;
+    for (size_t i = 0; i < r.tokens.size(); ++i) {
+      rows->ids.push_back(r.tokens[i]);
+      rows->pos.push_back(seq.start_pos + static_cast<int64_t>(i));
+    }
+    seq.row_end = rows->num_rows();
+    rows->seqs.push_back(seq);
+  }
+  rows->main_angles.Compute(model_.rope(model::RopeTable::kMain), rows->pos);
+  rows->compress_angles.Compute(model_.rope(model::RopeTable::kCompress), rows->pos);
+}
+
+void Engine::Embed(const RowBatch& rows, float* x) {
+  const model::ModelConfig& c = model_.config();
+  const int64_t d = c.hidden_size;
+  const int hc = c.hc_mult;
+  ops_.ForRows(rows.num_rows(), [&](int64_t r) {
+    float* streams = x + r * hc * d;
+    kernels::DequantizeRows(model_.weights().embed, rows.ids[r], rows.ids[r] + 1, streams);
+    for (int i = 1; i < hc; ++i) std::memcpy(streams + i * d, streams, sizeof(float) * d);
+  }, 16);
+}
+
+void Engine::Head(const model::HcWeights& hc, const std::vector<float>& norm, const float* x,
+                  const std::vector<int64_t>& rows, float* logits) {
+  const model::ModelConfig& c = model_.config();
+  const int64_t d = c.hidden_size, width = c.hc_dim(), n = static_cast<int64_t>(rows.size());
+  if (n == 0) return;
+  std::vector<float> gathered(static_cast<size_t>(n * width));
+  for (int64_t i = 0; i < n; ++i) std::memcpy(gathered.data() + i * width, x + rows[i] * width, sizeof(float) * width);
+  head_in_.resize(static_cast<size_t>(n * d));
+  HcHead(ops_, c, hc, gathered.data(), n, head_in_.data(), &head_mix_);
+  ops_.RmsNormRows(head_in_.data(), norm.data(), n, d, d, static_cast<float>(c.norm_eps), head_in_.data(), d);
+  ops_.Linear(model_.weights().head, head_in_.data(), n, d, logits, c.vocab_size);
+}
+
+base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batch) {
+  FS_RETURN_IF_ERROR(Validate(batch));
+  const model::ModelConfig& c = model_.config();
+  RowBatch rows;
+  BuildRows(batch, &rows);
+  const int64_t width = c.hc_dim();
+  x_.resize(static_cast<size_t>(rows.num_rows() * width));
+  Embed(rows, x_.data());
+  for (int layer = 0; layer < c.num_layers; ++layer) RunBlock(ops_, model_, layer, rows, x_.data(), &scratch_);
+
+  ForwardResult out;
+  out.vocab_size = c.vocab_size;
+  std::vector<int64_t> logit_rows;
+  out.logits_begin.push_back(0);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const SeqRows& seq = rows.seqs[i];
+    if (batch[i].logits == LogitsMode::kAll) {
+      for (int64_t r = seq.row_begin; r < seq.row_end; ++r) logit_rows.push_back(r);
+    } else if (batch[i].logits == LogitsMode::kLast) {
+      logit_rows.push_back(seq.row_end - 1);
+    }
+    out.logits_begin.push_back(static_cast<int64_t>(logit_rows.size()));
+  }
+  out.logits.resize(logit_rows.size() * static_cast<size_t>(c.vocab_size));
+  Head(model_.weights().hc_head, model_.weights().norm, x_.data(), logit_rows, out.logits.data());
+  RunMtp(batch, rows, x_.data(), &out);
+  for (const SeqRows& seq : rows.seqs) seq.state->set_position(seq.start_pos + (seq.row_end - seq.row_begin));
+  return out;
+}
+
+}  // namespace flashserve::engine

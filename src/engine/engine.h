@@ -1,0 +1,75 @@
+// The V4 forward pass over a batch of sequences, each extending its own SequenceState by a
+// chunk of tokens (prefill chunk or one decode token). Every row is computed with reduction
+// orders that do not depend on the rest of the batch, so a sequence's logits are
+// bit-identical alone or batched, and however its tokens were split into chunks.
+// One Engine per engine thread; Forward is not reentrant. The Model must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/result.h"
+#include "base/thread_pool.h"
+#include "engine/block.h"
+#include "engine/model.h"
+#include "engine/options.h"
+#include "engine/state.h"
+
+namespace flashserve::engine {
+
+enum class LogitsMode { kNone, kLast, kAll };
+
+struct ForwardRequest {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;   // appended at state->position()
+  LogitsMode logits = LogitsMode::kLast;
+  // MTP head logits (predicting token t+2) for every position t whose next token is known by
+  // the end of this call; needs a state created with MTP.
+  bool mtp_logits = false;
+};
+
+struct ForwardResult {
+  int64_t vocab_size = 0;
+  std::vector<float> logits;            // rows of vocab_size floats
+  std::vector<int64_t> logits_begin;    // per request: first row (size = requests + 1)
+  std::vector<float> mtp_logits;
+  std::vector<int64_t> mtp_begin;       // per request: first MTP row (size = requests + 1)
+  std::vector<int64_t> mtp_first_pos;   // per request: position t of its first MTP row
+
+  int64_t num_rows(size_t req) const { return logits_begin[req + 1] - logits_begin[req]; }
+  const float* row(size_t req, int64_t i) const { return logits.data() + (logits_begin[req] + i) * vocab_size; }
+  int64_t num_mtp_rows(size_t req) const { return mtp_begin[req + 1] - mtp_begin[req]; }
+  const float* mtp_row(size_t req, int64_t i) const { return mtp_logits.data() + (mtp_begin[req] + i) * vocab_size; }
+};
+
+class Engine {
+ public:
+  Engine(const Model& model, const EngineOptions& options);
+
+  const Model& model() const { return model_; }
+  const EngineOptions& options() const { return options_; }
+  std::unique_ptr<SequenceState> NewSequence(bool with_mtp = false) const;
+
+  // Runs the batch; on error no state is modified.
+  base::Result<ForwardResult> Forward(std::span<const ForwardRequest> batch);
+
+ private:
+  base::Status Validate(std::span<const ForwardRequest> batch) const;
+  void BuildRows(std::span<const ForwardRequest> batch, RowBatch* rows) const;
+  void Embed(const RowBatch& rows, float* x);
+  // hc_head (trunk or MTP), final norm and head for the listed rows of x.
+  void Head(const model::HcWeights& hc, const std::vector<float>& norm, const float* x,
+            const std::vector<int64_t>& rows, float* logits);
+  void RunMtp(std::span<const ForwardRequest> batch, const RowBatch& trunk, const float* x, ForwardResult* out);
+
+  const Model& model_;
+  EngineOptions options_;
+  base::ThreadPool pool_;
+  Ops ops_;
+  BlockScratch scratch_;
+  std::vector<float> x_, head_in_, head_norm_, head_mix_;
+};
+
+}  // namespace flashserve::engine

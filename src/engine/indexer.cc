@@ -1,0 +1,100 @@
+// Lightning indexer (engine/indexer.h).
+#include "engine/indexer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/norm_rope/norm_rope.h"
+#include "kernels/quant/fake_quant.h"
+
+namespace flashserve::engine {
+namespace {
+
+float Dot(const float* a, const float* b, int n, bool reference) {
+  if (reference) {
+    double acc = 0.0;
+    for (int i = 0; i < n; ++i) acc += static_cast<double>(a[i]) * b[i];
+    return static_cast<float>(acc);
+  }
+  float acc[16] = {};
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * b[i + l];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  for (int width = 8; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  return acc[0];
+}
+
+}  // namespace
+
+void TopKIndices(const float* scores, int64_t n, int64_t k, std::vector<int32_t>* out) {
+  out->resize(static_cast<size_t>(n));
+  std::iota(out->begin(), out->end(), 0);
+  auto better = [&](int32_t a, int32_t b) { return scores[a] > scores[b] || (scores[a] == scores[b] && a < b); };
+  if (k < n) {
+    std::nth_element(out->begin(), out->begin() + k, out->end(), better);
+    out->resize(static_cast<size_t>(k));
+  }
+  std::sort(out->begin(), out->end());
+}
+
+void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeights& w, int layer,
+                const RowBatch& batch, const float* h, const float* q_lat, EntrySelection* out, IndexerScratch* s) {
+  const int64_t rows = batch.num_rows();
+  const int heads = c.index_n_heads, dim = c.index_head_dim, rope = c.rope_head_dim;
+  s->q.resize(static_cast<size_t>(rows * heads * dim));
+  s->weights.resize(static_cast<size_t>(rows * heads));
+  ops.Linear(w.wq_b, q_lat, rows, c.q_lora_rank, s->q.data(), heads * dim);
+  ops.Linear(w.weights_proj, h, rows, c.hidden_size, s->weights.data(), heads);
+  const float weight_scale = 1.0f / std::sqrt(static_cast<float>(dim)) / std::sqrt(static_cast<float>(heads));
+  const RowAngles& angles = batch.angles(/*compress=*/true);
+  ops.ForRows(rows, [&](int64_t r) {
+    for (int hd = 0; hd < heads; ++hd) {
+      float* q = s->q.data() + (r * heads + hd) * dim;
+      kernels::ApplyRope(q + dim - rope, rope / 2, angles.Cos(r), angles.Sin(r), false);
+      if (ops.qat()) {
+        kernels::HadamardTransform(q, dim);
+        kernels::FakeQuantFp4(q, dim, 32);
+      }
+    }
+    for (int hd = 0; hd < heads; ++hd) s->weights[r * heads + hd] *= weight_scale;
+  }, 4);
+
+  // Row -> sequence lookup and the per-row selection sizes.
+  std::vector<const LayerState*> row_state(static_cast<size_t>(rows));
+  out->offset.assign(static_cast<size_t>(rows) + 1, 0);
+  for (const SeqRows& seq : batch.seqs)
+    for (int64_t r = seq.row_begin; r < seq.row_end; ++r) row_state[r] = &seq.state->layer(layer);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t visible = (batch.pos[r] + 1) / 4;
+    out->offset[r + 1] = out->offset[r] + std::min<int64_t>(visible, c.index_topk);
+  }
+  out->index.resize(static_cast<size_t>(out->offset[rows]));
+  const bool ref = ops.reference();
+  ops.ForRows(rows, [&](int64_t r) {
+    const int64_t visible = (batch.pos[r] + 1) / 4;
+    int32_t* dst = out->index.data() + out->offset[r];
+    if (visible <= c.index_topk) {
+      std::iota(dst, dst + visible, 0);
+      return;
+    }
+    thread_local std::vector<float> scores;
+    thread_local std::vector<int32_t> picked;
+    scores.resize(static_cast<size_t>(visible));
+    const float* keys = row_state[r]->index_keys.data();
+    const float* q = s->q.data() + r * heads * dim;
+    const float* wts = s->weights.data() + r * heads;
+    for (int64_t e = 0; e < visible; ++e) {
+      float score = 0.0f;
+      for (int hd = 0; hd < heads; ++hd)
+        score += wts[hd] * std::max(0.0f, Dot(q + hd * dim, keys + e * dim, dim, ref));
+      scores[e] = score;
+    }
+    TopKIndices(scores.data(), visible, c.index_topk, &picked);
+    std::copy(picked.begin(), picked.end(), dst);
+  }, 1);
+}
+
+}  // namespace flashserve::engine

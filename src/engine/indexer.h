@@ -1,0 +1,36 @@
+// Lightning indexer of CSA layers (v4-architecture.md section 4.3.d): per query row, scores
+// every visible compressed entry with sum_h w_h * ReLU(q_h . K_w) and keeps the top-k.
+// Ties are broken by the lower entry index, so selection is deterministic. Engine thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/ops.h"
+#include "engine/row_batch.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace flashserve::engine {
+
+// Selected entry indices of every row, ascending, in CSR form.
+struct EntrySelection {
+  std::vector<int32_t> index;
+  std::vector<int64_t> offset;  // rows + 1
+  const int32_t* begin(int64_t row) const { return index.data() + offset[static_cast<size_t>(row)]; }
+  int64_t size(int64_t row) const { return offset[static_cast<size_t>(row) + 1] - offset[static_cast<size_t>(row)]; }
+};
+
+struct IndexerScratch {
+  std::vector<float> q, weights, scores;
+};
+
+// q_lat: [rows, q_lora_rank]; h: [rows, d]. Index keys must already hold every entry visible
+// to the batch's rows (layer `layer` of each sequence state).
+void RunIndexer(Ops& ops, const model::ModelConfig& config, const model::IndexerWeights& w, int layer,
+                const RowBatch& batch, const float* h, const float* q_lat, EntrySelection* out, IndexerScratch* s);
+
+// Top-k of scores[0, n) by (score desc, index asc), returned ascending by index.
+void TopKIndices(const float* scores, int64_t n, int64_t k, std::vector<int32_t>* out);
+
+}  // namespace flashserve::engine

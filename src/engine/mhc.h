@@ -1,0 +1,38 @@
+// Manifold-constrained hyper-connections (v4-architecture.md sections 4.2 and 4.5): the pre
+// weights / post gates / Sinkhorn-normalised combination of each block site, the stream
+// collapse before a sublayer, the expansion after it, and the output-head collapse.
+// Engine thread; per-row work runs on the Ops pool.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/ops.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace flashserve::engine {
+
+struct HcMix {
+  std::vector<float> pre;   // [rows * hc]
+  std::vector<float> post;  // [rows * hc]
+  std::vector<float> comb;  // [rows * hc * hc], comb[i][j] row-major
+};
+
+// For each of `rows` rows of X ([rows, hc*d]): computes the site's pre/post/comb and the
+// sublayer input u[row] = sum_i pre_i * X_i ([rows, d]).
+void HcPre(Ops& ops, const model::ModelConfig& config, const model::HcWeights& w, const float* x, int64_t rows,
+           HcMix* mix, float* u, std::vector<float>* scratch);
+
+// X_j <- post_j * y + sum_i comb[i][j] * X_i (comb applied transposed), in place.
+void HcPost(Ops& ops, const model::ModelConfig& config, const HcMix& mix, const float* y, int64_t rows, float* x);
+
+// Output-head collapse: out[row] = sum_i (sigmoid(m_i * scale + base_i) + hc_eps) * X_i.
+void HcHead(Ops& ops, const model::ModelConfig& config, const model::HcWeights& w, const float* x, int64_t rows,
+            float* out, std::vector<float>* scratch);
+
+// Sinkhorn normalisation of one hc x hc matrix in place (row softmax, then alternating
+// column/row normalisations; `iters` column passes in total).
+void Sinkhorn(float* c, int hc, int iters, float eps);
+
+}  // namespace flashserve::engine

@@ -1,0 +1,36 @@
+// Model loading (engine/model.h).
+#include "engine/model.h"
+
+#include "base/log.h"
+
+namespace flashserve::engine {
+
+namespace {
+kernels::YarnScaling ToYarn(const model::YarnParams& y) {
+  return kernels::YarnScaling{y.factor, y.original_max_position, y.beta_fast, y.beta_slow};
+}
+}  // namespace
+
+Model::Model(std::string dir, model::ModelConfig config, std::unique_ptr<model::Checkpoint> ckpt)
+    : dir_(std::move(dir)),
+      config_(std::move(config)),
+      plan_(model::BuildLayerPlan(config_)),
+      checkpoint_(std::move(ckpt)),
+      rope_main_(config_.rope_head_dim, config_.rope_theta, kernels::YarnScaling{}),
+      rope_compress_(config_.rope_head_dim, config_.compress_rope_theta, ToYarn(config_.yarn)) {}
+
+base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
+  FS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
+  auto ckpt = model::Checkpoint::Open(dir);
+  if (!ckpt.ok()) return ckpt.error().WithContext("opening checkpoint " + dir);
+  std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(ckpt).value()));
+  auto weights = model::LoadModelWeights(*m->checkpoint_, m->config_, m->plan_);
+  if (!weights.ok()) return weights.error().WithContext("loading weights from " + dir);
+  m->weights_ = std::move(weights).value();
+  FS_LOG(kInfo, "loaded {}: {} layers (+{} MTP), hidden {}, {} experts, {} tensors, {:.1f} MB", dir,
+         m->config_.num_layers, m->config_.num_mtp_layers, m->config_.hidden_size, m->config_.num_routed_experts,
+         m->weights_.num_tensors, m->weights_.total_bytes / 1e6);
+  return m;
+}
+
+}  // namespace flashserve::engine

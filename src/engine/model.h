@@ -1,0 +1,44 @@
+// A loaded DeepSeek-V4 model: config, layer plan, the mapped checkpoint and the weight views,
+// plus the two RoPE tables. Immutable after Load; shared read-only by engines and threads.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/result.h"
+#include "kernels/norm_rope/norm_rope.h"
+#include "model/config.h"
+#include "model/layer_plan.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+namespace flashserve::engine {
+
+class Model {
+ public:
+  // Reads config.json and the safetensors files of `dir`, validating every tensor.
+  static base::Result<std::unique_ptr<Model>> Load(const std::string& dir);
+
+  const model::ModelConfig& config() const { return config_; }
+  const model::LayerPlan& plan() const { return plan_; }
+  const model::ModelWeights& weights() const { return weights_; }
+  const model::LayerWeights& layer(int i) const { return weights_.layers[static_cast<size_t>(i)]; }
+  // RoPE table for a layer's own Q/KV, its compressed entries and its indexer.
+  const kernels::RopeTable& rope(model::RopeTable which) const {
+    return which == model::RopeTable::kMain ? rope_main_ : rope_compress_;
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  Model(std::string dir, model::ModelConfig config, std::unique_ptr<model::Checkpoint> ckpt);
+
+  std::string dir_;
+  model::ModelConfig config_;
+  model::LayerPlan plan_;
+  std::unique_ptr<model::Checkpoint> checkpoint_;
+  model::ModelWeights weights_;
+  kernels::RopeTable rope_main_;
+  kernels::RopeTable rope_compress_;
+};
+
+}  // namespace flashserve::engine

@@ -1,0 +1,116 @@
+// MoE routing and expert evaluation (engine/moe.h).
+#include "engine/moe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+namespace flashserve::engine {
+namespace {
+
+float SqrtSoftplus(float x) {
+  float sp = x > 20.0f ? x : std::log1p(std::exp(x));  // torch softplus threshold 20
+  return std::sqrt(sp);
+}
+
+// SwiGLU with the V4 clamps, then optional row weights: act = silu(min(g, L)) * clamp(u, -L, L).
+void SwiGlu(float limit, const float* gate, const float* up, int64_t n, float weight, float* act) {
+  for (int64_t i = 0; i < n; ++i) {
+    float g = gate[i], u = up[i];
+    if (limit > 0.0f) {
+      g = std::min(g, limit);
+      u = std::clamp(u, -limit, limit);
+    }
+    act[i] = weight * (g / (1.0f + std::exp(-g)) * u);
+  }
+}
+
+// y = W2(SwiGLU(W1 x, W3 x) * weight) for n rows of x; weights may be null (all 1).
+void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights& e, const float* x, int64_t n,
+               const float* row_weights, float* y, MoeScratch* s) {
+  const int64_t d = c.hidden_size, f = c.moe_inter_dim;
+  s->gate.resize(static_cast<size_t>(n * f));
+  s->up.resize(static_cast<size_t>(n * f));
+  ops.Linear(e.w1, x, n, d, s->gate.data(), f);
+  ops.Linear(e.w3, x, n, d, s->up.data(), f);
+  const float limit = static_cast<float>(c.swiglu_limit);
+  ops.ForRows(n, [&](int64_t r) {
+    SwiGlu(limit, s->gate.data() + r * f, s->up.data() + r * f, f, row_weights ? row_weights[r] : 1.0f,
+           s->gate.data() + r * f);
+  }, 8);
+  ops.Linear(e.w2, s->gate.data(), n, f, y, d);
+}
+
+}  // namespace
+
+void RouteRow(const model::ModelConfig& c, const model::MoeWeights& w, bool hash, int32_t token_id,
+              const float* logits, int32_t* experts, float* weights) {
+  const int num_experts = c.num_routed_experts, k = c.num_experts_per_token;
+  thread_local std::vector<float> score_buffer;
+  score_buffer.resize(static_cast<size_t>(num_experts));
+  float* sc = score_buffer.data();
+  for (int e = 0; e < num_experts; ++e) sc[e] = SqrtSoftplus(logits[e]);
+  if (hash) {
+    std::memcpy(experts, w.tid2eid.data() + static_cast<int64_t>(token_id) * k, sizeof(int32_t) * k);
+  } else {
+    // Top-k of score + bias; ties go to the lower expert id.
+    std::vector<int32_t> order(static_cast<size_t>(num_experts));
+    std::iota(order.begin(), order.end(), 0);
+    auto key = [&](int32_t e) { return sc[e] + w.gate_bias[e]; };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [&](int32_t a, int32_t b) { return key(a) > key(b) || (key(a) == key(b) && a < b); });
+    std::copy(order.begin(), order.begin() + k, experts);
+  }
+  float total = 0.0f;
+  for (int i = 0; i < k; ++i) total += sc[experts[i]];
+  const float scale = static_cast<float>(c.routed_scaling_factor);
+  for (int i = 0; i < k; ++i) weights[i] = sc[experts[i]] / total * scale;
+}
+
+void RunMoe(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, bool hash, const int32_t* ids,
+            const float* h, int64_t rows, float* out, MoeScratch* s) {
+  const int num_experts = c.num_routed_experts, k = c.num_experts_per_token;
+  const int64_t d = c.hidden_size;
+  s->logits.resize(static_cast<size_t>(rows * num_experts));
+  s->selected.resize(static_cast<size_t>(rows * k));
+  s->weights.resize(static_cast<size_t>(rows * k));
+  ops.Linear(w.gate, h, rows, d, s->logits.data(), num_experts);
+  ops.ForRows(rows, [&](int64_t r) {
+    RouteRow(c, w, hash, ids[r], s->logits.data() + r * num_experts, s->selected.data() + r * k,
+             s->weights.data() + r * k);
+  }, 8);
+  s->assignments.assign(static_cast<size_t>(num_experts), {});
+  for (int64_t i = 0; i < rows * k; ++i) s->assignments[s->selected[i]].push_back(i);
+  s->expert_out.resize(static_cast<size_t>(rows * k * d));
+  std::vector<float> row_weights, expert_y;
+  for (int e = 0; e < num_experts; ++e) {
+    const auto& slots = s->assignments[static_cast<size_t>(e)];
+    if (slots.empty()) continue;
+    const int64_t n = static_cast<int64_t>(slots.size());
+    s->gathered.resize(static_cast<size_t>(n * d));
+    row_weights.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      std::memcpy(s->gathered.data() + j * d, h + (slots[j] / k) * d, sizeof(float) * d);
+      row_weights[j] = s->weights[slots[j]];
+    }
+    expert_y.resize(static_cast<size_t>(n * d));
+    RunExpert(ops, c, w.experts[static_cast<size_t>(e)], s->gathered.data(), n, row_weights.data(), expert_y.data(), s);
+    for (int64_t j = 0; j < n; ++j)
+      std::memcpy(s->expert_out.data() + slots[j] * d, expert_y.data() + j * d, sizeof(float) * d);
+  }
+  s->shared.resize(static_cast<size_t>(rows * d));
+  RunExpert(ops, c, w.shared, h, rows, nullptr, s->shared.data(), s);
+  ops.ForRows(rows, [&](int64_t r) {
+    float* y = out + r * d;
+    std::memcpy(y, s->expert_out.data() + r * k * d, sizeof(float) * d);
+    for (int slot = 1; slot < k; ++slot) {
+      const float* e = s->expert_out.data() + (r * k + slot) * d;
+      for (int64_t i = 0; i < d; ++i) y[i] += e[i];
+    }
+    const float* sh = s->shared.data() + r * d;
+    for (int64_t i = 0; i < d; ++i) y[i] += sh[i];
+  }, 8);
+}
+
+}  // namespace flashserve::engine

@@ -1,0 +1,44 @@
+// Kernel dispatch and QAT activation quantization (engine/ops.h).
+#include "engine/ops.h"
+
+#include <cstring>
+
+#include "kernels/gemm/matmul.h"
+#include "kernels/norm_rope/norm_rope.h"
+#include "kernels/quant/fake_quant.h"
+
+namespace flashserve::engine {
+
+void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
+                 bool act_quant) {
+  if (n <= 0) return;
+  if (options_.qat && act_quant && w.quantized()) {
+    quant_scratch_.resize(static_cast<size_t>(n * w.cols));
+    float* q = quant_scratch_.data();
+    ForRows(n, [&](int64_t i) {
+      std::memcpy(q + i * w.cols, x + i * ldx, sizeof(float) * w.cols);
+      kernels::FakeQuantFp8(q + i * w.cols, w.cols, 128);
+    }, 8);
+    x = q;
+    ldx = w.cols;
+  }
+  if (options_.reference_kernels) {
+    kernels::MatMulReference(w, x, n, ldx, y, ldy);
+  } else {
+    kernels::MatMul(w, x, n, ldx, y, ldy, pool_);
+  }
+}
+
+void Ops::RmsNormRows(const float* x, const float* w, int64_t n, int64_t dim, int64_t ld, float eps, float* out,
+                      int64_t ld_out) {
+  const bool ref = options_.reference_kernels;
+  ForRows(n, [&](int64_t i) {
+    if (ref) {
+      kernels::RmsNormReference(x + i * ld, w, dim, eps, out + i * ld_out);
+    } else {
+      kernels::RmsNorm(x + i * ld, w, dim, eps, out + i * ld_out);
+    }
+  }, 4);
+}
+
+}  // namespace flashserve::engine

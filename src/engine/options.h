@@ -1,0 +1,16 @@
+// Engine options chosen at construction (validated by the caller that builds them).
+#pragma once
+
+namespace flashserve::engine {
+
+struct EngineOptions {
+  // Quantization-aware-training emulation: FP8 activation quantization before FP8/FP4 GEMMs,
+  // FP8 round trip of raw and compressed KV, Hadamard + FP4 for the indexer (on by default).
+  bool qat = true;
+  // Use the naive reference kernels (fp64 accumulation, one thread) instead of the optimized ones.
+  bool reference_kernels = false;
+  // Worker threads including the caller; 0 = all hardware threads.
+  int num_threads = 0;
+};
+
+}  // namespace flashserve::engine

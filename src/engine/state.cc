@@ -1,0 +1,60 @@
+// Sequence state initialisation and the running softmax pool (engine/state.h).
+#include "engine/state.h"
+
+#include <cmath>
+#include <limits>
+
+namespace flashserve::engine {
+
+void SoftmaxPool::Reset(int dim) {
+  max.assign(static_cast<size_t>(dim), -std::numeric_limits<float>::infinity());
+  sum.assign(static_cast<size_t>(dim), 0.0f);
+  wsum.assign(static_cast<size_t>(dim), 0.0f);
+  count = 0;
+}
+
+void SoftmaxPool::Fold(const float* a, const float* z, int dim) {
+  for (int k = 0; k < dim; ++k) {
+    if (z[k] > max[k]) {
+      const float rescale = std::exp(max[k] - z[k]);  // 0 for the first slot
+      sum[k] = sum[k] * rescale + 1.0f;
+      wsum[k] = wsum[k] * rescale + a[k];
+      max[k] = z[k];
+    } else {
+      const float e = std::exp(z[k] - max[k]);
+      sum[k] += e;
+      wsum[k] += e * a[k];
+    }
+  }
+  ++count;
+}
+
+void SoftmaxPool::Finish(float* out, int dim) const {
+  for (int k = 0; k < dim; ++k) out[k] = wsum[k] / sum[k];
+}
+
+void CompressorState::Init(int d, bool ov) {
+  dim = d;
+  overlap = ov;
+  cur.Reset(d);
+  if (overlap) next.Reset(d);
+}
+
+SequenceState::SequenceState(const model::ModelConfig& config, const model::LayerPlan& plan, bool with_mtp)
+    : with_mtp_(with_mtp && config.num_mtp_layers > 0) {
+  for (const model::LayerSpec& spec : plan) {
+    if (spec.is_mtp && !with_mtp_) break;
+    LayerState s;
+    s.window = config.sliding_window;
+    s.dim = config.head_dim;
+    s.ring.assign(static_cast<size_t>(s.window) * s.dim, 0.0f);
+    if (spec.compress_ratio > 0) s.compressor.Init(config.head_dim, spec.attention == model::AttentionKind::kCsa);
+    if (spec.attention == model::AttentionKind::kCsa) {
+      s.index_dim = config.index_head_dim;
+      s.index_compressor.Init(config.index_head_dim, true);
+    }
+    layers_.push_back(std::move(s));
+  }
+}
+
+}  // namespace flashserve::engine

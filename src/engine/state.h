@@ -1,0 +1,83 @@
+// Per-sequence DeepSeek-V4 inference state (v4-architecture.md section 7): for every layer a
+// raw K=V ring of the last `window` positions, the append-only compressed entries (and indexer
+// keys on CSA layers), and the compressor carry (running per-channel softmax pools of the
+// incomplete windows). Owned by one caller; the engine mutates it only inside Forward.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/config.h"
+#include "model/layer_plan.h"
+
+namespace flashserve::engine {
+
+// Running per-channel softmax pool: after folding slots (a_s, z_s) it yields
+// sum_s softmax_s(z_s[k]) * a_s[k]. Folding is sequential, so the result depends only on the
+// slots and their order.
+struct SoftmaxPool {
+  std::vector<float> max, sum, wsum;  // [dim] each
+  int32_t count = 0;                  // slots folded
+
+  void Reset(int dim);
+  void Fold(const float* a, const float* z, int dim);
+  void Finish(float* out, int dim) const;  // out = wsum / sum
+};
+
+// Compressor carry of one layer: `cur` pools the entry of the window in progress; with overlap
+// (CSA) `next` already pools the first halves for the following entry.
+struct CompressorState {
+  int dim = 0;
+  bool overlap = false;
+  SoftmaxPool cur, next;
+
+  void Init(int dim, bool overlap);
+};
+
+struct LayerState {
+  int window = 0;
+  int dim = 0;                        // D
+  int index_dim = 0;                  // D_I (CSA only)
+  std::vector<float> ring;            // [window * dim], slot = position % window
+  std::vector<float> compressed;      // [num_entries * dim]
+  std::vector<float> index_keys;      // [num_entries * index_dim] (CSA)
+  CompressorState compressor;         // ratio > 0
+  CompressorState index_compressor;   // CSA
+  int64_t num_entries() const { return dim == 0 ? 0 : static_cast<int64_t>(compressed.size()) / dim; }
+};
+
+class SequenceState {
+ public:
+  // Fresh state at position 0 for every layer of the plan (MTP layers only when with_mtp).
+  SequenceState(const model::ModelConfig& config, const model::LayerPlan& plan, bool with_mtp);
+
+  int64_t position() const { return position_; }
+  bool with_mtp() const { return with_mtp_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  LayerState& layer(int i) { return layers_[static_cast<size_t>(i)]; }
+  const LayerState& layer(int i) const { return layers_[static_cast<size_t>(i)]; }
+
+  // MTP bookkeeping: trunk output streams of the last position, consumed when the next token
+  // arrives (the MTP module at position t needs token t+1).
+  std::vector<float>& pending_hidden() { return pending_hidden_; }
+  const std::vector<float>& pending_hidden() const { return pending_hidden_; }
+  int64_t mtp_position() const { return mtp_position_; }
+
+  // Deep copy (a snapshot that can be resumed independently).
+  std::unique_ptr<SequenceState> Clone() const { return std::make_unique<SequenceState>(*this); }
+
+  // Engine-only mutators.
+  void set_position(int64_t p) { position_ = p; }
+  void set_mtp_position(int64_t p) { mtp_position_ = p; }
+
+ private:
+  friend class StateCodec;
+  int64_t position_ = 0;
+  bool with_mtp_ = false;
+  int64_t mtp_position_ = 0;
+  std::vector<LayerState> layers_;
+  std::vector<float> pending_hidden_;
+};
+
+}  // namespace flashserve::engine

@@ -1,0 +1,29 @@
+// Matrix products against checkpoint weights: y[i, :] = W x[i, :] for n activation rows, W a
+// model::Matrix (F32/BF16/F16, FP8 tiles or packed FP4) dequantized on the fly. Called by the
+// engine thread; work is split over output features on the given pool.
+// Batch invariance: each y[i, o] is computed with one fixed reduction order that depends only
+// on the input length, never on n, the row index, the thread count or the tiling, so a row's
+// result is bit-identical however many rows share the call.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "model/matrix.h"
+
+namespace flashserve::kernels {
+
+// x: [n, w.cols] with row stride ldx floats; y: [n, w.rows] with row stride ldy floats.
+void MatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
+            base::ThreadPool& pool);
+
+// Naive reference: element-by-element dequantization, fp64 accumulation, one thread.
+void MatMulReference(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy);
+
+// Dequantizes rows [row_begin, row_end) of w into out ([rows, w.cols] floats, row-major).
+void DequantizeRows(const model::Matrix& w, int64_t row_begin, int64_t row_end, float* out);
+
+// Name of the instruction set the optimized kernels use on this CPU ("avx512", "avx2", "generic").
+const char* MatMulIsa();
+
+}  // namespace flashserve::kernels

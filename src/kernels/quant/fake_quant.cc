@@ -1,0 +1,61 @@
+// QAT fake quantization and the Hadamard transform (kernels/quant/fake_quant.h).
+#include "kernels/quant/fake_quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+#include "model/number_formats.h"
+
+namespace flashserve::kernels {
+namespace {
+
+// Smallest power of two >= v (v > 0), as the ue8m0 scale of a block.
+float Pow2Ceil(float v) {
+  int e;
+  float m = std::frexp(v, &e);  // v = m * 2^e, m in [0.5, 1)
+  return m == 0.5f ? std::ldexp(1.0f, e - 1) : std::ldexp(1.0f, e);
+}
+
+template <typename RoundFn>
+void FakeQuantBlocks(float* x, int64_t n, int block, float qmax, float amax_floor, RoundFn round) {
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    int64_t b1 = std::min<int64_t>(n, b0 + block);
+    float amax = 0.0f;
+    for (int64_t i = b0; i < b1; ++i) amax = std::max(amax, std::fabs(x[i]));
+    float scale = Pow2Ceil(std::max(amax, amax_floor) / qmax);
+    for (int64_t i = b0; i < b1; ++i) {
+      float q = std::clamp(x[i] / scale, -qmax, qmax);
+      x[i] = round(q) * scale;
+    }
+  }
+}
+
+}  // namespace
+
+void FakeQuantFp8(float* x, int64_t n, int block) {
+  FakeQuantBlocks(x, n, block, 448.0f, 1e-4f,
+                  [](float q) { return model::E4m3ToFloat(model::FloatToE4m3(q)); });
+}
+
+void FakeQuantFp4(float* x, int64_t n, int block) {
+  FakeQuantBlocks(x, n, block, 6.0f, 6.0f * std::ldexp(1.0f, -126),
+                  [](float q) { return model::E2m1ToFloat(model::FloatToE2m1(q)); });
+}
+
+void HadamardTransform(float* x, int n) {
+  FS_CHECK(n > 0 && (n & (n - 1)) == 0, "Hadamard size %d is not a power of two", n);
+  for (int h = 1; h < n; h *= 2) {
+    for (int i = 0; i < n; i += 2 * h) {
+      for (int j = i; j < i + h; ++j) {
+        float a = x[j], b = x[j + h];
+        x[j] = a + b;
+        x[j + h] = a - b;
+      }
+    }
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int i = 0; i < n; ++i) x[i] *= scale;
+}
+
+}  // namespace flashserve::kernels

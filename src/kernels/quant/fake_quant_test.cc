@@ -1,0 +1,72 @@
+#include "kernels/quant/fake_quant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "model/number_formats.h"
+
+namespace flashserve::kernels {
+namespace {
+
+TEST(FakeQuantTest, Fp8UsesPowerOfTwoScalePerBlock) {
+  // Block amax 448 -> scale 1: values already on the e4m3 grid survive unchanged.
+  std::vector<float> x = {448.0f, 1.0f, -0.5f, 3.5f};
+  FakeQuantFp8(x.data(), 4, 4);
+  EXPECT_EQ(x, (std::vector<float>{448.0f, 1.0f, -0.5f, 3.5f}));
+  // amax 900 -> scale 2^ceil(log2(900/448)) = 4; 1.0/4 = 0.25 is exact, 901 clamps to 448*4.
+  std::vector<float> y = {900.0f, 1.0f, 1.1f, 0.0f};
+  FakeQuantFp8(y.data(), 4, 4);
+  EXPECT_EQ(y[0], 896.0f);  // 900/4 = 225 -> nearest e4m3 224
+  EXPECT_EQ(y[1], 1.0f);
+  EXPECT_EQ(y[2], 4.0f * model::E4m3ToFloat(model::FloatToE4m3(1.1f / 4.0f)));
+  EXPECT_EQ(y[3], 0.0f);
+}
+
+TEST(FakeQuantTest, Fp8BlocksAreIndependentAndIdempotent) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  std::vector<float> x(200);
+  for (auto& v : x) v = d(rng);
+  x[10] = 1000.0f;  // a large value affects only its own block of 64
+  std::vector<float> a = x;
+  FakeQuantFp8(a.data(), 200, 64);
+  std::vector<float> tail(x.begin() + 64, x.end());
+  FakeQuantFp8(tail.data(), 136, 64);
+  for (int i = 64; i < 200; ++i) EXPECT_EQ(a[i], tail[i - 64]);
+  std::vector<float> again = a;
+  FakeQuantFp8(again.data(), 200, 64);
+  EXPECT_EQ(again, a);
+  for (int i = 0; i < 200; ++i) EXPECT_NEAR(a[i], x[i], std::fabs(x[i]) * 0.07 + 1e-3);
+}
+
+TEST(FakeQuantTest, Fp4GridAndScale) {
+  std::vector<float> x = {6.0f, 2.6f, -0.3f, 0.2f};
+  FakeQuantFp4(x.data(), 4, 4);  // amax 6 -> scale 1
+  EXPECT_EQ(x, (std::vector<float>{6.0f, 3.0f, -0.5f, 0.0f}));
+  std::vector<float> y = {12.0f, 5.0f, 1.0f, 0.7f};
+  FakeQuantFp4(y.data(), 4, 4);  // amax 12 -> scale 2
+  EXPECT_EQ(y, (std::vector<float>{12.0f, 4.0f, 1.0f, 1.0f}));
+}
+
+TEST(FakeQuantTest, HadamardIsOrthonormalAndSelfInverse) {
+  std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
+  HadamardTransform(x.data(), 4);
+  EXPECT_FLOAT_EQ(x[0], 5.0f);   // (1+2+3+4)/2
+  EXPECT_FLOAT_EQ(x[1], -1.0f);  // (1-2+3-4)/2
+  EXPECT_FLOAT_EQ(x[2], -2.0f);  // (1+2-3-4)/2
+  EXPECT_FLOAT_EQ(x[3], 0.0f);   // (1-2-3+4)/2
+  std::mt19937 rng(9);
+  std::normal_distribution<float> d;
+  std::vector<float> v(128), w;
+  for (auto& e : v) e = d(rng);
+  w = v;
+  HadamardTransform(w.data(), 128);
+  HadamardTransform(w.data(), 128);
+  for (int i = 0; i < 128; ++i) EXPECT_NEAR(w[i], v[i], 1e-5);
+}
+
+}  // namespace
+}  // namespace flashserve::kernels
