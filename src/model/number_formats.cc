@@ -60,26 +60,19 @@ float E4m3ToFloat(uint8_t v) {
 
 uint8_t FloatToE4m3(float f) {
   if (std::isnan(f)) return 0x7F;
-  uint8_t sign = std::signbit(f) ? 0x80 : 0;
-  float a = std::fabs(f);
+  const uint32_t bits = FloatToBits(f);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80);
+  const float a = std::fabs(f);
   if (a >= 448.0f) return sign | 0x7E;
-  // Subnormal grid step is 2^-9; normal grid in binade [2^e, 2^(e+1)) has step 2^(e-3).
-  int e;
-  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
-  int binade = e - 1;
-  if (binade < -6) binade = -6;
-  float step = std::ldexp(1.0f, binade - 3);
-  float q = std::nearbyint(a / step) * step;  // FE_TONEAREST: ties to even units
-  if (q >= 448.0f) return sign | 0x7E;
-  if (q == 0.0f) return sign;
-  int qe;
-  float qm = std::frexp(q, &qe);  // q = qm * 2^qe
-  int biased = qe - 1 + 7;
-  if (biased <= 0) {  // subnormal
-    return sign | static_cast<uint8_t>(std::lround(q / std::ldexp(1.0f, -9)));
+  if (a < 0.015625f) {  // below 2^-6: subnormal grid of 2^-9 (rounding up to 8 gives 2^-6)
+    return sign | static_cast<uint8_t>(std::nearbyint(a * 512.0f));
   }
-  int mant = static_cast<int>(std::lround((qm * 2.0f - 1.0f) * 8.0f));
-  return sign | static_cast<uint8_t>((biased << 3) | mant);
+  // Normal: keep 3 mantissa bits, round to nearest even on the 20 dropped bits.
+  uint32_t abits = bits & 0x7FFFFFFFu;
+  abits += 0x7FFFFu + ((abits >> 20) & 1u);
+  const int exp = static_cast<int>(abits >> 23) - 127 + 7;
+  const uint32_t code = (static_cast<uint32_t>(exp) << 3) | ((abits >> 20) & 7u);
+  return sign | static_cast<uint8_t>(code > 0x7E ? 0x7E : code);
 }
 
 float E8m0ToFloat(uint8_t v) {
@@ -89,7 +82,7 @@ float E8m0ToFloat(uint8_t v) {
 
 namespace {
 constexpr float kE2m1Mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-}
+}  // namespace
 
 float E2m1ToFloat(uint8_t code) {
   float mag = kE2m1Mag[code & 7];
@@ -97,17 +90,20 @@ float E2m1ToFloat(uint8_t code) {
 }
 
 uint8_t FloatToE2m1(float f) {
-  uint8_t sign = std::signbit(f) ? 8 : 0;
-  float a = std::fabs(f);
+  const uint8_t sign = std::signbit(f) ? 8 : 0;
+  const float a = std::fabs(f);
   if (std::isnan(f)) return sign | 7;
-  uint8_t best = 0;
-  for (uint8_t c = 1; c < 8; ++c) {
-    float d_best = std::fabs(a - kE2m1Mag[best]);
-    float d = std::fabs(a - kE2m1Mag[c]);
-    // Strictly closer wins; on a tie the even code wins.
-    if (d < d_best || (d == d_best && (c % 2 == 0))) best = c;
-  }
-  return sign | best;
+  // Midpoints between grid values; at a midpoint the even code wins.
+  uint8_t code;
+  if (a <= 0.25f) code = 0;
+  else if (a < 0.75f) code = 1;
+  else if (a <= 1.25f) code = 2;
+  else if (a < 1.75f) code = 3;
+  else if (a <= 2.5f) code = 4;
+  else if (a < 3.5f) code = 5;
+  else if (a <= 5.0f) code = 6;
+  else code = 7;
+  return sign | code;
 }
 
 const float* E4m3Table() {

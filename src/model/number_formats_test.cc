@@ -66,3 +66,42 @@ TEST(NumberFormatsTest, Bf16AndF16AndE8m0) {
 
 }  // namespace
 }  // namespace flashserve::model
+
+namespace flashserve::model {
+namespace {
+
+// Brute-force nearest-even references for the fast conversions.
+uint8_t NearestE4m3(float f) {
+  uint8_t best = 0;
+  float a = std::fabs(f);
+  for (int c = 0; c < 0x7F; ++c) {
+    float d = std::fabs(a - E4m3ToFloat(static_cast<uint8_t>(c))), db = std::fabs(a - E4m3ToFloat(best));
+    if (d < db || (d == db && (c % 2 == 0))) best = static_cast<uint8_t>(c);
+  }
+  return (std::signbit(f) ? 0x80 : 0) | best;
+}
+
+TEST(NumberFormatsTest, FastConversionsMatchBruteForceNearestEven) {
+  std::vector<float> probes;
+  for (int c = 0; c < 0x7E; ++c) {
+    float v = E4m3ToFloat(static_cast<uint8_t>(c)), n = E4m3ToFloat(static_cast<uint8_t>(c + 1));
+    probes.insert(probes.end(), {v, (v + n) / 2, std::nextafter((v + n) / 2, 0.0f), std::nextafter((v + n) / 2, 1e9f)});
+  }
+  for (float p : probes) {
+    if (p >= 448.0f) continue;
+    EXPECT_EQ(FloatToE4m3(p), NearestE4m3(p)) << p;
+    EXPECT_EQ(FloatToE4m3(-p), NearestE4m3(-p)) << -p;
+  }
+  for (float p = 0; p < 8; p += 0.03125f) {
+    uint8_t best = 0;
+    for (uint8_t c = 1; c < 8; ++c) {
+      float d = std::fabs(p - E2m1ToFloat(c)), db = std::fabs(p - E2m1ToFloat(best));
+      if (d < db || (d == db && c % 2 == 0)) best = c;
+    }
+    EXPECT_EQ(FloatToE2m1(p), best) << p;
+    EXPECT_EQ(FloatToE2m1(-p), best | 8) << -p;
+  }
+}
+
+}  // namespace
+}  // namespace flashserve::model

@@ -1,0 +1,118 @@
+// Entry encodings (engine/entry_codec.h).
+#include "engine/entry_codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/number_formats.h"
+
+namespace flashserve::engine {
+namespace {
+
+// Exact power-of-two block scale for values already on a (grid * 2^k) lattice: the smallest
+// power of two with amax / scale <= qmax. Returns the ue8m0 byte.
+uint8_t BlockScale(const float* x, int n, float qmax, float* scale) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  if (amax == 0.0f) {
+    *scale = 1.0f;
+    return 127;
+  }
+  int e;
+  std::frexp(amax / qmax, &e);  // amax/qmax in [2^(e-1), 2^e)
+  float s = std::ldexp(1.0f, e);
+  if (amax / std::ldexp(1.0f, e - 1) <= qmax) s = std::ldexp(1.0f, e - 1);
+  *scale = s;
+  int biased = static_cast<int>(std::lround(std::log2(s))) + 127;
+  return static_cast<uint8_t>(std::clamp(biased, 0, 254));
+}
+
+bool EncodeFp8Row(const float* x, int dim, int nope, std::string* out) {
+  for (int b = 0; b < nope; b += 64) {
+    const int n = std::min(64, nope - b);
+    float scale;
+    uint8_t sb = BlockScale(x + b, n, 448.0f, &scale);
+    if (model::E8m0ToFloat(sb) != scale) return false;
+    out->push_back(static_cast<char>(sb));
+    for (int i = 0; i < n; ++i) {
+      uint8_t q = model::FloatToE4m3(x[b + i] / scale);
+      if (model::E4m3ToFloat(q) * scale != x[b + i]) return false;
+      out->push_back(static_cast<char>(q));
+    }
+  }
+  out->append(reinterpret_cast<const char*>(x + nope), sizeof(float) * (dim - nope));
+  return true;
+}
+
+bool EncodeFp4Row(const float* x, int dim, std::string* out) {
+  for (int b = 0; b < dim; b += 32) {
+    float scale;
+    uint8_t sb = BlockScale(x + b, 32, 6.0f, &scale);
+    if (model::E8m0ToFloat(sb) != scale) return false;
+    out->push_back(static_cast<char>(sb));
+    for (int i = 0; i < 32; i += 2) {
+      uint8_t lo = model::FloatToE2m1(x[b + i] / scale), hi = model::FloatToE2m1(x[b + i + 1] / scale);
+      if (model::E2m1ToFloat(lo) * scale != x[b + i] || model::E2m1ToFloat(hi) * scale != x[b + i + 1]) return false;
+      out->push_back(static_cast<char>(lo | (hi << 4)));
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t EncodedEntryBytes(EntryEncoding enc, int dim, int nope) {
+  switch (enc) {
+    case EntryEncoding::kRawF32: return 4LL * dim;
+    case EntryEncoding::kFp8Nope: return (nope + 63) / 64 + nope + 4LL * (dim - nope);
+    case EntryEncoding::kFp4: return dim / 32 + dim / 2;
+  }
+  return 0;
+}
+
+bool EncodeEntries(EntryEncoding enc, const float* rows, int64_t count, int dim, int nope, std::string* out) {
+  if (enc == EntryEncoding::kFp4 && dim % 32 != 0) return false;
+  out->reserve(out->size() + static_cast<size_t>(count * EncodedEntryBytes(enc, dim, nope)));
+  for (int64_t r = 0; r < count; ++r) {
+    const float* x = rows + r * dim;
+    switch (enc) {
+      case EntryEncoding::kRawF32: out->append(reinterpret_cast<const char*>(x), sizeof(float) * dim); break;
+      case EntryEncoding::kFp8Nope: if (!EncodeFp8Row(x, dim, nope, out)) return false; break;
+      case EntryEncoding::kFp4: if (!EncodeFp4Row(x, dim, out)) return false; break;
+    }
+  }
+  return true;
+}
+
+bool DecodeEntries(EntryEncoding enc, std::string_view bytes, int64_t count, int dim, int nope, float* rows) {
+  const int64_t per = EncodedEntryBytes(enc, dim, nope);
+  if (per <= 0 || static_cast<int64_t>(bytes.size()) != per * count) return false;
+  const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
+  for (int64_t r = 0; r < count; ++r) {
+    float* x = rows + r * dim;
+    switch (enc) {
+      case EntryEncoding::kRawF32: std::memcpy(x, p, sizeof(float) * dim); p += 4 * dim; break;
+      case EntryEncoding::kFp8Nope:
+        for (int b = 0; b < nope; b += 64) {
+          const float scale = model::E8m0ToFloat(*p++);
+          for (int i = 0; i < std::min(64, nope - b); ++i) x[b + i] = model::E4m3ToFloat(*p++) * scale;
+        }
+        std::memcpy(x + nope, p, sizeof(float) * (dim - nope));
+        p += 4 * (dim - nope);
+        break;
+      case EntryEncoding::kFp4:
+        for (int b = 0; b < dim; b += 32) {
+          const float scale = model::E8m0ToFloat(*p++);
+          for (int i = 0; i < 32; i += 2, ++p) {
+            x[b + i] = model::E2m1ToFloat(*p & 0xF) * scale;
+            x[b + i + 1] = model::E2m1ToFloat(*p >> 4) * scale;
+          }
+        }
+        break;
+    }
+  }
+  return true;
+}
+
+}  // namespace flashserve::engine

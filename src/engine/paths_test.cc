@@ -1,0 +1,98 @@
+// The optimized kernels against the naive reference path on a whole forward pass, the MTP
+// module's chunk invariance, and input validation.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/test_model.h"
+
+namespace flashserve::engine {
+namespace {
+
+using testing::BitEqual;
+using testing::RandomTokens;
+using testing::RunChunked;
+using testing::TestModel;
+
+double MinRowCosine(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
+  double worst = 1.0;
+  for (size_t r = 0; r * vocab < a.size(); ++r) {
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      double x = a[r * vocab + i], y = b[r * vocab + i];
+      dot += x * y;
+      na += x * x;
+      nb += y * y;
+    }
+    worst = std::min(worst, dot / std::sqrt(na * nb));
+  }
+  return worst;
+}
+
+TEST(PathsTest, OptimizedKernelsMatchTheReferencePath) {
+  for (bool bf16 : {false, true}) {
+    EngineOptions fast, ref;
+    fast.qat = ref.qat = false;  // QAT rounding would amplify last-bit differences
+    ref.reference_kernels = true;
+    Engine a(TestModel(bf16), fast), b(TestModel(bf16), ref);
+    std::vector<int32_t> tokens = RandomTokens(133, 77);
+    auto sa = a.NewSequence(), sb = b.NewSequence();
+    std::vector<float> la = RunChunked(a, sa.get(), tokens, {133});
+    std::vector<float> lb = RunChunked(b, sb.get(), tokens, {100, 1, 32});
+    EXPECT_GT(MinRowCosine(la, lb, 1280), 0.99999) << (bf16 ? "bf16" : "fp8");
+  }
+}
+
+TEST(PathsTest, MtpLogitsDoNotDependOnChunking) {
+  Engine engine(TestModel(), EngineOptions{});
+  std::vector<int32_t> tokens = RandomTokens(150, 21);
+  auto run = [&](std::vector<int> chunks) {
+    auto state = engine.NewSequence(/*with_mtp=*/true);
+    std::vector<float> mtp;
+    size_t done = 0, c = 0;
+    while (done < tokens.size()) {
+      size_t n = std::min<size_t>(static_cast<size_t>(chunks[c++ % chunks.size()]), tokens.size() - done);
+      ForwardRequest req{state.get(), std::span<const int32_t>(tokens.data() + done, n), LogitsMode::kLast, true};
+      auto r = engine.Forward({&req, 1});
+      EXPECT_TRUE(r.ok());
+      mtp.insert(mtp.end(), r->mtp_logits.begin(), r->mtp_logits.end());
+      done += n;
+    }
+    return mtp;
+  };
+  std::vector<float> one = run({150});
+  ASSERT_EQ(one.size(), 149u * 1280);  // positions 0..148 know their next token
+  EXPECT_TRUE(BitEqual(one, run({1})));
+  EXPECT_TRUE(BitEqual(one, run({3, 130, 5})));
+  // The MTP head predicts a different distribution than the trunk.
+  auto s = engine.NewSequence();
+  std::vector<float> trunk = RunChunked(engine, s.get(), tokens, {150});
+  EXPECT_LT(MinRowCosine(std::vector<float>(one.begin(), one.begin() + 1280),
+                         std::vector<float>(trunk.begin(), trunk.begin() + 1280), 1280), 0.99);
+  for (float v : one) ASSERT_TRUE(std::isfinite(v));
+}
+
+TEST(PathsTest, InvalidRequestsAreErrorsAndLeaveStateUntouched) {
+  Engine engine(TestModel(), EngineOptions{});
+  auto state = engine.NewSequence();
+  std::vector<int32_t> bad = {5, 1280};
+  ForwardRequest r1{state.get(), bad};
+  EXPECT_EQ(engine.Forward({&r1, 1}).error().code(), base::ErrorCode::kInvalidArgument);
+  ForwardRequest r2{state.get(), {}};
+  EXPECT_EQ(engine.Forward({&r2, 1}).error().code(), base::ErrorCode::kInvalidArgument);
+  std::vector<int32_t> ok = {5, 6};
+  ForwardRequest twice[2] = {{state.get(), ok}, {state.get(), ok}};
+  EXPECT_EQ(engine.Forward(twice).error().code(), base::ErrorCode::kInvalidArgument);
+  ForwardRequest mtp{state.get(), ok, LogitsMode::kLast, true};
+  EXPECT_EQ(engine.Forward({&mtp, 1}).error().code(), base::ErrorCode::kFailedPrecondition);
+  std::vector<int32_t> huge(8193, 7);
+  ForwardRequest r3{state.get(), huge};
+  EXPECT_EQ(engine.Forward({&r3, 1}).error().code(), base::ErrorCode::kContextOverflow);
+  EXPECT_EQ(state->position(), 0);
+  ForwardRequest good{state.get(), ok};
+  EXPECT_TRUE(engine.Forward({&good, 1}).ok());
+  EXPECT_EQ(state->position(), 2);
+}
+
+}  // namespace
+}  // namespace flashserve::engine

@@ -1,0 +1,102 @@
+// Tensor list of a V4 checkpoint (model/checkpoint_specs.h; names: v4-architecture.md 6.2).
+#include "model/checkpoint_specs.h"
+
+#include <cmath>
+
+#include "model/layer_plan.h"
+
+namespace flashserve::model {
+namespace {
+
+struct Builder {
+  const ModelConfig& c;
+  float sharp;
+  std::vector<TensorSpec> out;
+
+  void Linear(const std::string& name, TensorRole role, int64_t rows, int64_t cols, float mult = 1.0f) {
+    out.push_back({name, role, {rows, cols}, mult / std::sqrt(static_cast<float>(cols))});
+  }
+  void Norm(const std::string& name, int64_t n) { out.push_back({name, TensorRole::kNormWeight, {n}, 0.1f}); }
+  void F32(const std::string& name, std::vector<int64_t> shape, float std) {
+    out.push_back({name, TensorRole::kF32, std::move(shape), std});
+  }
+  void Hc(const std::string& p, int rows, int scales) {
+    F32(p + "fn", {rows, c.hc_dim()}, 1.0f / std::sqrt(static_cast<float>(c.hc_dim())));
+    F32(p + "base", {rows}, 0.5f);
+    F32(p + "scale", {scales}, -1.0f);
+  }
+  void Compressor(const std::string& p, int ratio, int dim, int coff) {
+    Linear(p + "wkv", TensorRole::kFloatLinear, coff * dim, c.hidden_size);
+    Linear(p + "wgate", TensorRole::kFloatLinear, coff * dim, c.hidden_size);
+    F32(p + "ape", {ratio, coff * dim}, 0.5f);
+    Norm(p + "norm.weight", dim);
+  }
+  void Attention(const LayerSpec& s) {
+    const std::string p = s.prefix + "attn.";
+    const int64_t d = c.hidden_size, hd = static_cast<int64_t>(c.num_heads) * c.head_dim;
+    Linear(p + "wq_a", TensorRole::kDenseLinear, c.q_lora_rank, d);
+    Norm(p + "q_norm.weight", c.q_lora_rank);
+    Linear(p + "wq_b", TensorRole::kDenseLinear, hd, c.q_lora_rank);
+    Linear(p + "wkv", TensorRole::kDenseLinear, c.head_dim, d);
+    Norm(p + "kv_norm.weight", c.head_dim);
+    Linear(p + "wo_a", TensorRole::kDenseLinear, static_cast<int64_t>(c.o_groups) * c.o_lora_rank, hd / c.o_groups);
+    Linear(p + "wo_b", TensorRole::kDenseLinear, d, static_cast<int64_t>(c.o_groups) * c.o_lora_rank);
+    F32(p + "attn_sink", {c.num_heads}, 1.0f);
+    if (s.compress_ratio > 0) Compressor(p + "compressor.", s.compress_ratio, c.head_dim, s.attention == AttentionKind::kCsa ? 2 : 1);
+    if (s.attention == AttentionKind::kCsa) {
+      Linear(p + "indexer.wq_b", TensorRole::kDenseLinear, static_cast<int64_t>(c.index_n_heads) * c.index_head_dim,
+             c.q_lora_rank);
+      Linear(p + "indexer.weights_proj", TensorRole::kFloatLinear, c.index_n_heads, d, sharp);
+      Compressor(p + "indexer.compressor.", 4, c.index_head_dim, 2);
+    }
+  }
+  void Moe(const LayerSpec& s) {
+    const std::string p = s.prefix + "ffn.";
+    const int64_t d = c.hidden_size, f = c.moe_inter_dim;
+    Linear(p + "gate", TensorRole::kFloatLinear, c.num_routed_experts, d, sharp);
+    if (s.hash_moe) {
+      out.push_back({p + "gate.tid2eid", TensorRole::kTid2eid, {c.vocab_size, c.num_experts_per_token}, 0});
+    } else {
+      F32(p + "gate.bias", {c.num_routed_experts}, 0.1f);
+    }
+    for (int e = 0; e < c.num_routed_experts; ++e) {
+      const std::string ep = p + "experts." + std::to_string(e) + ".";
+      Linear(ep + "w1", TensorRole::kExpertLinear, f, d);
+      Linear(ep + "w3", TensorRole::kExpertLinear, f, d);
+      Linear(ep + "w2", TensorRole::kExpertLinear, d, f);
+    }
+    Linear(p + "shared_experts.w1", TensorRole::kDenseLinear, f, d);
+    Linear(p + "shared_experts.w3", TensorRole::kDenseLinear, f, d);
+    Linear(p + "shared_experts.w2", TensorRole::kDenseLinear, d, f);
+  }
+};
+
+}  // namespace
+
+std::vector<TensorSpec> CheckpointTensorSpecs(const ModelConfig& c, float sharp) {
+  Builder b{c, sharp, {}};
+  const int64_t d = c.hidden_size;
+  b.out.push_back({"embed", TensorRole::kFloatLinear, {c.vocab_size, d}, 1.0f});
+  b.Linear("head", TensorRole::kFloatLinear, c.vocab_size, d, sharp);
+  b.Norm("norm.weight", d);
+  b.Hc("hc_head_", c.hc_mult, 1);
+  for (const LayerSpec& s : BuildLayerPlan(c)) {
+    b.Norm(s.prefix + "attn_norm.weight", d);
+    b.Norm(s.prefix + "ffn_norm.weight", d);
+    b.Hc(s.prefix + "hc_attn_", c.hc_mix(), 3);
+    b.Hc(s.prefix + "hc_ffn_", c.hc_mix(), 3);
+    b.Attention(s);
+    b.Moe(s);
+    if (s.is_mtp) {
+      b.Linear(s.prefix + "e_proj", TensorRole::kDenseLinear, d, d);
+      b.Linear(s.prefix + "h_proj", TensorRole::kDenseLinear, d, d);
+      b.Norm(s.prefix + "enorm.weight", d);
+      b.Norm(s.prefix + "hnorm.weight", d);
+      b.Norm(s.prefix + "norm.weight", d);
+      b.Hc(s.prefix + "hc_head_", c.hc_mult, 1);
+    }
+  }
+  return b.out;
+}
+
+}  // namespace flashserve::model

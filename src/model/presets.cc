@@ -1,0 +1,83 @@
+// Preset configurations (model/presets.h).
+#include "model/presets.h"
+
+namespace flashserve::model {
+
+namespace {
+using base::Result;
+
+ModelConfig CommonV4() {
+  ModelConfig c;
+  c.architecture = "DeepseekV4ForCausalLM";
+  c.vocab_size = 129280;
+  c.head_dim = 512;
+  c.rope_head_dim = 64;
+  c.sliding_window = 128;
+  c.rope_theta = 10000.0;
+  c.compress_rope_theta = 160000.0;
+  c.yarn = YarnParams{16.0, 65536, 32.0, 1.0};
+  c.index_head_dim = 128;
+  c.num_shared_experts = 1;
+  c.routed_scaling_factor = 1.5;
+  c.swiglu_limit = 10.0;
+  c.num_hash_layers = 3;
+  c.hc_mult = 4;
+  c.hc_sinkhorn_iters = 20;
+  c.hc_eps = 1e-6;
+  c.norm_eps = 1e-6;
+  c.bos_token_id = 0;
+  c.eos_token_id = 1;
+  c.weight_format = WeightFormat::kFp8;
+  c.expert_format = ExpertFormat::kFp4;
+  c.weight_block = 128;
+  return c;
+}
+}  // namespace
+
+ModelConfig TinyPreset() {
+  ModelConfig c = CommonV4();
+  c.hidden_size = 256;
+  c.num_layers = 6;
+  c.num_mtp_layers = 1;
+  c.num_heads = 16;
+  c.q_lora_rank = 128;
+  c.o_groups = 4;
+  c.o_lora_rank = 128;
+  c.compress_ratios = {0, 4, 128, 4, 128, 0, 0};
+  c.index_n_heads = 8;
+  c.index_topk = 16;
+  c.num_routed_experts = 16;
+  c.num_experts_per_token = 4;
+  c.moe_inter_dim = 128;
+  c.max_position = 8192;
+  return c;
+}
+
+ModelConfig MediumPreset() {
+  ModelConfig c = CommonV4();
+  c.hidden_size = 1024;
+  c.num_layers = 10;
+  c.num_mtp_layers = 1;
+  c.num_heads = 16;
+  c.q_lora_rank = 512;
+  c.o_groups = 4;
+  c.o_lora_rank = 256;
+  c.compress_ratios = {0, 4, 128, 4, 128, 4, 128, 4, 128, 4, 0};
+  c.index_n_heads = 16;
+  c.index_topk = 64;
+  c.num_routed_experts = 64;
+  c.num_experts_per_token = 6;
+  c.moe_inter_dim = 768;
+  c.max_position = 65536;
+  return c;
+}
+
+Result<ModelConfig> PresetByName(const std::string& name) {
+  if (name == "tiny") return TinyPreset();
+  if (name == "medium") return MediumPreset();
+  return base::Error(base::ErrorCode::kInvalidArgument, "unknown preset '" + name + "' (tiny, medium)");
+}
+
+std::vector<std::string> PresetNames() { return {"tiny", "medium"}; }
+
+}  // namespace flashserve::model

@@ -1,0 +1,157 @@
+#include "model/weights.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "base/file_util.h"
+#include "model/presets.h"
+#include "model/random_checkpoint.h"
+
+namespace flashserve::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+ModelConfig SmallConfig() {
+  ModelConfig c = TinyPreset();
+  c.vocab_size = 512;
+  return c;
+}
+
+class WeightsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("fs_weights_" + std::to_string(getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Copies every tensor of the generated checkpoint through `edit` into a new single file.
+  void Rewrite(const std::function<bool(const TensorInfo&, SafetensorsWriter*)>& edit) {
+    auto ckpt = Checkpoint::Open(dir_).value();
+    SafetensorsWriter w;
+    for (const auto& name : ckpt->Names()) {
+      const TensorInfo* t = ckpt->Find(name);
+      if (!edit(*t, &w)) w.Add(name, t->dtype, t->shape, std::string(reinterpret_cast<const char*>(t->data), t->num_bytes));
+    }
+    ckpt.reset();
+    fs::remove(dir_ + "/model.safetensors.index.json");
+    for (auto& e : fs::directory_iterator(dir_))
+      if (e.path().extension() == ".safetensors") fs::remove(e.path());
+    ASSERT_TRUE(w.Write(dir_ + "/model.safetensors").ok());
+  }
+
+  base::Status Load() {
+    FS_ASSIGN_OR_RETURN(ModelConfig c, LoadModelConfig(dir_));
+    FS_ASSIGN_OR_RETURN(auto ckpt, Checkpoint::Open(dir_));
+    auto w = LoadModelWeights(*ckpt, c, BuildLayerPlan(c));
+    if (!w.ok()) return w.error();
+    unused_ = ckpt->num_tensors() - w->num_tensors;
+    return base::Status::Ok();
+  }
+
+  std::string dir_;
+  size_t unused_ = 0;
+  base::ThreadPool pool_{2};
+};
+
+TEST_F(WeightsTest, GeneratedCheckpointLoadsCompletelyInAllFormats) {
+  for (bool bf16 : {false, true}) {
+    RandomCheckpointOptions opt;
+    opt.bf16 = bf16;
+    ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, opt, pool_).ok());
+    base::Status s = Load();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    EXPECT_EQ(unused_, 0u);  // the writer's tensor list and the loader agree
+    fs::remove_all(dir_);
+  }
+}
+
+TEST_F(WeightsTest, ShardedCheckpointWithIndexLoads) {
+  RandomCheckpointOptions opt;
+  opt.shard_bytes = 4 << 20;
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, opt, pool_).ok());
+  EXPECT_TRUE(fs::exists(dir_ + "/model.safetensors.index.json"));
+  EXPECT_FALSE(fs::exists(dir_ + "/model.safetensors"));
+  base::Status s = Load();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+}
+
+TEST_F(WeightsTest, GenerationIsDeterministicPerSeed) {
+  RandomCheckpointOptions opt;
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, opt, pool_).ok());
+  std::string a = base::ReadFileToString(dir_ + "/model.safetensors").value();
+  base::ThreadPool one(1);
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, opt, one).ok());
+  EXPECT_EQ(a, base::ReadFileToString(dir_ + "/model.safetensors").value());
+  opt.seed = 99;
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, opt, pool_).ok());
+  EXPECT_NE(a, base::ReadFileToString(dir_ + "/model.safetensors").value());
+}
+
+void ExpectError(base::Status s, base::ErrorCode code, const std::string& needle) {
+  ASSERT_FALSE(s.ok()) << "expected failure mentioning " << needle;
+  EXPECT_EQ(s.error().code(), code) << s.ToString();
+  EXPECT_NE(s.error().message().find(needle), std::string::npos) << s.ToString();
+}
+
+TEST_F(WeightsTest, MissingWrongDtypeOrShapeIsReportedByName) {
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, {}, pool_).ok());
+  Rewrite([](const TensorInfo& t, SafetensorsWriter*) { return t.name == "layers.3.attn.wkv.scale"; });
+  ExpectError(Load(), base::ErrorCode::kMissingTensor, "layers.3.attn.wkv.scale");
+
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, {}, pool_).ok());
+  Rewrite([](const TensorInfo& t, SafetensorsWriter* w) {
+    if (t.name != "layers.1.attn.compressor.ape") return false;
+    w->Add(t.name, DType::kF32, {4, 999}, std::string(4 * 4 * 999, '\0'));
+    return true;
+  });
+  ExpectError(Load(), base::ErrorCode::kBadTensor, "layers.1.attn.compressor.ape");
+
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, {}, pool_).ok());
+  Rewrite([](const TensorInfo& t, SafetensorsWriter* w) {
+    if (t.name != "embed.weight") return false;
+    w->Add(t.name, DType::kI64, {512, 64}, std::string(512 * 64 * 8, '\0'));
+    return true;
+  });
+  ExpectError(Load(), base::ErrorCode::kBadTensor, "embed.weight");
+
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, {}, pool_).ok());
+  Rewrite([](const TensorInfo& t, SafetensorsWriter* w) {
+    if (t.name != "layers.0.ffn.gate.tid2eid") return false;
+    std::vector<int64_t> ids(512 * 4, 3);
+    ids[17] = 16;  // expert id out of range
+    w->Add(t.name, DType::kI64, {512, 4}, std::string(reinterpret_cast<const char*>(ids.data()), ids.size() * 8));
+    return true;
+  });
+  ExpectError(Load(), base::ErrorCode::kBadTensor, "tid2eid");
+}
+
+TEST_F(WeightsTest, CorruptOrTruncatedFilesAreCleanErrors) {
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, {}, pool_).ok());
+  const std::string path = dir_ + "/model.safetensors";
+  std::string bytes = base::ReadFileToString(path).value();
+  ASSERT_TRUE(base::WriteFileAtomic(path, bytes.substr(0, bytes.size() / 2)).ok());
+  ExpectError(Checkpoint::Open(dir_).status(), base::ErrorCode::kBadCheckpoint, "truncated");
+  std::string corrupt = bytes;
+  corrupt[12] = '\x01';  // inside the JSON header
+  ASSERT_TRUE(base::WriteFileAtomic(path, corrupt).ok());
+  ExpectError(Checkpoint::Open(dir_).status(), base::ErrorCode::kBadCheckpoint, "JSON");
+  ASSERT_TRUE(base::WriteFileAtomic(path, std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8)).ok());
+  ExpectError(Checkpoint::Open(dir_).status(), base::ErrorCode::kBadCheckpoint, "header length");
+  ASSERT_TRUE(base::WriteFileAtomic(path, "abc").ok());
+  ExpectError(Checkpoint::Open(dir_).status(), base::ErrorCode::kBadCheckpoint, "too small");
+  fs::remove(path);
+  ExpectError(Checkpoint::Open(dir_).status(), base::ErrorCode::kNotFound, "model.safetensors");
+  // An index naming a shard outside the directory is refused.
+  ASSERT_TRUE(base::WriteFileAtomic(dir_ + "/model.safetensors.index.json",
+                                    R"({"weight_map": {"embed.weight": "../x.safetensors"}})").ok());
+  ExpectError(Checkpoint::Open(dir_).status(), base::ErrorCode::kBadCheckpoint, "shard name");
+}
+
+}  // namespace
+}  // namespace flashserve::model
