@@ -106,6 +106,8 @@ void CoreAttention(Ops& ops, const Model& model, int layer, const RowBatch& batc
   const int64_t rows = batch.num_rows();
   const int heads = c.num_heads, dim = c.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+  const double total_keys = static_cast<double>(s->key_offset[rows]);
+  ops.CountWork(4.0 * total_keys * heads * dim, total_keys * dim * sizeof(float));
   constexpr int kHeadsPerTask = 4;
   const int groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
   s->o.resize(static_cast<size_t>(rows * heads * dim));

@@ -102,6 +102,7 @@ void Engine::Head(const model::HcWeights& hc, const std::vector<float>& norm, co
 
 base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batch) {
   FS_RETURN_IF_ERROR(Validate(batch));
+  ops_.stats() = OpStats{};
   const model::ModelConfig& c = model_.config();
   RowBatch rows;
   BuildRows(batch, &rows);
@@ -127,6 +128,7 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
   Head(model_.weights().hc_head, model_.weights().norm, x_.data(), logit_rows, out.logits.data());
   RunMtp(batch, rows, x_.data(), &out);
   for (const SeqRows& seq : rows.seqs) seq.state->set_position(seq.start_pos + (seq.row_end - seq.row_begin));
+  stats_ = ops_.stats();
   return out;
 }
 

@@ -52,6 +52,9 @@ class Engine {
   const EngineOptions& options() const { return options_; }
   std::unique_ptr<SequenceState> NewSequence(bool with_mtp = false) const;
 
+  // Work counters of the last Forward call.
+  const OpStats& last_stats() const { return stats_; }
+
   // Runs the batch; on error no state is modified.
   base::Result<ForwardResult> Forward(std::span<const ForwardRequest> batch);
 
@@ -70,6 +73,7 @@ class Engine {
   Ops ops_;
   BlockScratch scratch_;
   std::vector<float> x_, head_in_, head_norm_, head_mix_;
+  OpStats stats_;
 };
 
 }  // namespace flashserve::engine

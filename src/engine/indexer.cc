@@ -72,6 +72,12 @@ void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeigh
     out->offset[r + 1] = out->offset[r] + std::min<int64_t>(visible, c.index_topk);
   }
   out->index.resize(static_cast<size_t>(out->offset[rows]));
+  double scored = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t visible = (batch.pos[r] + 1) / 4;
+    if (visible > c.index_topk) scored += static_cast<double>(visible);
+  }
+  ops.CountWork(2.0 * scored * heads * dim, scored * dim * sizeof(float));
   const bool ref = ops.reference();
   ops.ForRows(rows, [&](int64_t r) {
     const int64_t visible = (batch.pos[r] + 1) / 4;

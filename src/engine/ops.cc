@@ -12,6 +12,9 @@ namespace flashserve::engine {
 void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                  bool act_quant) {
   if (n <= 0) return;
+  stats_.flops += 2.0 * static_cast<double>(n) * w.rows * w.cols;
+  stats_.weight_bytes += static_cast<double>(w.rows) * w.RowBytes() +
+                         (w.scale ? static_cast<double>((w.rows + w.tile_rows - 1) / w.tile_rows) * w.scale_cols : 0.0);
   if (options_.qat && act_quant && w.quantized()) {
     quant_scratch_.resize(static_cast<size_t>(n * w.cols));
     float* q = quant_scratch_.data();

@@ -12,6 +12,14 @@
 
 namespace flashserve::engine {
 
+// Work done by the forward calls since the last Reset (for rooflines): FLOPs counted as
+// 2 per multiply-add, weight bytes read (each matrix once per call), KV state bytes read.
+struct OpStats {
+  double flops = 0;
+  double weight_bytes = 0;
+  double state_bytes = 0;
+};
+
 class Ops {
  public:
   Ops(base::ThreadPool& pool, const EngineOptions& options) : pool_(pool), options_(options) {}
@@ -29,6 +37,13 @@ class Ops {
   void RmsNormRows(const float* x, const float* w, int64_t n, int64_t dim, int64_t ld, float eps, float* out,
                    int64_t ld_out);
 
+  OpStats& stats() { return stats_; }
+  // Records attention-like work done outside Linear.
+  void CountWork(double flops, double state_bytes) {
+    stats_.flops += flops;
+    stats_.state_bytes += state_bytes;
+  }
+
   // Runs fn(row) for every row in [0, n) on the pool.
   template <typename Fn>
   void ForRows(int64_t n, Fn&& fn, int64_t grain = 1) {
@@ -41,6 +56,7 @@ class Ops {
   base::ThreadPool& pool_;
   EngineOptions options_;
   std::vector<float> quant_scratch_;
+  OpStats stats_;
 };
 
 }  // namespace flashserve::engine

@@ -1,0 +1,32 @@
+// Small helpers shared by the developer subcommands: token-id lists from flags or files,
+// model loading with a readable error, and engine option flags. Main thread only.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/model.h"
+#include "engine/options.h"
+
+namespace flashserve::app {
+
+// "0,5,17" or "0 5 17" (commas and/or whitespace) -> ids; rejects anything else.
+base::Result<std::vector<int32_t>> ParseTokenList(const std::string& text);
+// --tokens or --tokens-file (exactly one must be set).
+base::Result<std::vector<int32_t>> TokensFromFlags(const std::string& tokens, const std::string& tokens_file);
+
+// Adds --no-qat, --reference and --threads to a command.
+void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat);
+
+// Loads the model; on error prints it and returns null.
+std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir);
+
+// Prints "error: <message>" to stderr and returns 1.
+int PrintError(const base::Error& error);
+
+}  // namespace flashserve::app

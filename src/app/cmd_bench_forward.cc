@@ -1,0 +1,149 @@
+// `flashserve bench-forward`: prefill and batched-decode throughput of the engine next to each
+// configuration's floor, max(bytes read / measured bandwidth, FLOPs / measured FMA peak), with
+// bytes and FLOPs counted by the engine for the very steps that were timed.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "app/cli_util.h"
+#include "app/commands.h"
+#include "engine/engine.h"
+#include "kernels/isa.h"
+#include "kernels/roofline.h"
+
+namespace flashserve::app {
+
+namespace {
+struct BenchFlags {
+  std::string model;
+  int prompt = 512, context = 256, steps = 8, repeats = 2;
+  std::string batches = "1,8,32";
+  bool no_qat = false;
+  engine::EngineOptions options;
+};
+
+struct Ceilings {
+  double gbps = 0, gflops = 0;
+};
+
+struct Row {
+  std::string name;
+  double tokens_per_s = 0, floor_tokens_per_s = 0, bytes = 0, flops = 0;
+  bool compute_bound = false;
+};
+
+std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(2, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
+
+Row Finish(std::string name, double tokens, double secs, const engine::OpStats& st, const Ceilings& c) {
+  Row r;
+  r.name = std::move(name);
+  r.bytes = st.weight_bytes + st.state_bytes;
+  r.flops = st.flops;
+  const double t_mem = r.bytes / (c.gbps * 1e9), t_fma = r.flops / (c.gflops * 1e9);
+  r.compute_bound = t_fma > t_mem;
+  r.tokens_per_s = tokens / secs;
+  r.floor_tokens_per_s = tokens / std::max(t_mem, t_fma);
+  return r;
+}
+
+double Seconds(std::chrono::steady_clock::time_point a) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+}
+
+Row BenchPrefill(engine::Engine& engine, const BenchFlags& f, const Ceilings& c) {
+  const int64_t vocab = engine.model().config().vocab_size;
+  std::vector<int32_t> tokens = Tokens(f.prompt, vocab, 1);
+  double best = 1e30;
+  engine::OpStats stats;
+  for (int rep = 0; rep <= f.repeats; ++rep) {  // the first run warms up
+    auto state = engine.NewSequence();
+    engine::ForwardRequest req{state.get(), tokens, engine::LogitsMode::kLast};
+    auto t0 = std::chrono::steady_clock::now();
+    FS_CHECK(engine.Forward({&req, 1}).ok(), "prefill failed");
+    double secs = Seconds(t0);
+    if (rep > 0 && secs < best) best = secs;
+    stats = engine.last_stats();
+  }
+  return Finish("prefill " + std::to_string(f.prompt), f.prompt, best, stats, c);
+}
+
+Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch, const Ceilings& c) {
+  const int64_t vocab = engine.model().config().vocab_size;
+  std::vector<std::unique_ptr<engine::SequenceState>> states;
+  for (int i = 0; i < batch; ++i) {
+    states.push_back(engine.NewSequence());
+    std::vector<int32_t> ctx = Tokens(f.context, vocab, 100 + i);
+    engine::ForwardRequest req{states.back().get(), ctx, engine::LogitsMode::kNone};
+    FS_CHECK(engine.Forward({&req, 1}).ok(), "context prefill failed");
+  }
+  std::vector<int32_t> next = Tokens(batch * (f.steps + 2), vocab, 7);
+  engine::OpStats total;
+  double secs = 0;
+  for (int step = 0; step < f.steps + 2; ++step) {
+    std::vector<engine::ForwardRequest> reqs;
+    for (int i = 0; i < batch; ++i)
+      reqs.push_back({states[i].get(), std::span<const int32_t>(&next[step * batch + i], 1), engine::LogitsMode::kLast});
+    auto t0 = std::chrono::steady_clock::now();
+    FS_CHECK(engine.Forward(reqs).ok(), "decode failed");
+    if (step < 2) continue;  // warm-up steps
+    secs += Seconds(t0);
+    total.flops += engine.last_stats().flops;
+    total.weight_bytes += engine.last_stats().weight_bytes;
+    total.state_bytes += engine.last_stats().state_bytes;
+  }
+  return Finish("decode batch " + std::to_string(batch), static_cast<double>(batch) * f.steps, secs, total, c);
+}
+
+int RunBench(BenchFlags f) {
+  auto model = LoadModelOrPrint(f.model);
+  if (!model) return 1;
+  auto batches = ParseTokenList(f.batches);
+  if (!batches.ok()) return PrintError(batches.error());
+  f.options.qat = !f.no_qat;
+  Ceilings c;
+  int threads = 0;
+  {
+    base::ThreadPool pool(f.options.num_threads);
+    threads = pool.num_threads();
+    c.gbps = kernels::MeasureMemoryBandwidth(pool);
+    c.gflops = kernels::MeasureFmaPeak(pool);
+  }
+  std::printf("machine: %d threads, ISA %s, measured read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s\n", threads,
+              kernels::IsaName(kernels::BestIsa()), c.gbps, c.gflops);
+  std::printf("model: %s (QAT %s)\n", f.model.c_str(), f.no_qat ? "off" : "on");
+  engine::Engine engine(*model, f.options);
+  std::vector<Row> rows = {BenchPrefill(engine, f, c)};
+  for (int32_t b : *batches) rows.push_back(BenchDecode(engine, f, b, c));
+  std::printf("%-18s %12s %12s %8s %9s %12s %12s\n", "config", "tokens/s", "floor tok/s", "% floor", "bound",
+              "MB/step", "GFLOP/step");
+  for (const Row& r : rows) {
+    double steps = r.name.rfind("decode", 0) == 0 ? f.steps : 1;
+    std::printf("%-18s %12.1f %12.1f %7.1f%% %9s %12.1f %12.2f\n", r.name.c_str(), r.tokens_per_s, r.floor_tokens_per_s,
+                100.0 * r.tokens_per_s / r.floor_tokens_per_s, r.compute_bound ? "compute" : "memory",
+                r.bytes / steps / 1e6, r.flops / steps / 1e9);
+  }
+  return 0;
+}
+}  // namespace
+
+void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run) {
+  auto f = std::make_shared<BenchFlags>();
+  auto* cmd = app.add_subcommand("bench-forward", "Prefill/decode throughput of the engine against its roofline floor");
+  cmd->add_option("--model", f->model, "Checkpoint directory")->required();
+  cmd->add_option("--prompt", f->prompt, "Prefill prompt length")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--batches", f->batches, "Decode batch sizes, e.g. 1,8,32");
+  cmd->add_option("--context", f->context, "Tokens already in each decoding sequence")->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--steps", f->steps, "Timed decode steps per batch size")->check(CLI::Range(1, 100000));
+  cmd->add_option("--repeats", f->repeats, "Timed prefill repeats (best kept)")->check(CLI::Range(1, 100));
+  AddEngineFlags(cmd, &f->options, &f->no_qat);
+  cmd->callback([f, run] { *run = [f] { return RunBench(*f); }; });
+}
+
+}  // namespace flashserve::app
