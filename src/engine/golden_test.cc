@@ -48,7 +48,8 @@ std::vector<float> ReadF32(const std::string& path) {
   return v;
 }
 
-class GoldenTest : public ::testing::Test {
+// Param: prompt chunk size (0 = one-shot prefill, 1 = token-by-token decode of the prompt).
+class GoldenTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override {
     if (!fs::exists(kFixture + "/model/model.safetensors"))
@@ -56,7 +57,7 @@ class GoldenTest : public ::testing::Test {
   }
 };
 
-TEST_F(GoldenTest, PrefillAndDecodeMatchReferenceWithinF32Tier) {
+TEST_P(GoldenTest, PrefillAndDecodeMatchReferenceWithinF32Tier) {
   auto model = Model::Load(kFixture + "/model");
   ASSERT_TRUE(model.ok()) << model.error().ToString();
   EngineOptions options;
@@ -74,10 +75,14 @@ TEST_F(GoldenTest, PrefillAndDecodeMatchReferenceWithinF32Tier) {
     ASSERT_EQ(static_cast<int64_t>(ref.size()), s["rows"].get<int64_t>() * vocab);
     auto state = engine.NewSequence();
     Metrics seq;
-    ForwardRequest req{state.get(), prompt, LogitsMode::kAll};
-    auto result = engine.Forward({&req, 1});
-    ASSERT_TRUE(result.ok()) << result.error().ToString();
-    for (int64_t i = 0; i < static_cast<int64_t>(prompt.size()); ++i) seq.Add(ref.data() + i * vocab, result->row(0, i), vocab);
+    const size_t chunk = GetParam() > 0 ? static_cast<size_t>(GetParam()) : prompt.size();
+    for (size_t done = 0; done < prompt.size(); done += chunk) {
+      const size_t n = std::min(chunk, prompt.size() - done);
+      ForwardRequest req{state.get(), std::span<const int32_t>(prompt.data() + done, n), LogitsMode::kAll};
+      auto result = engine.Forward({&req, 1});
+      ASSERT_TRUE(result.ok()) << result.error().ToString();
+      for (size_t i = 0; i < n; ++i) seq.Add(ref.data() + (done + i) * vocab, result->row(0, static_cast<int64_t>(i)), vocab);
+    }
     for (size_t k = 0; k < decode.size(); ++k) {
       ForwardRequest step{state.get(), std::span<const int32_t>(&decode[k], 1), LogitsMode::kLast};
       auto r = engine.Forward({&step, 1});
@@ -98,6 +103,9 @@ TEST_F(GoldenTest, PrefillAndDecodeMatchReferenceWithinF32Tier) {
   EXPECT_GE(all.min_cos, tol["min_cos"].get<double>());
   EXPECT_GE(static_cast<double>(all.top1) / all.rows, tol["top1_agree"].get<double>());
 }
+
+INSTANTIATE_TEST_SUITE_P(Prompt, GoldenTest, ::testing::Values(0, 1),
+                         [](const auto& info) { return info.param == 0 ? "OneShot" : "TokenByToken"; });
 
 }  // namespace
 }  // namespace flashserve::engine

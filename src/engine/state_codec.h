@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -25,10 +26,30 @@ struct StateSizes {
   int64_t entries = 0;      // compressed entries + indexer keys
 };
 
+// Prefix-cache block size in tokens: a multiple of every compression ratio (4 and 128), so a
+// block's compressed entries are complete and no compressor window straddles two blocks.
+constexpr int64_t kBlockTokens = 128;
+
+// The whole state (boundary + every block) in one byte string.
 std::string SerializeState(const SequenceState& state, const model::ModelConfig& config, const model::LayerPlan& plan,
                            StateSizes* sizes = nullptr);
-
 base::Result<std::unique_ptr<SequenceState>> DeserializeState(std::string_view bytes, const model::ModelConfig& config,
                                                               const model::LayerPlan& plan);
+
+// Block k: the compressed entries (and indexer keys) produced by tokens [128k, 128k + 128) of
+// every layer. Needs state.position() >= 128 (k + 1). Shared by every prefix containing it.
+std::string SerializeBlock(const SequenceState& state, const model::ModelConfig& config, const model::LayerPlan& plan,
+                           int64_t block_index);
+
+// What a resume at state.position() needs besides the full blocks: rings, compressor
+// carries, the entries of the unfinished block, MTP streams.
+std::string SerializeBoundary(const SequenceState& state, const model::ModelConfig& config,
+                              const model::LayerPlan& plan, StateSizes* sizes = nullptr);
+
+// Rebuilds a state from a boundary and blocks 0 .. floor(P / 128) - 1, in order.
+base::Result<std::unique_ptr<SequenceState>> AssembleState(std::string_view boundary,
+                                                           std::span<const std::string_view> blocks,
+                                                           const model::ModelConfig& config,
+                                                           const model::LayerPlan& plan);
 
 }  // namespace flashserve::engine

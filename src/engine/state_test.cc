@@ -91,3 +91,52 @@ INSTANTIATE_TEST_SUITE_P(Qat, StateTest, ::testing::Values(true, false),
 
 }  // namespace
 }  // namespace flashserve::engine
+
+namespace flashserve::engine {
+namespace {
+
+TEST(StateBlocksTest, BoundaryPlusBlocksResumesExactly) {
+  const Model& model = testing::TestModel();
+  Engine engine(model, EngineOptions{});
+  std::vector<int32_t> tokens = testing::RandomTokens(400, 17);
+  auto full_state = engine.NewSequence();
+  std::vector<float> full = testing::RunChunked(engine, full_state.get(), tokens, {400});
+  for (int p : {128, 256, 300, 131, 5}) {
+    auto state = engine.NewSequence();
+    std::vector<int32_t> head(tokens.begin(), tokens.begin() + p), tail(tokens.begin() + p, tokens.end());
+    testing::RunChunked(engine, state.get(), head, {p});
+    std::vector<std::string> blocks;
+    for (int64_t b = 0; b < p / kBlockTokens; ++b) blocks.push_back(SerializeBlock(*state, model.config(), model.plan(), b));
+    StateSizes sizes;
+    std::string boundary = SerializeBoundary(*state, model.config(), model.plan(), &sizes);
+    if (p % kBlockTokens == 0) {  // aligned: every entry section is empty (17-byte header each)
+      int64_t sections = 0;
+      for (const auto& spec : model.plan())
+        if (!spec.is_mtp) sections += (spec.compress_ratio > 0) + (spec.attention == model::AttentionKind::kCsa);
+      EXPECT_EQ(sizes.entries, 17 * sections);
+    }
+    std::vector<std::string_view> views(blocks.begin(), blocks.end());
+    auto restored = AssembleState(boundary, views, model.config(), model.plan());
+    ASSERT_TRUE(restored.ok()) << restored.error().ToString();
+    std::vector<float> expected(full.begin() + static_cast<int64_t>(p) * 1280, full.end());
+    EXPECT_TRUE(testing::BitEqual(expected, testing::RunChunked(engine, restored->get(), tail, {tail.size()})))
+        << "position " << p;
+    if (!views.empty()) {  // wrong or missing blocks are refused
+      auto missing = AssembleState(boundary, std::span(views).subspan(1), model.config(), model.plan());
+      EXPECT_EQ(missing.error().code(), base::ErrorCode::kInvalidArgument);
+      std::string bad = blocks[0];
+      bad[20] ^= 1;
+      views[0] = bad;
+      EXPECT_EQ(AssembleState(boundary, views, model.config(), model.plan()).error().code(), base::ErrorCode::kDataLoss);
+    }
+    if (views.size() >= 2) {
+      std::swap(views[0], views[1]);
+      views[1] = blocks[0];
+      views[0] = blocks[1];
+      EXPECT_EQ(AssembleState(boundary, views, model.config(), model.plan()).error().code(), base::ErrorCode::kBadState);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashserve::engine
