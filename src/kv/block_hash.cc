@@ -1,0 +1,107 @@
+// Block hashing with OpenSSL SHA-256 (kv/block_hash.h).
+#include "kv/block_hash.h"
+
+#include <openssl/evp.h>
+
+#include <cstring>
+
+#include "base/check.h"
+
+namespace flashserve::kv {
+namespace {
+
+class Sha256Ctx {
+ public:
+  Sha256Ctx() : ctx_(EVP_MD_CTX_new()) {
+    FS_CHECK(ctx_ != nullptr && EVP_DigestInit_ex(ctx_, EVP_sha256(), nullptr) == 1, "SHA-256 init failed");
+  }
+  ~Sha256Ctx() { EVP_MD_CTX_free(ctx_); }
+  void Update(const void* data, size_t n) { FS_CHECK(EVP_DigestUpdate(ctx_, data, n) == 1, "SHA-256 update failed"); }
+  BlockHash Final() {
+    BlockHash out{};
+    unsigned int len = 0;
+    FS_CHECK(EVP_DigestFinal_ex(ctx_, out.data(), &len) == 1 && len == 32, "SHA-256 final failed");
+    return out;
+  }
+
+ private:
+  EVP_MD_CTX* ctx_;
+};
+
+void UpdateField(Sha256Ctx& ctx, std::string_view field) {
+  uint64_t len = field.size();  // length-prefixed so fields cannot run into each other
+  ctx.Update(&len, sizeof len);
+  ctx.Update(field.data(), field.size());
+}
+
+}  // namespace
+
+size_t BlockHashHasher::operator()(const BlockHash& h) const {
+  size_t v;
+  std::memcpy(&v, h.data(), sizeof v);
+  return v;
+}
+
+BlockHash Sha256(std::string_view data) {
+  Sha256Ctx ctx;
+  ctx.Update(data.data(), data.size());
+  return ctx.Final();
+}
+
+BlockHash HashSeed(std::string_view model_fingerprint, std::string_view cache_namespace, int encoding_version) {
+  Sha256Ctx ctx;
+  UpdateField(ctx, "flashserve-prefix-v1");
+  UpdateField(ctx, model_fingerprint);
+  UpdateField(ctx, cache_namespace);
+  int32_t version = encoding_version;
+  ctx.Update(&version, sizeof version);
+  return ctx.Final();
+}
+
+BlockHash ChainBlock(const BlockHash& previous, std::span<const int32_t> block_tokens) {
+  Sha256Ctx ctx;
+  ctx.Update(previous.data(), previous.size());
+  for (int32_t t : block_tokens) {
+    uint8_t le[4] = {static_cast<uint8_t>(t), static_cast<uint8_t>(t >> 8), static_cast<uint8_t>(t >> 16),
+                     static_cast<uint8_t>(t >> 24)};
+    ctx.Update(le, 4);
+  }
+  return ctx.Final();
+}
+
+std::vector<BlockHash> BlockHashes(const BlockHash& seed, std::span<const int32_t> tokens) {
+  std::vector<BlockHash> out;
+  BlockHash prev = seed;
+  for (size_t b = 0; (b + 1) * kBlockTokens <= tokens.size(); ++b) {
+    prev = ChainBlock(prev, tokens.subspan(b * kBlockTokens, kBlockTokens));
+    out.push_back(prev);
+  }
+  return out;
+}
+
+std::string ToHex(const BlockHash& hash) {
+  static const char* kDigits = "0123456789abcdef";
+  std::string s(64, '0');
+  for (size_t i = 0; i < 32; ++i) {
+    s[2 * i] = kDigits[hash[i] >> 4];
+    s[2 * i + 1] = kDigits[hash[i] & 15];
+  }
+  return s;
+}
+
+bool FromHex(std::string_view hex, BlockHash* out) {
+  if (hex.size() != 64) return false;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < 32; ++i) {
+    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    (*out)[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return true;
+}
+
+}  // namespace flashserve::kv

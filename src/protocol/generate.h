@@ -1,0 +1,62 @@
+// A generation request as the serving loop sees it (already encoded to token ids) and the
+// events it streams back, plus usage accounting. Plain data shared by api, serve, router and
+// meter; no JSON, no engine types.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "protocol/sampling.h"
+
+namespace flashserve::protocol {
+
+enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
+const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled", "error"
+
+struct GenerateRequest {
+  std::string id;                      // unique per server (api assigns "chatcmpl-...")
+  std::vector<int32_t> prompt;         // token ids, BOS included when the encoder adds it
+  SamplingParams sampling;
+  int n = 1;                           // choices; choice i samples with seed + i
+  int64_t max_tokens = 256;            // generated tokens per choice
+  std::vector<int32_t> stop_token_ids; // in addition to EOS unless ignore_eos
+  bool ignore_eos = false;
+  std::string cache_namespace;         // prefix-cache isolation (tenant); "" = the default namespace
+  std::string ttl_class;               // KV-store retention class; "" = the server default
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+struct TokenOutput {
+  int32_t token = 0;
+  float logprob = 0.0f;                    // when requested
+  std::vector<TokenLogprob> top_logprobs;  // when requested, best first
+};
+
+// Prompt tokens split by where they came from; hit + miss = prompt_tokens.
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;   // prompt_cache_hit_tokens = sum of the tiers below
+  int64_t cached_memory = 0;   // device / host DRAM
+  int64_t cached_disk = 0;     // local disk tier
+  int64_t cached_shared = 0;   // shared tier
+  int64_t cache_miss_tokens() const { return prompt_tokens - cached_tokens; }
+};
+
+// One step of one choice. The last event of a choice has finish != kNone; the last event of
+// the request has request_done = true and carries the usage of all choices.
+struct GenerateEvent {
+  int choice = 0;
+  std::vector<TokenOutput> tokens;  // new tokens (may be empty on the final event)
+  FinishReason finish = FinishReason::kNone;
+  bool request_done = false;
+  std::string error;                // when finish == kError
+  Usage usage;                      // when request_done
+};
+
+}  // namespace flashserve::protocol

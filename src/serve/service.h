@@ -1,0 +1,54 @@
+// The serving loop as the HTTP layer sees it: submit an encoded request with a sink for its
+// events, cancel it, read statistics. Implemented by serve::Server (the engine thread) and by
+// test fakes. Submit/Cancel/Stats/Info are thread-safe; sinks are called on the engine thread
+// and must return quickly (hand the event to the I/O thread, never block).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "base/result.h"
+#include "protocol/generate.h"
+
+namespace flashserve::serve {
+
+struct ModelInfo {
+  std::string name;          // served model id, e.g. "deepseek-v4-flash"
+  int64_t vocab_size = 0;
+  int64_t max_context = 0;   // prompt + generated tokens per sequence
+  int32_t eos_token_id = 1;
+  int32_t bos_token_id = 0;
+};
+
+struct ServiceStats {
+  int64_t running = 0;              // sequences in the batch
+  int64_t waiting = 0;              // admitted requests not yet running
+  int64_t state_pool_bytes = 0;     // sequence-state memory in use
+  int64_t state_pool_capacity = 0;  // configured budget
+  int64_t prefix_cache_bytes = 0;
+  int64_t prompt_tokens_total = 0;
+  int64_t cached_prompt_tokens_total = 0;
+  int64_t generated_tokens_total = 0;
+  int64_t preemptions_total = 0;
+  int64_t steps_total = 0;
+  int64_t requests_finished_total = 0;
+  int64_t requests_rejected_total = 0;
+};
+
+using EventSink = std::function<void(const protocol::GenerateEvent&)>;
+
+class Service {
+ public:
+  virtual ~Service() = default;
+  // Queues a request. Errors: kInvalidArgument (bad parameters), kContextOverflow (prompt +
+  // max_tokens beyond the context), kResourceExhausted (queue full: retry later).
+  virtual base::Status Submit(protocol::GenerateRequest request, EventSink sink) = 0;
+  // Stops a request (client gone, stop string seen). Its sink receives a final kCancelled
+  // event within one engine step, unless it already finished. Unknown ids are ignored.
+  virtual void Cancel(const std::string& request_id) = 0;
+  virtual ServiceStats Stats() const = 0;
+  virtual ModelInfo Info() const = 0;
+};
+
+}  // namespace flashserve::serve
