@@ -38,6 +38,11 @@ void FoldCompressorRow(Ops& ops, const CompressorSpec& spec, int64_t pos, const 
   }
   if ((pos + 1) % spec.ratio != 0) return;
   const size_t offset = entries->size();
+  if (entries->capacity() < offset + dim) {
+    // Grow by whole 128-token blocks so memory use follows EstimateStateBytes.
+    const size_t per_block = static_cast<size_t>(128 / spec.ratio) * dim;
+    entries->reserve((offset / per_block + 1) * per_block);
+  }
   entries->resize(offset + static_cast<size_t>(dim));
   float* entry = entries->data() + offset;
   state->cur.Finish(entry, dim);

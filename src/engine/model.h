@@ -28,6 +28,7 @@ class Model {
     return which == model::RopeTable::kMain ? rope_main_ : rope_compress_;
   }
   const std::string& dir() const { return dir_; }
+  const model::Checkpoint& checkpoint() const { return *checkpoint_; }
 
  private:
   Model(std::string dir, model::ModelConfig config, std::unique_ptr<model::Checkpoint> ckpt);

@@ -40,6 +40,25 @@ void CompressorState::Init(int d, bool ov) {
   if (overlap) next.Reset(d);
 }
 
+int64_t EstimateStateBytes(const model::ModelConfig& c, const model::LayerPlan& plan, bool with_mtp,
+                           int64_t position) {
+  int64_t bytes = 0;
+  for (const model::LayerSpec& spec : plan) {
+    if (spec.is_mtp && !with_mtp) continue;
+    bytes += int64_t{4} * c.sliding_window * c.head_dim;  // ring
+    if (spec.compress_ratio > 0) {
+      // Entries grow in whole blocks of 128 tokens (see the growth policy in compressor.cc).
+      const int64_t blocks = position / 128 + 1;
+      const int64_t entries = blocks * 128 / spec.compress_ratio;
+      bytes += entries * 4 * c.head_dim + 2 * 3 * 4 * c.head_dim;
+      if (spec.attention == model::AttentionKind::kCsa)
+        bytes += entries * 4 * c.index_head_dim + 2 * 3 * 4 * c.index_head_dim;
+    }
+  }
+  if (with_mtp) bytes += int64_t{4} * c.hc_dim();
+  return bytes + 4096;  // object overhead
+}
+
 SequenceState::SequenceState(const model::ModelConfig& config, const model::LayerPlan& plan, bool with_mtp)
     : with_mtp_(with_mtp && config.num_mtp_layers > 0) {
   for (const model::LayerSpec& spec : plan) {

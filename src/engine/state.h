@@ -47,6 +47,11 @@ struct LayerState {
   int64_t num_entries() const { return dim == 0 ? 0 : static_cast<int64_t>(compressed.size()) / dim; }
 };
 
+// Bytes a sequence's state occupies at `position` tokens (rings, carries, compressed entries,
+// MTP streams), as used for memory budgets.
+int64_t EstimateStateBytes(const model::ModelConfig& config, const model::LayerPlan& plan, bool with_mtp,
+                           int64_t position);
+
 class SequenceState {
  public:
   // Fresh state at position 0 for every layer of the plan (MTP layers only when with_mtp).

@@ -14,22 +14,12 @@
 #include <vector>
 
 #include "base/result.h"
+#include "protocol/generate.h"
+#include "protocol/sampling.h"
 
 namespace flashserve::sampler {
 
-struct SamplingParams {
-  float temperature = 1.0f;        // 0 = greedy
-  float top_p = 1.0f;              // (0, 1]
-  int top_k = 0;                   // 0 = off
-  float min_p = 0.0f;              // [0, 1]
-  float presence_penalty = 0.0f;   // [-2, 2], on generated tokens
-  float frequency_penalty = 0.0f;  // [-2, 2], on generated tokens
-  float repetition_penalty = 1.0f; // (0, 2], on prompt and generated tokens
-  std::vector<std::pair<int32_t, float>> logit_bias;  // [-100, 100]
-  uint64_t seed = 0;
-  int top_logprobs = 0;            // alternatives reported per token (0..20)
-  bool logprobs = false;
-};
+using SamplingParams = protocol::SamplingParams;
 
 // Checks ranges (OpenAI limits); vocab_size bounds logit_bias ids.
 base::Status ValidateSamplingParams(const SamplingParams& params, int64_t vocab_size);
@@ -42,10 +32,7 @@ struct TokenHistory {
   void SetPrompt(std::span<const int32_t> prompt);
 };
 
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0.0f;
-};
+using TokenLogprob = protocol::TokenLogprob;
 
 struct SampleResult {
   int32_t token = 0;

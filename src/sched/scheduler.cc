@@ -31,6 +31,29 @@ base::Status Scheduler::Add(Sequence seq) {
   return base::Status::Ok();
 }
 
+bool Scheduler::Fork(uint64_t parent_id, uint64_t child_id) {
+  Sequence* parent = Find(parent_id);
+  if (parent == nullptr || seqs_.count(child_id)) return false;
+  Sequence child = *parent;
+  child.id = child_id;
+  child.pool_bytes = 0;
+  const int64_t need = state_bytes_(child.num_computed);
+  if (parent->status != SeqStatus::kRunning || num_running() >= config_.max_running ||
+      pool_used_ + need > config_.state_pool_bytes) {
+    child.status = SeqStatus::kWaiting;
+    child.num_computed = 0;
+    waiting_.push_front(child_id);
+    seqs_[child_id] = std::move(child);
+    return false;
+  }
+  child.pool_bytes = need;
+  pool_used_ += need;
+  child.admitted_order = ++admit_counter_;
+  running_.push_back(child_id);
+  seqs_[child_id] = std::move(child);
+  return true;
+}
+
 bool Scheduler::Remove(uint64_t id) {
   auto it = seqs_.find(id);
   if (it == seqs_.end()) return false;

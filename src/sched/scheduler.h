@@ -71,6 +71,10 @@ class Scheduler {
 
   // Queues a sequence (status waiting). kResourceExhausted when the waiting queue is full.
   base::Status Add(Sequence seq);
+  // Adds `child` as a copy of running sequence `parent_id` (same tokens, same computed
+  // position: the caller clones the engine state). When the pool cannot hold it, the child
+  // is queued instead (it will recompute). Returns whether the child is running.
+  bool Fork(uint64_t parent_id, uint64_t child_id);
   // Drops a sequence wherever it is; returns whether it existed.
   bool Remove(uint64_t seq_id);
   Sequence* Find(uint64_t seq_id);

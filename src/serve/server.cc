@@ -1,0 +1,173 @@
+// The engine thread: request intake, the step loop and per-choice bookkeeping (serve/server.h).
+#include "serve/server.h"
+
+#include "serve/server_internal.h"
+
+#include <algorithm>
+#include <random>
+
+#include "base/log.h"
+#include "sampler/sampler.h"
+
+namespace flashserve::serve {
+
+using base::Error;
+using base::ErrorCode;
+using protocol::FinishReason;
+
+base::Status ServerConfig::Validate() const {
+  FS_RETURN_IF_ERROR(sched.Validate());
+  if (prefix_cache_bytes < 0) return Error(ErrorCode::kInvalidArgument, "prefix cache size must be >= 0");
+  if (max_choices < 1) return Error(ErrorCode::kInvalidArgument, "max choices must be >= 1");
+  if (max_context < 0) return Error(ErrorCode::kInvalidArgument, "max context must be >= 0");
+  return base::Status::Ok();
+}
+
+Server::Server(const engine::Model& model, const engine::EngineOptions& engine_options, const ServerConfig& config)
+    : model_(model),
+      engine_options_(engine_options),
+      config_(config),
+      engine_(model, engine_options),
+      sched_(config.sched, [&model](int64_t p) { return engine::EstimateStateBytes(model.config(), model.plan(), false, p); }) {
+  if (config_.max_context <= 0 || config_.max_context > model.config().max_position)
+    config_.max_context = model.config().max_position;
+  if (config_.prefix_cache_bytes > 0)
+    prefix_ = std::make_unique<PrefixStore>(model, ModelFingerprint(model, engine_options.qat), config_.prefix_cache_bytes);
+  stats_.state_pool_capacity = config_.sched.state_pool_bytes;
+}
+
+Server::~Server() { Stop(); }
+
+void Server::Start() {
+  if (thread_.joinable()) return;
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void Server::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  DrainInbound(false);
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : requests_) ids.push_back(id);
+  for (const auto& id : ids) CancelNow(id, FinishReason::kCancelled, "server shutting down");
+}
+
+ModelInfo Server::Info() const {
+  const model::ModelConfig& c = model_.config();
+  return ModelInfo{config_.model_name, c.vocab_size, config_.max_context, static_cast<int32_t>(c.eos_token_id),
+                   static_cast<int32_t>(c.bos_token_id)};
+}
+
+ServiceStats Server::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+base::Status Server::ValidateRequest(const protocol::GenerateRequest& r) const {
+  const model::ModelConfig& c = model_.config();
+  if (r.id.empty()) return Error(ErrorCode::kInvalidArgument, "request id is empty");
+  if (r.prompt.empty()) return Error(ErrorCode::kInvalidArgument, "the prompt is empty");
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= c.vocab_size) return Error(ErrorCode::kInvalidArgument, "prompt token " + std::to_string(t) + " is outside the vocabulary");
+  if (r.n < 1 || r.n > config_.max_choices)
+    return Error(ErrorCode::kInvalidArgument, "n must be between 1 and " + std::to_string(config_.max_choices));
+  if (r.max_tokens < 1) return Error(ErrorCode::kInvalidArgument, "max_tokens must be >= 1");
+  const int64_t total = static_cast<int64_t>(r.prompt.size()) + r.max_tokens;
+  if (total > config_.max_context)
+    return Error(ErrorCode::kContextOverflow, "the prompt (" + std::to_string(r.prompt.size()) + " tokens) plus max_tokens (" +
+                                                  std::to_string(r.max_tokens) + ") exceeds the context of " +
+                                                  std::to_string(config_.max_context) + " tokens");
+  if (engine::EstimateStateBytes(c, model_.plan(), false, total) > config_.sched.state_pool_bytes)
+    return Error(ErrorCode::kContextOverflow, "the request needs more sequence-state memory than the server's pool");
+  return sampler::ValidateSamplingParams(r.sampling, c.vocab_size);
+}
+
+base::Status Server::Submit(protocol::GenerateRequest request, EventSink sink) {
+  FS_RETURN_IF_ERROR(ValidateRequest(request));
+  auto r = std::make_shared<Request>();
+  r->req = std::move(request);
+  r->sink = std::move(sink);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return Error(ErrorCode::kUnavailable, "the server is shutting down");
+    if (stats_.waiting + pending_submits_ >= config_.sched.max_waiting) {
+      ++stats_.requests_rejected_total;
+      return Error(ErrorCode::kResourceExhausted, "too many queued requests; retry later");
+    }
+    ++pending_submits_;
+    inbound_.push_back(Command{false, r->req.id, std::move(r)});
+  }
+  wake_.notify_one();
+  return base::Status::Ok();
+}
+
+void Server::Cancel(const std::string& request_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbound_.push_back(Command{true, request_id, nullptr});
+  }
+  wake_.notify_one();
+}
+
+void Server::DrainInbound(bool block) {
+  std::vector<Command> commands;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (block) wake_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || !inbound_.empty(); });
+    commands.swap(inbound_);
+    for (const Command& c : commands) pending_submits_ -= c.cancel ? 0 : 1;
+  }
+  for (Command& c : commands) {
+    if (c.cancel) {
+      CancelNow(c.id, FinishReason::kCancelled, "");
+    } else {
+      Admit(std::move(c.request));
+    }
+  }
+}
+
+void Server::Admit(std::shared_ptr<Request> request) {
+  if (requests_.count(request->req.id)) {
+    protocol::GenerateEvent e;
+    e.finish = FinishReason::kError;
+    e.error = "duplicate request id";
+    e.request_done = true;
+    request->sink(e);
+    return;
+  }
+  if (!request->req.sampling.has_seed) {
+    static std::mt19937_64 rng(std::random_device{}());
+    request->req.sampling.seed = rng();
+  }
+  auto choice = std::make_unique<Choice>();
+  choice->seq_id = next_seq_id_++;
+  choice->request = request;
+  choice->params = request->req.sampling;
+  choice->history.SetPrompt(request->req.prompt);
+  sched::Sequence seq;
+  seq.id = choice->seq_id;
+  seq.tokens = request->req.prompt;
+  seq.num_prompt = static_cast<int64_t>(seq.tokens.size());
+  base::Status s = sched_.Add(std::move(seq));
+  if (!s.ok()) {
+    protocol::GenerateEvent e;
+    e.finish = FinishReason::kError;
+    e.error = s.error().message();
+    e.request_done = true;
+    request->sink(e);
+    return;
+  }
+  request->open_choices = 1;
+  request->forks_pending = request->req.n - 1;
+  request->usage.prompt_tokens = static_cast<int64_t>(request->req.prompt.size());
+  request->seq_ids.push_back(choice->seq_id);
+  requests_[request->req.id] = request;
+  choices_[choice->seq_id] = std::move(choice);
+}
+
+}  // namespace flashserve::serve

@@ -1,0 +1,269 @@
+// The serving loop on a small generated model: determinism across batch sizes, prefix-cache
+// resume, n choices, cancellation, stop conditions, preemption and input validation.
+#include "serve/server.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "engine/test_model.h"
+
+namespace flashserve::serve {
+namespace {
+
+using engine::testing::RandomTokens;
+using engine::testing::TestModel;
+
+struct Collected {
+  std::map<int, std::vector<int32_t>> tokens;
+  std::map<int, std::vector<float>> logprobs;
+  std::map<int, protocol::FinishReason> finish;
+  protocol::Usage usage;
+  bool done = false;
+  std::string error;
+};
+
+EventSink Collect(Collected* out) {
+  return [out](const protocol::GenerateEvent& e) {
+    for (const auto& t : e.tokens) {
+      out->tokens[e.choice].push_back(t.token);
+      out->logprobs[e.choice].push_back(t.logprob);
+    }
+    if (e.finish != protocol::FinishReason::kNone) out->finish[e.choice] = e.finish;
+    if (!e.error.empty()) out->error = e.error;
+    if (e.request_done) {
+      out->done = true;
+      out->usage = e.usage;
+    }
+  };
+}
+
+protocol::GenerateRequest Request(std::string id, std::vector<int32_t> prompt, int max_tokens, uint64_t seed) {
+  protocol::GenerateRequest r;
+  r.id = std::move(id);
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.seed = seed;
+  r.sampling.has_seed = true;
+  r.sampling.logprobs = true;
+  return r;
+}
+
+ServerConfig Config() {
+  ServerConfig c;
+  c.sched.max_step_tokens = 256;
+  return c;
+}
+
+void RunUntilDone(Server& s, const std::vector<Collected*>& outs, int max_steps = 10000) {
+  for (int i = 0; i < max_steps; ++i) {
+    if (std::all_of(outs.begin(), outs.end(), [](Collected* c) { return c->done; })) return;
+    s.StepOnce();
+  }
+  FAIL() << "requests did not finish";
+}
+
+TEST(ServerTest, SeededOutputIsTheSameAloneAndInAnyBatch) {
+  const std::vector<int32_t> prompt = RandomTokens(150, 1);
+  Collected alone;
+  {
+    Server s(TestModel(), engine::EngineOptions{}, Config());
+    ASSERT_TRUE(s.Submit(Request("a", prompt, 12, 77), Collect(&alone)).ok());
+    RunUntilDone(s, {&alone});
+  }
+  ASSERT_EQ(alone.tokens[0].size(), 12u);
+  for (int batch : {2, 7, 32}) {
+    Server s(TestModel(), engine::EngineOptions{}, Config());
+    std::vector<Collected> others(static_cast<size_t>(batch - 1));
+    Collected target;
+    std::vector<Collected*> all = {&target};
+    for (int i = 0; i < batch - 1; ++i) {
+      ASSERT_TRUE(s.Submit(Request("o" + std::to_string(i), RandomTokens(20 + i * 7, 100 + i), 5 + i % 9, i), Collect(&others[i])).ok());
+      all.push_back(&others[i]);
+      if (i == batch / 2) ASSERT_TRUE(s.Submit(Request("t", prompt, 12, 77), Collect(&target)).ok());
+    }
+    if (batch == 2) ASSERT_TRUE(s.Submit(Request("t", prompt, 12, 77), Collect(&target)).ok());
+    RunUntilDone(s, all);
+    EXPECT_EQ(target.tokens[0], alone.tokens[0]) << "batch " << batch;
+    EXPECT_EQ(target.logprobs[0], alone.logprobs[0]) << "batch " << batch;
+  }
+}
+
+TEST(ServerTest, PrefixCacheHitGivesTheColdResultAndReportsCachedTokens) {
+  std::vector<int32_t> first = RandomTokens(300, 5);
+  std::vector<int32_t> second = first;
+  std::vector<int32_t> extra = RandomTokens(40, 6);
+  second.insert(second.end(), extra.begin(), extra.end());
+  protocol::GenerateRequest greedy = Request("b", second, 10, 1);
+  greedy.sampling.temperature = 0;
+  Collected cold;
+  {
+    ServerConfig c = Config();
+    c.prefix_cache_bytes = 0;
+    Server s(TestModel(), engine::EngineOptions{}, c);
+    ASSERT_TRUE(s.Submit(greedy, Collect(&cold)).ok());
+    RunUntilDone(s, {&cold});
+  }
+  EXPECT_EQ(cold.usage.cached_tokens, 0);
+  Server s(TestModel(), engine::EngineOptions{}, Config());
+  Collected a, warm;
+  ASSERT_TRUE(s.Submit(Request("a", first, 3, 2), Collect(&a)).ok());
+  RunUntilDone(s, {&a});
+  EXPECT_EQ(a.usage.cached_tokens, 0);
+  ASSERT_TRUE(s.Submit(greedy, Collect(&warm)).ok());
+  RunUntilDone(s, {&warm});
+  EXPECT_EQ(warm.usage.cached_tokens, 256);  // end of input of the first prompt (299 -> 256)
+  EXPECT_EQ(warm.usage.prompt_tokens, 340);
+  EXPECT_EQ(warm.usage.cache_miss_tokens(), 84);
+  EXPECT_EQ(warm.tokens[0], cold.tokens[0]);
+  EXPECT_EQ(warm.logprobs[0], cold.logprobs[0]);
+  // Another tenant's namespace never hits.
+  Collected other;
+  protocol::GenerateRequest isolated = greedy;
+  isolated.id = "c";
+  isolated.cache_namespace = "tenant-2";
+  ASSERT_TRUE(s.Submit(isolated, Collect(&other)).ok());
+  RunUntilDone(s, {&other});
+  EXPECT_EQ(other.usage.cached_tokens, 0);
+}
+
+TEST(ServerTest, ChoicesForkFromOnePrefillWithTheirOwnSeeds) {
+  Server s(TestModel(), engine::EngineOptions{}, Config());
+  protocol::GenerateRequest r = Request("n", RandomTokens(60, 3), 8, 500);
+  r.n = 3;
+  Collected three;
+  ASSERT_TRUE(s.Submit(r, Collect(&three)).ok());
+  RunUntilDone(s, {&three});
+  ASSERT_EQ(three.tokens.size(), 3u);
+  EXPECT_EQ(three.usage.completion_tokens, 24);
+  EXPECT_NE(three.tokens[0], three.tokens[1]);
+  for (int i = 0; i < 3; ++i) {  // choice i == an n=1 request with seed + i
+    Collected single;
+    protocol::GenerateRequest one = r;
+    one.id = "one" + std::to_string(i);
+    one.n = 1;
+    one.sampling.seed = 500 + i;
+    ASSERT_TRUE(s.Submit(one, Collect(&single)).ok());
+    RunUntilDone(s, {&single});
+    EXPECT_EQ(single.tokens[0], three.tokens[i]) << "choice " << i;
+  }
+}
+
+TEST(ServerTest, CancellationFreesTheSequenceWithinOneStep) {
+  Server s(TestModel(), engine::EngineOptions{}, Config());
+  Collected c;
+  ASSERT_TRUE(s.Submit(Request("x", RandomTokens(30, 8), 1000, 1), Collect(&c)).ok());
+  for (int i = 0; i < 4; ++i) s.StepOnce();
+  EXPECT_EQ(s.Stats().running, 1);
+  s.Cancel("x");
+  s.StepOnce();
+  EXPECT_TRUE(c.done);
+  EXPECT_EQ(c.finish[0], protocol::FinishReason::kCancelled);
+  EXPECT_EQ(s.Stats().running, 0);
+  EXPECT_EQ(s.Stats().state_pool_bytes, 0);
+  s.Cancel("unknown");  // ignored
+  s.StepOnce();
+}
+
+TEST(ServerTest, StopTokensAndLength) {
+  Server s(TestModel(), engine::EngineOptions{}, Config());
+  protocol::GenerateRequest greedy = Request("g", RandomTokens(10, 4), 6, 1);
+  greedy.sampling.temperature = 0;
+  Collected free_run;
+  ASSERT_TRUE(s.Submit(greedy, Collect(&free_run)).ok());
+  RunUntilDone(s, {&free_run});
+  EXPECT_EQ(free_run.finish[0], protocol::FinishReason::kLength);
+  ASSERT_EQ(free_run.tokens[0].size(), 6u);
+  protocol::GenerateRequest stop = greedy;
+  stop.id = "s";
+  stop.stop_token_ids = {free_run.tokens[0][2]};
+  Collected stopped;
+  ASSERT_TRUE(s.Submit(stop, Collect(&stopped)).ok());
+  RunUntilDone(s, {&stopped});
+  EXPECT_EQ(stopped.finish[0], protocol::FinishReason::kStop);
+  EXPECT_EQ(stopped.tokens[0], std::vector<int32_t>(free_run.tokens[0].begin(), free_run.tokens[0].begin() + 2));
+  EXPECT_EQ(stopped.usage.completion_tokens, 3);  // the stop token counts, is not emitted
+}
+
+TEST(ServerTest, TinyStatePoolPreemptsAndStillGivesTheSameTokens) {
+  ServerConfig c = Config();
+  c.sched.state_pool_bytes = engine::EstimateStateBytes(TestModel().config(), TestModel().plan(), false, 400) * 2;
+  Server small(TestModel(), engine::EngineOptions{}, c);
+  Server big(TestModel(), engine::EngineOptions{}, Config());
+  std::vector<Collected> a(4), b(4);
+  std::vector<Collected*> pa, pb;
+  for (int i = 0; i < 4; ++i) {
+    auto r = Request("r" + std::to_string(i), RandomTokens(100 + 30 * i, 20 + i), 40, i);
+    ASSERT_TRUE(small.Submit(r, Collect(&a[i])).ok());
+    ASSERT_TRUE(big.Submit(r, Collect(&b[i])).ok());
+    pa.push_back(&a[i]);
+    pb.push_back(&b[i]);
+  }
+  for (int step = 0; step < 5000 && !std::all_of(pa.begin(), pa.end(), [](Collected* x) { return x->done; }); ++step) {
+    small.StepOnce();
+    ASSERT_LE(small.Stats().state_pool_bytes, c.sched.state_pool_bytes);
+  }
+  RunUntilDone(big, pb);
+  EXPECT_GT(small.Stats().preemptions_total, 0);
+  EXPECT_EQ(big.Stats().preemptions_total, 0);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(a[i].tokens[0], b[i].tokens[0]) << i;
+}
+
+TEST(ServerTest, InvalidRequestsAndFullQueueAreRejected) {
+  ServerConfig c = Config();
+  c.sched.max_waiting = 2;
+  Server s(TestModel(), engine::EngineOptions{}, c);
+  Collected sink;
+  auto r = Request("v", {1, 2, 3}, 5, 1);
+  auto bad = r;
+  bad.prompt = {};
+  EXPECT_EQ(s.Submit(bad, Collect(&sink)).error().code(), base::ErrorCode::kInvalidArgument);
+  bad = r;
+  bad.prompt = {99999};
+  EXPECT_EQ(s.Submit(bad, Collect(&sink)).error().code(), base::ErrorCode::kInvalidArgument);
+  bad = r;
+  bad.max_tokens = 9000;
+  EXPECT_EQ(s.Submit(bad, Collect(&sink)).error().code(), base::ErrorCode::kContextOverflow);
+  bad = r;
+  bad.sampling.temperature = -1;
+  EXPECT_EQ(s.Submit(bad, Collect(&sink)).error().code(), base::ErrorCode::kInvalidArgument);
+  bad = r;
+  bad.n = 0;
+  EXPECT_EQ(s.Submit(bad, Collect(&sink)).error().code(), base::ErrorCode::kInvalidArgument);
+  std::vector<Collected> queued(3);
+  EXPECT_TRUE(s.Submit(Request("q0", {1, 2}, 5, 1), Collect(&queued[0])).ok());
+  EXPECT_TRUE(s.Submit(Request("q1", {1, 2}, 5, 1), Collect(&queued[1])).ok());
+  EXPECT_EQ(s.Submit(Request("q2", {1, 2}, 5, 1), Collect(&queued[2])).error().code(), base::ErrorCode::kResourceExhausted);
+  EXPECT_EQ(s.Stats().requests_rejected_total, 1);
+}
+
+TEST(ServerTest, EngineThreadServesConcurrentSubmitters) {
+  Server s(TestModel(), engine::EngineOptions{}, Config());
+  s.Start();
+  std::vector<Collected> outs(6);
+  std::mutex mu;
+  std::atomic<int> done{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 6; ++i) {
+    clients.emplace_back([&, i] {
+      auto sink = [&, i](const protocol::GenerateEvent& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        Collect(&outs[i])(e);
+        if (e.request_done) ++done;
+      };
+      ASSERT_TRUE(s.Submit(Request("c" + std::to_string(i), RandomTokens(40, 50 + i), 6, i), sink).ok());
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < 2000 && done < 6; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  s.Stop();
+  EXPECT_EQ(done.load(), 6);
+  for (auto& o : outs) EXPECT_EQ(o.tokens[0].size(), 6u);
+}
+
+}  // namespace
+}  // namespace flashserve::serve
