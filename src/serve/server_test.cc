@@ -191,13 +191,15 @@ TEST(ServerTest, StopTokensAndLength) {
 
 TEST(ServerTest, TinyStatePoolPreemptsAndStillGivesTheSameTokens) {
   ServerConfig c = Config();
-  c.sched.state_pool_bytes = engine::EstimateStateBytes(TestModel().config(), TestModel().plan(), false, 400) * 2;
+  // Room for two sequences below 128 tokens; crossing a block boundary while decoding
+  // grows a state past the pool, which must preempt the newer sequence.
+  c.sched.state_pool_bytes = engine::EstimateStateBytes(TestModel().config(), TestModel().plan(), false, 127) * 2 + 1000;
   Server small(TestModel(), engine::EngineOptions{}, c);
   Server big(TestModel(), engine::EngineOptions{}, Config());
   std::vector<Collected> a(4), b(4);
   std::vector<Collected*> pa, pb;
   for (int i = 0; i < 4; ++i) {
-    auto r = Request("r" + std::to_string(i), RandomTokens(100 + 30 * i, 20 + i), 40, i);
+    auto r = Request("r" + std::to_string(i), RandomTokens(110 + 3 * i, 20 + i), 40, i);
     ASSERT_TRUE(small.Submit(r, Collect(&a[i])).ok());
     ASSERT_TRUE(big.Submit(r, Collect(&b[i])).ok());
     pa.push_back(&a[i]);
