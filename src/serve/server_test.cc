@@ -84,9 +84,13 @@ TEST(ServerTest, SeededOutputIsTheSameAloneAndInAnyBatch) {
     for (int i = 0; i < batch - 1; ++i) {
       ASSERT_TRUE(s.Submit(Request("o" + std::to_string(i), RandomTokens(20 + i * 7, 100 + i), 5 + i % 9, i), Collect(&others[i])).ok());
       all.push_back(&others[i]);
-      if (i == batch / 2) ASSERT_TRUE(s.Submit(Request("t", prompt, 12, 77), Collect(&target)).ok());
+      if (i == batch / 2) {
+        ASSERT_TRUE(s.Submit(Request("t", prompt, 12, 77), Collect(&target)).ok());
+      }
     }
-    if (batch == 2) ASSERT_TRUE(s.Submit(Request("t", prompt, 12, 77), Collect(&target)).ok());
+    if (batch == 2) {
+      ASSERT_TRUE(s.Submit(Request("t", prompt, 12, 77), Collect(&target)).ok());
+    }
     RunUntilDone(s, all);
     EXPECT_EQ(target.tokens[0], alone.tokens[0]) << "batch " << batch;
     EXPECT_EQ(target.logprobs[0], alone.logprobs[0]) << "batch " << batch;
