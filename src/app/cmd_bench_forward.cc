@@ -9,7 +9,7 @@
 #include "app/cli_util.h"
 #include "app/commands.h"
 #include "engine/engine.h"
-#include "kernels/isa.h"
+#include "kernels/gemm/matmul.h"
 #include "kernels/roofline.h"
 
 namespace flashserve::app {
@@ -116,7 +116,7 @@ int RunBench(BenchFlags f) {
     c.gflops = kernels::MeasureFmaPeak(pool);
   }
   std::printf("machine: %d threads, ISA %s, measured read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s\n", threads,
-              kernels::IsaName(kernels::BestIsa()), c.gbps, c.gflops);
+              kernels::MatMulIsa(), c.gbps, c.gflops);
   std::printf("model: %s (QAT %s)\n", f.model.c_str(), f.no_qat ? "off" : "on");
   engine::Engine engine(*model, f.options);
   std::vector<Row> rows = {BenchPrefill(engine, f, c)};
