@@ -12,6 +12,8 @@ namespace flashserve::app {
 using CommandFn = std::function<int()>;
 
 void RegisterServeCommand(CLI::App& app, CommandFn* run);
+void RegisterEncodeChatCommand(CLI::App& app, CommandFn* run);
+void RegisterTokenizeCommands(CLI::App& app, CommandFn* run);
 void RegisterMakeModelCommand(CLI::App& app, CommandFn* run);
 void RegisterLogitsCommand(CLI::App& app, CommandFn* run);
 void RegisterGenerateCommand(CLI::App& app, CommandFn* run);

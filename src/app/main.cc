@@ -12,10 +12,12 @@ int main(int argc, char** argv) {
   app.add_flag("-v,--verbose", verbose, "Debug logging");
   CommandFn run;
   RegisterServeCommand(app, &run);
-  //RegisterMakeModelCommand(app, &run);
-  //RegisterLogitsCommand(app, &run);
-  //RegisterGenerateCommand(app, &run);
-  //RegisterBenchForwardCommand(app, &run);
+  RegisterEncodeChatCommand(app, &run);
+  RegisterTokenizeCommands(app, &run);
+  RegisterMakeModelCommand(app, &run);
+  RegisterLogitsCommand(app, &run);
+  RegisterGenerateCommand(app, &run);
+  RegisterBenchForwardCommand(app, &run);
   CLI11_PARSE(app, argc, argv);
   if (verbose) flashserve::base::SetLogLevel(flashserve::base::LogLevel::kDebug);
   return run ? run() : 1;

@@ -27,6 +27,7 @@ std::string_view ErrorCodeName(ErrorCode code) {
     case ErrorCode::kBadTokenizer: return "bad tokenizer";
     case ErrorCode::kInvalidUtf8: return "invalid UTF-8";
     case ErrorCode::kBadChatRequest: return "bad chat request";
+    case ErrorCode::kBadModelOutput: return "bad model output";
     case ErrorCode::kBadState: return "bad sequence state";
     case ErrorCode::kContextOverflow: return "context overflow";
   }

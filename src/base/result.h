@@ -40,6 +40,7 @@ enum class ErrorCode : int32_t {
   kBadTokenizer = 200,
   kInvalidUtf8 = 201,
   kBadChatRequest = 300,
+  kBadModelOutput = 301,  // model text that does not follow the chat format (e.g. a broken tool call)
   // 400-499: engine / state
   kBadState = 400,
   kContextOverflow = 401,

@@ -5,46 +5,62 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/simd/vec_ops.h"
+
 namespace flashserve::kernels {
+
 namespace {
 
-inline float Dot16(const float* a, const float* b, int n) {
-  float acc[16] = {};
-  int i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * b[i + l];
-  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
-  for (int width = 8; width >= 1; width /= 2)
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  return acc[0];
+constexpr int kHeadGroup = 4;  // heads sharing each key load
+
+// Turns one head's logits into softmax weights in place (the sink joins the denominator);
+// returns 1 / denominator.
+float SoftmaxWithSink(float* logits, int num_keys, float scale, float sink) {
+  float m = sink;
+  for (int j = 0; j < num_keys; ++j) {
+    logits[j] *= scale;
+    m = std::max(m, logits[j]);
+  }
+  float denom = std::exp(sink - m);
+  for (int j = 0; j < num_keys; ++j) {
+    logits[j] = std::exp(logits[j] - m);
+    denom += logits[j];
+  }
+  return 1.0f / denom;
 }
 
 }  // namespace
 
+// Heads in groups of kHeadGroup: logits by simd::VecOps::dots, softmax per head, values by
+// weighted_sum, then the 1 / denominator scale. Every step computes each head on its own in a
+// fixed order, so grouping never changes a result.
+void SinkAttentionWithIsa(Isa isa, const float* q, int head_begin, int head_end, int dim,
+                          const float* const* keys, int num_keys, const float* sinks, float scale, float* out,
+                          float* scratch) {
+  const simd::VecOps& ops = simd::GetVecOps(isa);
+  thread_local std::vector<float> logits;
+  if (logits.size() < static_cast<size_t>(kHeadGroup * num_keys)) logits.resize(kHeadGroup * num_keys);
+  for (int h0 = head_begin; h0 < head_end; h0 += kHeadGroup) {
+    const int group = std::min(kHeadGroup, head_end - h0);
+    const float* qs[kHeadGroup];
+    const float* weights[kHeadGroup];
+    float* outs[kHeadGroup];
+    float inv[kHeadGroup];
+    for (int t = 0; t < group; ++t) {
+      qs[t] = q + static_cast<int64_t>(h0 + t) * dim;
+      weights[t] = logits.data() + t * num_keys;
+      outs[t] = out + static_cast<int64_t>(h0 + t) * dim;
+    }
+    ops.dots(qs, group, keys, num_keys, dim, logits.data());
+    for (int t = 0; t < group; ++t) inv[t] = SoftmaxWithSink(logits.data() + t * num_keys, num_keys, scale, sinks[h0 + t]);
+    ops.weighted_sum(keys, num_keys, weights, group, dim, outs);
+    for (int t = 0; t < group; ++t) ops.scale(outs[t], nullptr, inv[t], dim, outs[t]);
+  }
+}
+
 void SinkAttention(const float* q, int head_begin, int head_end, int dim, const float* const* keys,
                    int num_keys, const float* sinks, float scale, float* out, float* scratch) {
-  for (int h = head_begin; h < head_end; ++h) {
-    const float* qh = q + static_cast<int64_t>(h) * dim;
-    float* oh = out + static_cast<int64_t>(h) * dim;
-    float m = sinks[h];
-    for (int j = 0; j < num_keys; ++j) {
-      scratch[j] = Dot16(qh, keys[j], dim) * scale;
-      m = std::max(m, scratch[j]);
-    }
-    float denom = std::exp(sinks[h] - m);
-    for (int j = 0; j < num_keys; ++j) {
-      scratch[j] = std::exp(scratch[j] - m);
-      denom += scratch[j];
-    }
-    std::fill(oh, oh + dim, 0.0f);
-    for (int j = 0; j < num_keys; ++j) {
-      const float p = scratch[j];
-      const float* k = keys[j];
-      for (int c = 0; c < dim; ++c) oh[c] += p * k[c];
-    }
-    const float inv = 1.0f / denom;
-    for (int c = 0; c < dim; ++c) oh[c] *= inv;
-  }
+  SinkAttentionWithIsa(BestIsa(), q, head_begin, head_end, dim, keys, num_keys, sinks, scale, out, scratch);
 }
 
 void SinkAttentionReference(const float* q, int num_heads, int dim, const float* const* keys, int num_keys,

@@ -5,59 +5,235 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "kernels/gemm/matmul_internal.h"
 #include "kernels/test_matrices.h"
 
 namespace flashserve::kernels {
 namespace {
 
+using internal::MatMulWithIsa;
 using model::MatrixFormat;
 
-void ExpectClose(const std::vector<float>& ref, const std::vector<float>& got, double tol, const std::string& what) {
-  ASSERT_EQ(ref.size(), got.size());
+std::vector<Isa> SupportedIsas() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512})
+    if (IsaSupported(isa)) out.push_back(isa);
+  return out;
+}
+
+// Compares the first n rows (stride ld) of got with ref, relative to the largest |ref|.
+void ExpectClose(const std::vector<float>& ref, const std::vector<float>& got, int64_t n, int64_t rows, int64_t ld,
+                 double tol, const std::string& what) {
   double max_ref = 1e-6;
-  for (float v : ref) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
-  for (size_t i = 0; i < ref.size(); ++i)
-    ASSERT_NEAR(ref[i], got[i], tol * max_ref) << what << " at " << i;
+  for (int64_t i = 0; i < n * rows; ++i) max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i])));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t o = 0; o < rows; ++o)
+      ASSERT_NEAR(ref[i * rows + o], got[i * ld + o], tol * max_ref) << what << " row " << i << " out " << o;
+}
+
+// Runs every ISA and each n in ns against one fp64 reference over the largest n.
+void CheckAgainstReference(const TestMatrix& tm, const std::vector<int64_t>& ns, std::mt19937& rng,
+                           base::ThreadPool& pool) {
+  const model::Matrix& w = tm.matrix;
+  const int64_t max_n = ns.back();
+  std::vector<float> x = RandomVector(max_n * w.cols, rng);
+  std::vector<float> ref(max_n * w.rows);
+  MatMulReference(w, x.data(), max_n, w.cols, ref.data(), w.rows);
+  for (Isa isa : SupportedIsas()) {
+    for (int64_t n : ns) {
+      std::vector<float> got(n * w.rows, NAN);
+      MatMulWithIsa(isa, w, x.data(), n, w.cols, got.data(), w.rows, pool);
+      ExpectClose(ref, got, n, w.rows, w.rows, 2e-6,
+                  w.Describe() + " " + IsaName(isa) + " n=" + std::to_string(n));
+    }
+  }
 }
 
 TEST(MatMulTest, MatchesReferenceAcrossFormatsAndAwkwardShapes) {
   base::ThreadPool pool(3);
   std::mt19937 rng(7);
+  const std::vector<int64_t> ns = {1, 2, 3, 4, 5, 7, 8, 13, 40};
   for (MatrixFormat format : {MatrixFormat::kF32, MatrixFormat::kBF16, MatrixFormat::kF16, MatrixFormat::kFp8,
                               MatrixFormat::kFp4}) {
-    for (int64_t rows : {1, 5, 17, 130}) {
-      for (int64_t cols : {32, 96, 160, 288}) {
+    std::vector<int64_t> cols = {32, 96, 160, 288};
+    if (format != MatrixFormat::kFp8 && format != MatrixFormat::kFp4) cols.insert(cols.end(), {1, 7, 45, 100});
+    if (format == MatrixFormat::kFp8) cols.insert(cols.end(), {8, 50, 136});
+    for (int64_t rows : {1, 3, 17, 130}) {
+      for (int64_t c : cols) {
         for (int tile : {128, 32}) {
-          TestMatrix tm = MakeTestMatrix(format, rows, cols, tile, rng);
-          for (int64_t n : {1, 2, 7, 33}) {
-            std::vector<float> x = RandomVector(n * cols, rng);
-            std::vector<float> ref(n * rows), got(n * rows);
-            MatMulReference(tm.matrix, x.data(), n, cols, ref.data(), rows);
-            MatMul(tm.matrix, x.data(), n, cols, got.data(), rows, pool);
-            ExpectClose(ref, got, 1e-5, tm.matrix.Describe() + " n=" + std::to_string(n));
-          }
+          if (tile == 32 && format != MatrixFormat::kFp8) continue;
+          TestMatrix tm = MakeTestMatrix(format, rows, c, tile, rng);
+          CheckAgainstReference(tm, ns, rng, pool);
         }
       }
     }
   }
 }
 
+TEST(MatMulTest, MatchesReferenceOnLargeShapes) {
+  base::ThreadPool pool(2);
+  std::mt19937 rng(5);
+  const std::vector<int64_t> ns = {1, 9};  // in-register decode, then panels
+  for (int tile : {128, 32}) {
+    TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 1000, 4096, tile, rng);
+    CheckAgainstReference(tm, ns, rng, pool);
+  }
+  TestMatrix fp4 = MakeTestMatrix(MatrixFormat::kFp4, 1000, 4096, 32, rng);
+  CheckAgainstReference(fp4, ns, rng, pool);
+}
+
+// FP8 matrices the vector decoder does not take (tiles that are not a power of two, tiles
+// narrower than a vector, a scale whose folded factor would overflow) use exact scalar panels.
+TEST(MatMulTest, Fp8FallbackPanelsMatchReference) {
+  base::ThreadPool pool(2);
+  std::mt19937 rng(13);
+  const std::vector<int64_t> ns = {1, 2, 5, 40};
+  for (int tile : {48, 8, 24}) {
+    TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 70, 200, tile, rng);
+    CheckAgainstReference(tm, ns, rng, pool);
+  }
+  TestMatrix big = MakeTestMatrix(MatrixFormat::kFp8, 40, 256, 32, rng);
+  big.scale[3] = 250;  // tile (0, 3): codes kept small so that values stay finite
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t c = 96; c < 128; ++c) big.data[r * 256 + c] &= 0x87;
+  CheckAgainstReference(big, ns, rng, pool);
+}
+
+// The reduction order documented in matmul_simd.h (and the portable 16-lane order), emulated
+// in scalar code on the exactly dequantized row.
+float DocumentedOrder(const float* w_row, const float* x, int64_t cols, Isa isa, bool fp4) {
+  const int lanes = internal::IsaLanes(isa);
+  std::vector<float> acc(lanes, 0.0f);
+  const int64_t padded = isa == Isa::kGeneric ? cols : (cols + lanes - 1) / lanes * lanes;
+  for (int64_t p = 0; p < padded; ++p) {
+    int64_t c = p;
+    if (fp4 && isa != Isa::kGeneric) {  // each 2L-column group: L even columns, then L odd ones
+      const int64_t j = p % (2 * lanes);
+      c = p - j + (j < lanes ? 2 * j : 2 * (j - lanes) + 1);
+    }
+    const float wv = c < cols ? w_row[c] : 0.0f, xv = c < cols ? x[c] : 0.0f;
+    if (isa == Isa::kGeneric) {
+      const float product = wv * xv;
+      acc[p % lanes] += product;
+    } else {
+      acc[p % lanes] = std::fma(wv, xv, acc[p % lanes]);
+    }
+  }
+  for (int width = lanes / 2; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  return acc[0];
+}
+
+TEST(MatMulTest, EveryPathFollowsTheDocumentedReductionOrder) {
+  std::mt19937 rng(29);
+  base::ThreadPool pool(2);
+  struct Case {
+    MatrixFormat format;
+    int64_t cols;
+    int tile;
+  };
+  const Case cases[] = {{MatrixFormat::kF32, 203, 1},  {MatrixFormat::kBF16, 203, 1}, {MatrixFormat::kF16, 40, 1},
+                        {MatrixFormat::kFp8, 200, 128}, {MatrixFormat::kFp8, 200, 32}, {MatrixFormat::kFp8, 200, 48},
+                        {MatrixFormat::kFp4, 192, 32}};
+  for (const Case& c : cases) {
+    TestMatrix tm = MakeTestMatrix(c.format, 13, c.cols, c.tile, rng);
+    std::vector<float> dequant(13 * c.cols);
+    DequantizeRows(tm.matrix, 0, 13, dequant.data());
+    std::vector<float> x = RandomVector(9 * c.cols, rng);
+    for (Isa isa : SupportedIsas()) {
+      for (int64_t n : {1, 2, 5, 9}) {  // scaled activations, in-register decode, panels
+        std::vector<float> y(n * 13);
+        MatMulWithIsa(isa, tm.matrix, x.data(), n, c.cols, y.data(), 13, pool);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t o = 0; o < 13; ++o) {
+            const float want = DocumentedOrder(dequant.data() + o * c.cols, x.data() + i * c.cols, c.cols, isa,
+                                               c.format == MatrixFormat::kFp4);
+            ASSERT_EQ(0, std::memcmp(&want, &y[i * 13 + o], sizeof want))
+                << tm.matrix.Describe() << " " << IsaName(isa) << " n=" << n << " (" << i << ", " << o << ")";
+          }
+      }
+    }
+  }
+}
+
+// The engine's contract: a row's output is the same bits whatever else shares the call.
 TEST(MatMulTest, RowsAreBitIdenticalWhateverTheBatchAndThreads) {
   std::mt19937 rng(11);
-  base::ThreadPool one(1), many(4);
-  for (MatrixFormat format : {MatrixFormat::kBF16, MatrixFormat::kFp8, MatrixFormat::kFp4}) {
-    TestMatrix tm = MakeTestMatrix(format, 300, 416, 128, rng);
-    const int64_t n = 37;
-    std::vector<float> x = RandomVector(n * 416, rng);
-    std::vector<float> batched(n * 300);
-    MatMul(tm.matrix, x.data(), n, 416, batched.data(), 300, many);
-    for (int64_t i : {0, 5, 36}) {
-      std::vector<float> alone(300);
-      MatMul(tm.matrix, x.data() + i * 416, 1, 416, alone.data(), 300, one);
-      EXPECT_EQ(0, std::memcmp(alone.data(), batched.data() + i * 300, 300 * sizeof(float)))
-          << tm.matrix.Describe() << " row " << i;
+  struct Case {
+    MatrixFormat format;
+    int64_t rows, cols;
+    int tile;
+  };
+  const Case cases[] = {{MatrixFormat::kF32, 37, 301, 1},   {MatrixFormat::kBF16, 37, 301, 1},
+                        {MatrixFormat::kF16, 37, 75, 1},    {MatrixFormat::kFp8, 37, 416, 128},
+                        {MatrixFormat::kFp8, 37, 200, 32},  {MatrixFormat::kFp8, 21, 200, 48},
+                        {MatrixFormat::kFp4, 37, 416, 32},  {MatrixFormat::kFp4, 5, 64, 32}};
+  std::vector<base::ThreadPool*> pools;
+  base::ThreadPool p1(1), p2(2), p3(3), p4(4);
+  pools = {&p1, &p2, &p3, &p4};
+  const int64_t max_n = 40;
+  for (const Case& c : cases) {
+    TestMatrix tm = MakeTestMatrix(c.format, c.rows, c.cols, c.tile, rng);
+    const model::Matrix& w = tm.matrix;
+    const int64_t ldx = c.cols + 3, ldy = c.rows + 5;
+    std::vector<float> x = RandomVector(max_n * ldx, rng);
+    for (Isa isa : SupportedIsas()) {
+      std::vector<float> alone(max_n * c.rows);
+      for (int64_t i = 0; i < max_n; ++i)
+        MatMulWithIsa(isa, w, x.data() + i * ldx, 1, c.cols, alone.data() + i * c.rows, c.rows, p1);
+      for (int64_t n = 1; n <= max_n; ++n) {
+        base::ThreadPool& pool = *pools[n % pools.size()];
+        for (int64_t first : {int64_t{0}, max_n - n}) {
+          std::vector<float> batched(n * ldy);
+          MatMulWithIsa(isa, w, x.data() + first * ldx, n, ldx, batched.data(), ldy, pool);
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(0, std::memcmp(alone.data() + (first + i) * c.rows, batched.data() + i * ldy,
+                                     c.rows * sizeof(float)))
+                << w.Describe() << " " << IsaName(isa) << " n=" << n << " row " << first + i
+                << " threads=" << pool.num_threads();
+        }
+      }
+    }
+  }
+}
+
+// FP8 decode may scale activations instead of weights, which is exact only for activations
+// away from the subnormal range; tiny or huge activations must still give the batched bits.
+TEST(MatMulTest, ExtremeActivationsKeepFp8RowsBitIdentical) {
+  std::mt19937 rng(23);
+  base::ThreadPool pool(2);
+  TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 64, 256, 32, rng);
+  const int64_t max_n = 12;
+  for (float magnitude : {1e-39f, 3e-36f, 1e32f}) {
+    std::vector<float> x = RandomVector(max_n * 256, rng, magnitude);
+    for (Isa isa : SupportedIsas()) {
+      std::vector<float> batched(max_n * 64);
+      MatMulWithIsa(isa, tm.matrix, x.data(), max_n, 256, batched.data(), 64, pool);
+      for (int64_t n : {1, 2}) {
+        std::vector<float> alone(n * 64);
+        MatMulWithIsa(isa, tm.matrix, x.data(), n, 256, alone.data(), 64, pool);
+        EXPECT_EQ(0, std::memcmp(alone.data(), batched.data(), alone.size() * sizeof(float)))
+            << IsaName(isa) << " magnitude " << magnitude << " n=" << n;
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, ThreadCountNeverChangesBits) {
+  std::mt19937 rng(17);
+  TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 1000, 512, 128, rng);
+  std::vector<float> x = RandomVector(9 * 512, rng);
+  for (int64_t n : {1, 9}) {
+    std::vector<float> first;
+    for (int threads = 1; threads <= 4; ++threads) {
+      base::ThreadPool pool(threads);
+      std::vector<float> y(n * 1000);
+      MatMul(tm.matrix, x.data(), n, 512, y.data(), 1000, pool);
+      if (first.empty()) first = y;
+      EXPECT_EQ(0, std::memcmp(first.data(), y.data(), y.size() * sizeof(float))) << threads << " threads";
     }
   }
 }
@@ -65,15 +241,31 @@ TEST(MatMulTest, RowsAreBitIdenticalWhateverTheBatchAndThreads) {
 TEST(MatMulTest, StridedInputsAndOutputs) {
   std::mt19937 rng(3);
   base::ThreadPool pool(2);
-  TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 64, 128, 128, rng);
-  const int64_t n = 3, ldx = 200, ldy = 90;
-  std::vector<float> x = RandomVector(n * ldx, rng);
-  std::vector<float> ref(n * ldy, -7.0f), got(n * ldy, -7.0f);
-  MatMulReference(tm.matrix, x.data(), n, ldx, ref.data(), ldy);
-  MatMul(tm.matrix, x.data(), n, ldx, got.data(), ldy, pool);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t o = 64; o < ldy; ++o) EXPECT_EQ(got[i * ldy + o], -7.0f);  // padding untouched
-  ExpectClose(ref, got, 1e-5, "strided");
+  for (MatrixFormat format : {MatrixFormat::kFp8, MatrixFormat::kFp4, MatrixFormat::kBF16}) {
+    TestMatrix tm = MakeTestMatrix(format, 64, 128, 128, rng);
+    for (int64_t n : {3, 9}) {
+      const int64_t ldx = 200, ldy = 90;
+      std::vector<float> x = RandomVector(n * ldx, rng);
+      std::vector<float> ref(n * 64);
+      MatMulReference(tm.matrix, x.data(), n, ldx, ref.data(), 64);
+      for (Isa isa : SupportedIsas()) {
+        std::vector<float> got(n * ldy, -7.0f);
+        MatMulWithIsa(isa, tm.matrix, x.data(), n, ldx, got.data(), ldy, pool);
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t o = 64; o < ldy; ++o) ASSERT_EQ(got[i * ldy + o], -7.0f);  // padding untouched
+        ExpectClose(ref, got, n, 64, ldy, 2e-6, std::string("strided ") + IsaName(isa));
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, ReportsTheBestIsa) {
+  EXPECT_STREQ(MatMulIsa(), IsaName(BestIsa()));
+  EXPECT_TRUE(IsaSupported(BestIsa()));
+  EXPECT_TRUE(IsaSupported(Isa::kGeneric));
+  if (IsaSupported(Isa::kAvx512)) {
+    EXPECT_TRUE(IsaSupported(Isa::kAvx2));
+  }
 }
 
 }  // namespace

@@ -4,18 +4,20 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/simd/vec_ops.h"
+
 namespace flashserve::kernels {
 
+namespace {
+
+float InverseRmsWith(const simd::VecOps& ops, const float* x, int64_t n, float eps) {
+  return 1.0f / std::sqrt(ops.sum_squares(x, n) / static_cast<float>(n) + eps);
+}
+
+}  // namespace
+
 float InverseRms(const float* x, int64_t n, float eps) {
-  constexpr int kLanes = 16;
-  float acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l) acc[l] += x[i + l] * x[i + l];
-  for (int l = 0; i < n; ++i, ++l) acc[l] += x[i] * x[i];
-  for (int width = kLanes / 2; width >= 1; width /= 2)
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  return 1.0f / std::sqrt(acc[0] / static_cast<float>(n) + eps);
+  return InverseRmsWith(simd::GetVecOps(BestIsa()), x, n, eps);
 }
 
 float InverseRmsReference(const float* x, int64_t n, float eps) {
@@ -24,13 +26,13 @@ float InverseRmsReference(const float* x, int64_t n, float eps) {
   return static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(n) + eps));
 }
 
+void RmsNormWithIsa(Isa isa, const float* x, const float* w, int64_t n, float eps, float* out) {
+  const simd::VecOps& ops = simd::GetVecOps(isa);
+  ops.scale(x, w, InverseRmsWith(ops, x, n, eps), n, out);
+}
+
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out) {
-  const float inv = InverseRms(x, n, eps);
-  if (w == nullptr) {
-    for (int64_t j = 0; j < n; ++j) out[j] = x[j] * inv;
-  } else {
-    for (int64_t j = 0; j < n; ++j) out[j] = w[j] * (x[j] * inv);
-  }
+  RmsNormWithIsa(BestIsa(), x, w, n, eps, out);
 }
 
 void RmsNormReference(const float* x, const float* w, int64_t n, float eps, float* out) {

@@ -6,11 +6,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/simd/isa.h"
+
 namespace flashserve::kernels {
 
 // out = w * x / sqrt(mean(x^2) + eps); w may be null (unweighted). out may alias x.
-// Sum of squares in a fixed 16-lane order (independent of batch composition).
+// Sum of squares in the fixed order of simd/vec_ops.h (independent of batch composition).
 void RmsNorm(const float* x, const float* w, int64_t n, float eps, float* out);
+// RmsNorm with a chosen, supported instruction set (tests and benchmarks).
+void RmsNormWithIsa(Isa isa, const float* x, const float* w, int64_t n, float eps, float* out);
 void RmsNormReference(const float* x, const float* w, int64_t n, float eps, float* out);
 // 1 / sqrt(mean(x^2) + eps) with the same summation order as RmsNorm (reference: fp64).
 float InverseRms(const float* x, int64_t n, float eps);

@@ -26,6 +26,32 @@ TEST(NormRopeTest, RmsNormMatchesReference) {
   }
 }
 
+TEST(NormRopeTest, EveryIsaMatchesReferenceAndInverseRms) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 3.0f);
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
+    if (!IsaSupported(isa)) continue;
+    for (int n : {1, 7, 16, 33, 512, 4096}) {
+      std::vector<float> x(n), w(n), a(n), b(n);
+      for (auto& v : x) v = d(rng);
+      for (auto& v : w) v = d(rng);
+      RmsNormWithIsa(isa, x.data(), w.data(), n, 1e-6f, a.data());
+      RmsNormReference(x.data(), w.data(), n, 1e-6f, b.data());
+      for (int i = 0; i < n; ++i) ASSERT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(b[i]))) << IsaName(isa);
+      std::vector<float> in_place(x);
+      RmsNormWithIsa(isa, in_place.data(), nullptr, n, 1e-6f, in_place.data());
+      RmsNormWithIsa(isa, x.data(), nullptr, n, 1e-6f, a.data());
+      EXPECT_EQ(in_place, a) << IsaName(isa);
+    }
+  }
+  // InverseRms shares RmsNorm's summation (BestIsa), bit for bit.
+  std::vector<float> x(300), out(300);
+  for (auto& v : x) v = d(rng);
+  RmsNorm(x.data(), nullptr, 300, 1e-6f, out.data());
+  const float inv = InverseRms(x.data(), 300, 1e-6f);
+  for (int i = 0; i < 300; ++i) EXPECT_EQ(out[i], x[i] * inv);
+}
+
 TEST(NormRopeTest, YarnFrequenciesFollowTheRamp) {
   // theta 160000, 64 dims, factor 16, L 65536: pairs 0..15 keep f_i, pairs >= 25 divide by 16.
   YarnScaling yarn{16.0, 65536, 32.0, 1.0};
@@ -34,8 +60,12 @@ TEST(NormRopeTest, YarnFrequenciesFollowTheRamp) {
   for (int i = 0; i < 32; ++i) {
     double f = std::pow(160000.0, -2.0 * i / 64);
     EXPECT_DOUBLE_EQ(plain.frequencies()[i], f);
-    if (i <= 15) EXPECT_DOUBLE_EQ(scaled.frequencies()[i], f) << i;
-    if (i >= 25) EXPECT_NEAR(scaled.frequencies()[i], f / 16, 1e-18) << i;
+    if (i <= 15) {
+      EXPECT_DOUBLE_EQ(scaled.frequencies()[i], f) << i;
+    }
+    if (i >= 25) {
+      EXPECT_NEAR(scaled.frequencies()[i], f / 16, 1e-18) << i;
+    }
     if (i > 15 && i < 25) {
       EXPECT_LT(scaled.frequencies()[i], f);
       EXPECT_GT(scaled.frequencies()[i], f / 16);

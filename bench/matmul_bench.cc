@@ -1,0 +1,196 @@
+// Micro-benchmark of kernels::MatMul on realistic DeepSeek-V4 weight shapes (FP8 dense
+// linears, FP4 routed experts, BF16 output-head rows: the 129280-row head cut to 1024 input
+// columns, called in 8 row slices) next to the machine's measured floors (kernels/roofline.h).
+// Measures and prints; asserts nothing.
+//
+// Then SinkAttention and RmsNorm on one thread for every instruction set the CPU has.
+//
+// usage: matmul_bench [--threads N] [--passes P] [--only SUBSTRING-OF-A-MATMUL-CONFIG]
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/attention/sink_attention.h"
+#include "kernels/gemm/matmul.h"
+#include "kernels/norm_rope/norm_rope.h"
+#include "kernels/roofline.h"
+#include "model/matrix.h"
+
+namespace {
+
+using flashserve::base::ThreadPool;
+using flashserve::kernels::Isa;
+using flashserve::model::Matrix;
+using flashserve::model::MatrixFormat;
+
+constexpr int64_t kSetBytes = int64_t{256} << 20;  // weights per configuration: 8x the L3
+
+uint64_t NextRandom(uint64_t& state) {  // splitmix64
+  uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Random codes that are never NaN: FP8 bytes with exponent < 15, BF16 with |x| in [2^-7, 2).
+void FillWeights(MatrixFormat format, std::vector<uint8_t>& bytes, uint64_t seed) {
+  for (size_t i = 0; i + 8 <= bytes.size(); i += 8) {
+    uint64_t r = NextRandom(seed);
+    if (format == MatrixFormat::kFp8) r &= 0xF7F7F7F7F7F7F7F7ull;
+    if (format == MatrixFormat::kBF16) r = (r & 0x807F807F807F807Full) | 0x3C003C003C003C00ull;
+    std::memcpy(bytes.data() + i, &r, 8);
+  }
+}
+
+struct WeightSet {
+  std::string name;
+  std::vector<std::vector<uint8_t>> data, scale;
+  std::vector<Matrix> matrices;
+  int64_t bytes_each = 0;
+};
+
+WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, int64_t cols, int tile) {
+  WeightSet set;
+  set.name = name;
+  Matrix m;
+  m.format = format;
+  m.rows = rows;
+  m.cols = cols;
+  int64_t data_bytes = rows * cols * (format == MatrixFormat::kBF16 ? 2 : 1);
+  int64_t scale_bytes = 0;
+  if (format == MatrixFormat::kFp8) {
+    m.tile_rows = m.tile_cols = tile;
+    m.scale_cols = (cols + tile - 1) / tile;
+    scale_bytes = (rows + tile - 1) / tile * m.scale_cols;
+  } else if (format == MatrixFormat::kFp4) {
+    data_bytes /= 2;
+    m.tile_cols = 32;
+    m.scale_cols = cols / 32;
+    scale_bytes = rows * m.scale_cols;
+  }
+  set.bytes_each = data_bytes + scale_bytes;
+  const int64_t copies = (kSetBytes + set.bytes_each - 1) / set.bytes_each;
+  for (int64_t c = 0; c < copies; ++c) {
+    set.data.emplace_back(data_bytes);
+    FillWeights(format, set.data.back(), 1000 + c);
+    set.scale.emplace_back(scale_bytes);
+    uint64_t seed = 7 + c;
+    for (auto& s : set.scale.back()) s = static_cast<uint8_t>(118 + NextRandom(seed) % 8);
+    m.data = set.data.back().data();
+    m.scale = scale_bytes ? set.scale.back().data() : nullptr;
+    set.matrices.push_back(m);
+  }
+  return set;
+}
+
+// Seconds of the fastest call over `passes` sweeps of the set. The set is several times the
+// L3, so every call streams its weights from DRAM; the fastest call is the one least disturbed
+// by other processes on a shared machine.
+double BestCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
+  const Matrix& first = set.matrices[0];
+  std::vector<float> x(static_cast<size_t>(n * first.cols)), y(static_cast<size_t>(n * first.rows));
+  uint64_t seed = 99;
+  for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f;
+  double best = 1e30;
+  for (int pass = 0; pass < passes; ++pass) {
+    for (const Matrix& m : set.matrices) {
+      const auto start = std::chrono::steady_clock::now();
+      flashserve::kernels::MatMul(m, x.data(), n, m.cols, y.data(), m.rows, pool);
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+  }
+  return best;
+}
+
+template <class Fn>
+double BestSeconds(int reps, Fn fn) {
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best;
+}
+
+// One thread, per instruction set: SinkAttention for one query position (64 heads of 512 over
+// 512 keys, the V4-Flash head shape) and RmsNorm over 4096 values.
+void BenchAttentionAndNorm() {
+  const int heads = 64, dim = 512, num_keys = 512;
+  uint64_t seed = 5;
+  auto random = [&] { return static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f; };
+  std::vector<float> q(heads * dim), keys(num_keys * dim), sinks(heads), out(heads * dim), scratch(num_keys);
+  for (auto& v : q) v = random() * 0.1f;
+  for (auto& v : keys) v = random();
+  for (auto& v : sinks) v = random();
+  std::vector<const float*> ptrs;
+  for (int j = 0; j < num_keys; ++j) ptrs.push_back(keys.data() + j * dim);
+  std::vector<float> x(4096), w(4096), y(4096);
+  for (auto& v : x) v = random();
+  for (auto& v : w) v = random();
+  std::printf("\n%-8s %26s %10s %16s\n", "isa", "sink attention 64x512x512", "GFLOP/s", "rms norm 4096");
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
+    if (!flashserve::kernels::IsaSupported(isa)) continue;
+    const double attention = BestSeconds(20, [&] {
+      flashserve::kernels::SinkAttentionWithIsa(isa, q.data(), 0, heads, dim, ptrs.data(), num_keys, sinks.data(),
+                                                0.044f, out.data(), scratch.data());
+    });
+    const double norm = BestSeconds(200, [&] {
+      flashserve::kernels::RmsNormWithIsa(isa, x.data(), w.data(), 4096, 1e-6f, y.data());
+    });
+    std::printf("%-8s %23.3f ms %10.1f %13.2f us\n", flashserve::kernels::IsaName(isa), attention * 1e3,
+                4.0 * heads * num_keys * dim / attention * 1e-9, norm * 1e6);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 0, passes = 5;
+  std::string only;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--passes") == 0) passes = std::max(1, std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+  }
+  ThreadPool pool(threads);
+  const double bandwidth = flashserve::kernels::MeasureMemoryBandwidth(pool);
+  const double peak = flashserve::kernels::MeasureFmaPeak(pool);
+  std::printf("isa %s, %d threads\n", flashserve::kernels::MatMulIsa(), pool.num_threads());
+  std::printf("floor: read bandwidth %.1f GB/s (512 MiB buffer), f32 FMA peak %.1f GFLOP/s\n", bandwidth, peak);
+  std::printf("fastest call of %d sweeps over each set (>= 256 MiB of weights, so DRAM-cold)\n\n", passes);
+  std::printf("%-28s %4s %6s %10s %8s %9s %6s %6s %7s\n", "weights", "set", "n", "us/call", "GB/s", "GFLOP/s",
+              "%BW", "%FMA", "%floor");
+  struct Config {
+    const char* name;
+    MatrixFormat format;
+    int64_t rows, cols;
+    int tile;
+  };
+  const Config configs[] = {{"FP8 4096x4096 tiles 128", MatrixFormat::kFp8, 4096, 4096, 128},
+                            {"FP8 4096x4096 tiles 32", MatrixFormat::kFp8, 4096, 4096, 32},
+                            {"FP4 2048x4096 (expert)", MatrixFormat::kFp4, 2048, 4096, 32},
+                            {"BF16 16160x1024 (head 1/8)", MatrixFormat::kBF16, 16160, 1024, 1}};
+  for (const Config& c : configs) {
+    if (std::string(c.name).find(only) == std::string::npos) continue;
+    const WeightSet set = MakeSet(c.name, c.format, c.rows, c.cols, c.tile);
+    for (int64_t n : {1, 4, 8, 32}) {
+      const double s = BestCallSeconds(set, n, passes, pool);
+      const double gbs = static_cast<double>(set.bytes_each) / s * 1e-9;
+      const double gflops = 2.0 * static_cast<double>(c.rows * c.cols * n) / s * 1e-9;
+      const double floor_s = std::max(static_cast<double>(set.bytes_each) / (bandwidth * 1e9),
+                                      2.0 * static_cast<double>(c.rows * c.cols * n) / (peak * 1e9));
+      std::printf("%-28s %4zu %6ld %10.1f %8.1f %9.1f %5.0f%% %5.0f%% %6.0f%%\n", c.name, set.matrices.size(),
+                  static_cast<long>(n), s * 1e6, gbs, gflops, 100.0 * gbs / bandwidth, 100.0 * gflops / peak,
+                  100.0 * floor_s / s);
+    }
+  }
+  if (only.empty()) BenchAttentionAndNorm();
+  return 0;
+}

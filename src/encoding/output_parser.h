@@ -1,0 +1,91 @@
+// Model output text -> reasoning_content, content and tool calls, incrementally while streaming.
+// Callers: api (one parser per generated choice) and tests. Not thread-safe: one instance per
+// stream, fed from one thread.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "encoding/dsml.h"
+#include "encoding/version.h"
+
+namespace flashserve::encoding {
+
+struct ParsedToolCall {
+  std::string name;       // as written by the model (may be "namespace::name" on V4.1)
+  std::string arguments;  // JSON object text, built as the reference parser builds it
+};
+
+struct ParseDelta {
+  std::string reasoning;
+  std::string content;
+  std::vector<ParsedToolCall> tool_calls;  // calls completed by this piece of text
+  bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+};
+
+enum class OutputOutcome {
+  kStop,                // text only
+  kToolCalls,           // at least one tool call, all well formed
+  kMalformedToolCall,   // a tool-call block broke the DSML rules; see error()
+  kIncompleteToolCall,  // the text ended inside a tool-call block; see error()
+};
+
+struct OutputError {
+  std::string message;   // the same however the text was split into deltas
+  std::string raw_text;  // the output from the tool-call block's start marker to the end
+};
+
+// Splits the text after the generation header, following the reference parser
+// (parse_message_from_completion_text): in thinking mode reasoning runs to `</think>`; content
+// runs to `\n\n<｜DSML｜tool_calls` (V4.1: `<｜DSML｜ calls`) or `<｜end▁of▁sentence｜>`; each
+// completed `invoke` becomes a tool call. Streaming rules beyond the reference: a suffix that
+// could start a marker is held back until it is decided, so no partial markup reaches content;
+// a tool-call block (after zero, one or two newlines) also ends reasoning; a stray `</think>`
+// in content is dropped; text after the tool-call block or after EOS is ignored. A malformed
+// block stops parsing and is reported through outcome()/error(), never as content.
+// Invariant: for any split of a text into pieces, concatenating the deltas of Feed(piece)... and
+// Finish() gives the same reasoning, content and tool calls.
+class OutputParser {
+ public:
+  OutputParser(EncodingVersion version, bool thinking);
+
+  ParseDelta Feed(std::string_view text);
+  // End of output: releases held-back text; an open tool-call block becomes kIncompleteToolCall.
+  ParseDelta Finish();
+
+  OutputOutcome outcome() const;
+  const std::optional<OutputError>& error() const { return error_; }
+
+ private:
+  enum class Stage { kReasoning, kContent, kToolCalls, kFailed, kDone };
+
+  void ScanText(ParseDelta& delta, bool at_end);
+  void ScanToolCalls(ParseDelta& delta, size_t old_size, bool at_end);
+  void EnterToolCalls(std::string_view marker_tail);
+
+  DsmlTags tags_;
+  std::vector<std::string> markers_;  // what ends reasoning/content, see ScanText
+  Stage stage_;
+  std::string pending_;   // reasoning/content text not emitted yet
+  std::string tool_buf_;  // the tool-call block, from its start marker
+  size_t tool_pos_ = 0;   // where the next DSML step starts in tool_buf_
+  size_t num_tool_calls_ = 0;
+  std::optional<OutputError> error_;
+  OutputOutcome error_outcome_ = OutputOutcome::kStop;
+};
+
+struct ParsedMessage {
+  std::string reasoning_content;
+  std::string content;
+  std::vector<ParsedToolCall> tool_calls;
+};
+
+// A whole completion at once (the trailing EOS may be present or not). A malformed or unfinished
+// tool-call block is a kBadModelOutput.
+base::Result<ParsedMessage> ParseCompletion(std::string_view text, EncodingVersion version,
+                                            bool thinking);
+
+}  // namespace flashserve::encoding

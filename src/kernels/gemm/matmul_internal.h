@@ -1,0 +1,63 @@
+// Internal seam of the matrix product: the per-ISA row kernels, the plain-data call description
+// the dispatcher (matmul.cc) prepares for them, and MatMulWithIsa for tests and benchmarks.
+// Not part of the room's public interface. Row kernels are re-entrant; scratch is per call.
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+#include "kernels/simd/isa.h"
+#include "model/matrix.h"
+
+namespace flashserve::kernels::internal {
+
+// One MatMul call, resolved by the dispatcher: plain data, so that the ISA kernels need no
+// inline code from translation units built for another instruction set.
+struct MatMulArgs {
+  model::MatrixFormat format = model::MatrixFormat::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const uint8_t* data = nullptr;
+  const uint8_t* scale = nullptr;
+  int64_t scale_cols = 0;
+  int tile_rows = 1;
+  int tile_cols = 1;
+  int tile_shift = 0;  // FP8 with fp8_vector: log2(tile_cols)
+  // Direct mode dequantizes weights in registers, again for each group of activation rows;
+  // otherwise (FP8 with n > 8) each task dequantizes panel_rows weight rows into scratch and
+  // reuses them for every activation row.
+  bool direct = false;
+  // FP8 direct mode for n <= 2 multiplies the activations, not the weights, by the tile factor
+  // (one multiply per tile instead of one per weight row). Chosen only when every such product
+  // is exact, so that it gives the same bits as scaling the weights. Needs tile_rows % 8 == 0.
+  bool fp8_scale_x = false;
+  // FP8 weights are decoded by the vector decoders: tile_cols is a power of two of at least
+  // one vector and every scale byte is <= 246, so each weight e4m3 * 2^-8 * 2^(s-119) is an
+  // exact f32. Otherwise panels are filled from the scalar tables.
+  bool fp8_vector = false;
+  int64_t panel_rows = 0;
+  int64_t padded_cols = 0;  // panel row stride: cols rounded up to the ISA step
+  int64_t n = 0;
+  const float* x = nullptr;  // FP4: x with each 2L-column group stored evens first (L = lanes)
+  int64_t ldx = 0;
+  float* y = nullptr;
+  int64_t ldy = 0;
+  const float* e8m0 = nullptr;         // [256] 2^(s-127)
+  const float* e8m0_x256 = nullptr;    // [256] 2^(s-119): FP8 scale times the f16 decode factor
+  const float* e4m3 = nullptr;         // [256] exact e4m3 values (scalar FP8 panels)
+  const float* e2m1_scaled = nullptr;  // [256][16] e2m1 values times 2^(s-127), per scale byte s
+};
+
+// Computes y[:, row_begin:row_end) (all n activation rows). scratch holds panel_rows *
+// padded_cols floats and is unused in direct mode. Only callable where IsaSupported(isa).
+void MatMulRowsAvx512(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
+void MatMulRowsAvx2(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
+// Vector width in floats of each ISA's accumulators (generic: the portable 16-lane order).
+int IsaLanes(Isa isa);
+
+// MatMul (kernels/gemm/matmul.h) with a chosen instruction set instead of BestIsa(); the ISA
+// must be supported. Results are bit-identical for every n, ldx, ldy and pool size.
+void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y,
+                   int64_t ldy, base::ThreadPool& pool);
+
+}  // namespace flashserve::kernels::internal

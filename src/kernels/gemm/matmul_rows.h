@@ -1,0 +1,129 @@
+// Weight-row sources of the vector matrix product (gemm/matmul_simd.h): for each format, a
+// cursor that decodes a row kStep columns at a time into vectors of the ISA traits type V,
+// exactly (the value of every weight is code times scale, with no rounding). Templates on V
+// only; included by matmul_simd.h. Re-entrant; no state.
+//
+// Source interface: kStep (columns per Load, a multiple of V::kLanes), kStepBytes (weight
+// bytes per Load, 0 = no prefetch), kScalesX (Tile multiplies activations by XScale), Row(r)
+// returning a Cursor with Load(k, w) for columns [k, k + kStep) and Tail(k, rem, w) for the
+// last rem < kStep columns, zero-padded; RowStart(r) for prefetching.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/gemm/matmul_internal.h"
+
+namespace flashserve::kernels::internal::gemm {
+
+// The first rem values of p, zero-padded to N (row tails).
+template <class V, class T, int N>
+struct Staged {
+  T v[N] = {};
+  Staged(const T* p, int rem) {
+    for (int i = 0; i < rem; ++i) v[i] = p[i];
+  }
+};
+
+template <class V>
+struct F32Rows {
+  using F = typename V::F;
+  static constexpr int kStep = V::kLanes;
+  struct Cursor {
+    const float* p;
+    void Load(int64_t k, F* w) const { w[0] = V::Load(p + k); }
+    void Tail(int64_t k, int rem, F* w) const { w[0] = V::Load(Staged<V, float, kStep>(p + k, rem).v); }
+  };
+  static constexpr int kStepBytes = 4 * kStep;
+  static constexpr bool kScalesX = false;
+  const MatMulArgs* a;
+  Cursor Row(int64_t r) const { return {reinterpret_cast<const float*>(a->data) + r * a->cols}; }
+  const uint8_t* RowStart(int64_t r) const { return a->data + r * a->cols * 4; }
+};
+
+template <class V, bool kBf16>
+struct Half16Rows {
+  using F = typename V::F;
+  static constexpr int kStep = V::kLanes;
+  static F Decode(const uint16_t* p) { return kBf16 ? V::DecodeBf16(p) : V::DecodeF16(p); }
+  struct Cursor {
+    const uint16_t* p;
+    void Load(int64_t k, F* w) const { w[0] = Decode(p + k); }
+    void Tail(int64_t k, int rem, F* w) const { w[0] = Decode(Staged<V, uint16_t, kStep>(p + k, rem).v); }
+  };
+  static constexpr int kStepBytes = 2 * kStep;
+  static constexpr bool kScalesX = false;
+  const MatMulArgs* a;
+  Cursor Row(int64_t r) const { return {reinterpret_cast<const uint16_t*>(a->data) + r * a->cols}; }
+  const uint8_t* RowStart(int64_t r) const { return a->data + r * a->cols * 2; }
+};
+
+// FP8 e4m3, power-of-two tiles of at least kLanes columns, so one scale per block. kScaled:
+// each weight is decoded as e4m3 * 2^-8 times the tile factor 2^(s-119) (panels). Otherwise
+// the weight stays e4m3 * 2^-8 and Tile multiplies the activations by the factor instead
+// (direct mode, used only where that product is exact: see MatMulArgs::fp8_scale_x).
+template <class V, bool kScaled>
+struct Fp8Rows {
+  using F = typename V::F;
+  static constexpr int kStep = V::kLanes;
+  static constexpr int kStepBytes = kStep;
+  static constexpr bool kScalesX = !kScaled;
+  struct Cursor {
+    const uint8_t* q;
+    const uint8_t* s;
+    const float* fold;
+    int shift;
+    F Decode(const uint8_t* p, int64_t k) const {
+      const F h = V::DecodeFp8(p);
+      return kScaled ? V::Mul(h, V::Set1(fold[s[k >> shift]])) : h;
+    }
+    void Load(int64_t k, F* w) const { w[0] = Decode(q + k, k); }
+    void Tail(int64_t k, int rem, F* w) const { w[0] = Decode(Staged<V, uint8_t, kStep>(q + k, rem).v, k); }
+    F XScale(int64_t k) const { return V::Set1(fold[s[k >> shift]]); }
+  };
+  const MatMulArgs* a;
+  Cursor Row(int64_t r) const {
+    return {a->data + r * a->cols, a->scale + (r / a->tile_rows) * a->scale_cols, a->e8m0_x256, a->tile_shift};
+  }
+  const uint8_t* RowStart(int64_t r) const { return a->data + r * a->cols; }
+};
+
+// FP4 e2m1, one scale per 32 columns; cols is a multiple of 32, so there is no tail. The
+// 16-entry table already multiplied by the scale is looked up per scale byte.
+template <class V>
+struct Fp4Rows {
+  using F = typename V::F;
+  static constexpr int kStep = 2 * V::kLanes;
+  static constexpr int kStepBytes = kStep / 2;
+  static constexpr bool kScalesX = false;
+  struct Cursor {
+    const uint8_t* q;
+    const uint8_t* s;
+    const float* luts;
+    void Load(int64_t k, F* w) const { V::DecodeFp4(q + k / 2, luts + 16 * s[k >> 5], w); }
+    void Tail(int64_t, int, F* w) const { w[0] = w[1] = V::Zero(); }
+  };
+  const MatMulArgs* a;
+  Cursor Row(int64_t r) const { return {a->data + r * (a->cols / 2), a->scale + r * a->scale_cols, a->e2m1_scaled}; }
+  const uint8_t* RowStart(int64_t r) const { return a->data + r * (a->cols / 2); }
+};
+
+// Rows [row0, ...) already dequantized into a zero-padded panel of stride ld.
+template <class V>
+struct PanelRows {
+  using F = typename V::F;
+  static constexpr int kStep = V::kLanes;
+  struct Cursor {
+    const float* p;
+    void Load(int64_t k, F* w) const { w[0] = V::Load(p + k); }
+    void Tail(int64_t k, int, F* w) const { w[0] = V::Load(p + k); }
+  };
+  static constexpr int kStepBytes = 0;  // already in cache: no prefetch
+  static constexpr bool kScalesX = false;
+  const float* panel;
+  int64_t ld;
+  int64_t row0;
+  Cursor Row(int64_t r) const { return {panel + (r - row0) * ld}; }
+  const uint8_t* RowStart(int64_t) const { return nullptr; }
+};
+
+}  // namespace flashserve::kernels::internal::gemm

@@ -1,0 +1,71 @@
+// Bandwidth and FMA-peak probes (kernels/roofline.h).
+#include "kernels/roofline.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "base/check.h"
+#include "kernels/simd/isa.h"
+#include "kernels/simd/vec_ops.h"
+
+namespace flashserve::kernels {
+namespace {
+
+constexpr int64_t kChunkFloats = int64_t{1} << 18;  // 1 MiB per bandwidth task
+constexpr int64_t kWindowChunks = 64;                 // timed unit: 64 MiB, twice the L3
+constexpr int64_t kFmaIterations = int64_t{1} << 16;  // per FMA task: ~0.2-1 ms of work
+constexpr int kFmaAccumulators = 12;  // simd::VecOps::fma_loop
+
+double Seconds(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes, int passes) {
+  FS_CHECK(bytes >= kWindowChunks * kChunkFloats * 4 && passes >= 1, "bandwidth probe: %ld bytes, %d passes",
+           static_cast<long>(bytes), passes);
+  const simd::VecOps& ops = simd::GetVecOps(BestIsa());
+  const int64_t num_chunks = bytes / (kChunkFloats * 4) / kWindowChunks * kWindowChunks;
+  std::unique_ptr<float[]> buffer(new float[num_chunks * kChunkFloats]);
+  float* data = buffer.get();
+  pool.ParallelFor(num_chunks, 1, [&](int64_t c0, int64_t c1) {
+    std::fill(data + c0 * kChunkFloats, data + c1 * kChunkFloats, 1.0f);
+  });
+  std::vector<float> sums(static_cast<size_t>(num_chunks));
+  double best = 0.0;
+  const int64_t num_windows = num_chunks / kWindowChunks;
+  for (int64_t window = 0; window < passes * num_windows; ++window) {
+    const int64_t first = (window % num_windows) * kWindowChunks;
+    const auto start = std::chrono::steady_clock::now();
+    pool.ParallelFor(kWindowChunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = first + c0; c < first + c1; ++c) sums[c] = ops.sum(data + c * kChunkFloats, kChunkFloats);
+    });
+    const double seconds = Seconds(start);
+    FS_CHECK(sums[first] == static_cast<float>(kChunkFloats), "bandwidth probe read wrong data");
+    best = std::max(best, static_cast<double>(kWindowChunks * kChunkFloats * 4) / seconds * 1e-9);
+  }
+  return best;
+}
+
+double MeasureFmaPeak(base::ThreadPool& pool, int passes) {
+  FS_CHECK(passes >= 1, "FMA probe: %d passes", passes);
+  const simd::VecOps& ops = simd::GetVecOps(BestIsa());
+  const int64_t num_tasks = 16 * pool.num_threads();
+  std::vector<float> results(static_cast<size_t>(num_tasks));
+  double best = 0.0;
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.ParallelFor(num_tasks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) results[t] = ops.fma_loop(kFmaIterations);
+    });
+    const double seconds = Seconds(start);
+    const double flops = static_cast<double>(num_tasks) * kFmaIterations * kFmaAccumulators * ops.lanes * 2;
+    best = std::max(best, flops / seconds * 1e-9);
+  }
+  return best;
+}
+
+}  // namespace flashserve::kernels

@@ -1,0 +1,28 @@
+// Measured machine ceilings for the CPU kernels (memory bandwidth and f32 FMA peak), used by
+// benchmarks and `flashserve bench-forward` to print each configuration's floor. Call from the
+// thread that owns the pool; each probe takes a fraction of a second and allocates its buffer.
+//
+// Method. Bandwidth: the buffer is written once in parallel (pages touched), then read in
+// 64 MiB windows (twice a 32 MiB L3, and never the window read just before), each split in
+// 1 MiB chunks that the pool's threads sum with vector loads of the ISA MatMul uses; GB/s =
+// window bytes / wall time, best window of `passes` sweeps (the best window is the one least
+// disturbed by other processes). This is DRAM read bandwidth, the floor for decode (n = 1..4),
+// which reads each weight byte once. FMA peak: 16 tasks per thread, each a loop of register-
+// only FMAs on 12 independent accumulators (enough to cover FMA latency times throughput on
+// current x86 cores); GFLOP/s = 2 * lanes * FMAs / wall time, best of `passes` (~5 ms each).
+#pragma once
+
+#include <cstdint>
+
+#include "base/thread_pool.h"
+
+namespace flashserve::kernels {
+
+// Read bandwidth in GB/s (1e9 bytes per second) over a buffer of `bytes`, all pool threads.
+double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes = int64_t{512} << 20, int passes = 2);
+
+// f32 FMA throughput in GFLOP/s (an FMA counts 2 flops per lane), all pool threads, with the
+// vector ISA of BestIsa() (the generic build: separate multiply and add).
+double MeasureFmaPeak(base::ThreadPool& pool, int passes = 20);
+
+}  // namespace flashserve::kernels

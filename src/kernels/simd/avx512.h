@@ -1,0 +1,67 @@
+// AVX-512 (F, BW, VL, DQ) + FMA + F16C vector traits for the CPU kernel templates
+// (gemm/matmul_simd.h, simd/vec_ops_simd.h): 16-float vectors, loads, FMA, the fixed horizontal
+// sum and the weight decoders. Include only from translation units built with AVX-512 flags.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace flashserve::kernels::simd {
+
+struct Avx512 {
+  using F = __m512;
+  static constexpr int kLanes = 16;
+  static F Zero() { return _mm512_setzero_ps(); }
+  static F Load(const float* p) { return _mm512_loadu_ps(p); }
+  // The first n < kLanes floats, zero-filled; masked lanes are never touched.
+  static F LoadPartial(const float* p, int n) { return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p); }
+  static void StorePartial(float* p, F v, int n) { _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v); }
+  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  // Into L2 (see Tile in gemm/matmul_simd.h).
+  static void Prefetch(uintptr_t address) { _mm_prefetch(reinterpret_cast<const char*>(address), _MM_HINT_T1); }
+  static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  // An empty asm that claims to change v: the compiler must hold v in a register instead of
+  // folding its load into every instruction that reads it.
+  static void KeepInRegister(F& v) { __asm__("" : "+v"(v)); }
+  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F Set1(float v) { return _mm512_set1_ps(v); }
+  static F Add(F a, F b) { return _mm512_add_ps(a, b); }
+
+  // Fixed tree: halves 8 + 8, then 4 + 4, 2 + 2, 1 + 1.
+  static float Sum(F v) {
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+  }
+
+  static F DecodeBf16(const uint16_t* p) {
+    const __m512i wide = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+  }
+  static F DecodeF16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+
+  // e4m3 byte -> f16 with the same sign, exponent and mantissa bits: sign-extend to 16 bits,
+  // shift left 7, clear bit 14. The result is the e4m3 value times 2^-8, exactly (normals and
+  // subnormals alike); the tile scale is applied by the caller.
+  static F DecodeFp8(const uint8_t* p) {
+    const __m256i sx = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(sx, 7), _mm256_set1_epi16(static_cast<short>(0xBF80)));
+    return _mm512_cvtph_ps(h);
+  }
+
+  // 16 bytes = 32 columns -> w[0] = the 16 even columns, w[1] = the 16 odd ones. vpermps reads
+  // only the low 4 bits of each index, so the byte itself indexes its low nibble. lut: the 16
+  // e2m1 values times the block's scale.
+  static void DecodeFp4(const uint8_t* p, const float* lut, F* w) {
+    const __m512 table = _mm512_loadu_ps(lut);
+    const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    w[0] = _mm512_permutexvar_ps(idx, table);
+    w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(idx, 4), table);
+  }
+};
+
+}  // namespace flashserve::kernels::simd

@@ -1,0 +1,20 @@
+// Instruction sets the CPU kernels are built for and the run-time choice among them. Called by
+// the kernel dispatchers (gemm, roofline, attention, norm) and their tests; pure functions,
+// safe from any thread. The choice is made once per process, so one process uses one ISA.
+#pragma once
+
+namespace flashserve::kernels {
+
+// Ordered from least to most capable.
+enum class Isa { kGeneric, kAvx2, kAvx512 };
+
+// Whether this CPU can run kernels built for isa (kGeneric: always).
+bool IsaSupported(Isa isa);
+
+// The most capable supported ISA; computed on first use, then fixed for the process.
+Isa BestIsa();
+
+// "generic", "avx2" or "avx512".
+const char* IsaName(Isa isa);
+
+}  // namespace flashserve::kernels
