@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# End-to-end checks of the developer subcommands of the real binary: tokenize / detokenize /
+# encode-chat (exact outputs and error exits) and make-model / logits / generate on a tiny
+# generated checkpoint. Usage: cli_test.sh FLASHSERVE_BINARY TOKENIZER_JSON
+# Exits 77 (skipped) when the tokenizer data is not installed.
+set -u
+bin="$1"
+tok="$2"
+fail=0
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+check() {  # check NAME EXPECTED ACTUAL
+  if [ "$2" == "$3" ]; then echo "ok   $1"; else echo "FAIL $1: expected [$2] got [$3]"; fail=1; fi
+}
+check_fails() {  # check_fails NAME NEEDLE COMMAND...
+  local name="$1" needle="$2"
+  shift 2
+  local out
+  if out="$("$@" 2>&1)"; then echo "FAIL $name: exit 0"; fail=1; return; fi
+  if [[ "$out" == *"$needle"* ]]; then echo "ok   $name"; else echo "FAIL $name: no '$needle' in: $out"; fail=1; fi
+}
+
+# Developer model tools (no tokenizer needed).
+"$bin" make-model --preset tiny --vocab 1280 --out "$tmp/m" >/dev/null || { echo "FAIL make-model"; exit 1; }
+"$bin" logits --model "$tmp/m" --tokens 0,5,17,99 --out "$tmp/a.f32" --top 0 2>/dev/null
+"$bin" logits --model "$tmp/m" --tokens 0,5,17,99 --out "$tmp/b.f32" --top 0 --chunk 1 2>/dev/null
+check "logits size" "$((4 * 1280 * 4))" "$(stat -c %s "$tmp/a.f32")"
+check "logits chunked == one-shot" "$(sha256sum < "$tmp/a.f32")" "$(sha256sum < "$tmp/b.f32")"
+"$bin" logits --model "$tmp/m" --tokens 0,5,17,99 --mtp --out "$tmp/c.f32" --top 0 2>/dev/null
+check "mtp logits rows" "$((3 * 1280 * 4))" "$(stat -c %s "$tmp/c.f32")"
+g1="$("$bin" generate --model "$tmp/m" --tokens 0,5,17 -n 5 --ignore-eos 2>/dev/null)"
+g2="$("$bin" generate --model "$tmp/m" --tokens 0,5,17 -n 5 --ignore-eos --threads 1 2>/dev/null)"
+check "generate is deterministic" "$g1" "$g2"
+check "generate count" "5" "$(echo "$g1" | tr ',' '\n' | wc -l | tr -d ' ')"
+check_fails "logits bad token" "vocabulary" "$bin" logits --model "$tmp/m" --tokens 0,5000 --out "$tmp/x.f32"
+check_fails "logits missing model" "config.json" "$bin" logits --model "$tmp/none" --tokens 0 --out "$tmp/x.f32"
+
+if [ ! -s "$tok" ]; then
+  echo "tokenizer data not installed at $tok (run scripts/setup.sh); skipping the tokenizer checks"
+  [ "$fail" = 0 ] && exit 77 || exit 1
+fi
+check "tokenize recognises control tokens" "[19923,223,128803,2058]" \
+  "$("$bin" tokenize --tokenizer "$tok" --text 'Hello <｜User｜> world')"
+check "tokenize --plain" "[19923,818,28217,6756,28217,32,2058]" \
+  "$("$bin" tokenize --tokenizer "$tok" --text 'Hello <｜User｜> world' --plain)"
+check "detokenize" "Hello lock world" "$("$bin" detokenize --tokenizer "$tok" --ids 19923,10896,2058)"
+check_fails "tokenize invalid UTF-8" "invalid UTF-8" "$bin" tokenize --tokenizer "$tok" --text $'\xff\xfe'
+cat > "$tmp/req.json" <<'JSON'
+{"model": "x", "messages": [{"role": "system", "content": "You are helpful."}, {"role": "user", "content": "hi"},
+ {"role": "assistant", "content": "Hello!", "reasoning_content": "hmm"}, {"role": "user", "content": "1+1?"}],
+ "thinking": {"type": "enabled"}}
+JSON
+check "encode-chat v4 thinking" \
+  "<｜begin▁of▁sentence｜>You are helpful.<｜User｜>hi<｜Assistant｜></think>Hello!<｜end▁of▁sentence｜><｜User｜>1+1?<｜Assistant｜><think>" \
+  "$("$bin" encode-chat --tokenizer "$tok" --encoding v4 --request "$tmp/req.json")"
+ids="$("$bin" encode-chat --tokenizer "$tok" --encoding v4 --request "$tmp/req.json" --json --define-missing-v4-tokens)"
+check "encode-chat --json ids" '"ids":[0,3476,477,11502,16,128803,6366,128804,128001,19923,3,1,128803,19,13,19,33,128804,128000]}' \
+  "\"ids\"${ids#*\"ids\"}"
+printf '{"messages": 5}' > "$tmp/bad.json"
+check_fails "encode-chat rejects bad request" "messages" "$bin" encode-chat --tokenizer "$tok" --encoding v4 --request "$tmp/bad.json"
+exit "$fail"
