@@ -4,9 +4,21 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define FS_CPU_RELAX() _mm_pause()
+#else
+#define FS_CPU_RELAX() \
+  do {                 \
+  } while (0)
+#endif
+
 namespace flashserve::base {
 namespace {
 thread_local bool t_in_worker = false;
+// Iterations a worker polls for the next job before sleeping (tens of microseconds): decode
+// steps issue many short parallel loops back to back, and a futex wake costs more than that.
+constexpr int kSpinIterations = 4000;
 }
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -36,6 +48,8 @@ void ThreadPool::WorkerLoop() {
   t_in_worker = true;
   uint64_t seen = 0;
   for (;;) {
+    for (int i = 0; i < kSpinIterations && generation_.load(std::memory_order_acquire) == seen && !stop_.load(); ++i)
+      FS_CPU_RELAX();
     Job* job = nullptr;
     {
       std::unique_lock<std::mutex> lock(mu_);

@@ -42,8 +42,8 @@ class ThreadPool {
   std::mutex mu_;
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stop_{false};
   Job* job_ = nullptr;
 };
 

@@ -1,7 +1,7 @@
 // Measured machine ceilings for the CPU kernels (memory bandwidth and f32 FMA peak), used by
 // benchmarks and `flashserve bench-forward` to print each configuration's floor. Call from the
 // thread that owns the pool; each probe takes a fraction of a second and allocates its buffer.
-//
+
 // Method. Bandwidth: the buffer is written once in parallel (pages touched), then read in
 // 64 MiB windows (twice a 32 MiB L3, and never the window read just before), each split in
 // 1 MiB chunks that the pool's threads sum with vector loads of the ISA MatMul uses; GB/s =

@@ -1,6 +1,7 @@
 // Multi-query attention with a learned sink (v4-architecture.md section 4.3.f): H query heads
 // of width D over K keys that are also the values, softmax denominators enlarged by
 // exp(sink_h). One query position per call; callers parallelise over positions/heads.
+
 // Keys are visited in the given order and each head is computed alone, so the result depends
 // only on (q, keys, sinks) and the process's ISA, never on how heads or queries are split.
 #pragma once

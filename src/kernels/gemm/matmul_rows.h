@@ -1,12 +1,12 @@
-// Weight-row sources of the vector matrix product (gemm/matmul_simd.h): for each format, a
-// cursor that decodes a row kStep columns at a time into vectors of the ISA traits type V,
-// exactly (the value of every weight is code times scale, with no rounding). Templates on V
-// only; included by matmul_simd.h. Re-entrant; no state.
-//
+// Weight-row sources of the vector matrix product: per format, a cursor that decodes a row
+// into vectors of the ISA traits type V, exactly (every weight is code times scale, unrounded).
+// Templates on V only, included by gemm/matmul_simd.h. Re-entrant; no state.
+
 // Source interface: kStep (columns per Load, a multiple of V::kLanes), kStepBytes (weight
 // bytes per Load, 0 = no prefetch), kScalesX (Tile multiplies activations by XScale), Row(r)
 // returning a Cursor with Load(k, w) for columns [k, k + kStep) and Tail(k, rem, w) for the
-// last rem < kStep columns, zero-padded; RowStart(r) for prefetching.
+// last rem < kStep columns, zero-padded; RowStart(r) for prefetching (rows past the end
+// give the end of the matrix).
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,12 @@
 #include "kernels/gemm/matmul_internal.h"
 
 namespace flashserve::kernels::internal::gemm {
+
+// Row r, or the end of the matrix for rows past it (prefetch addresses stay in bounds).
+template <class V>
+int64_t ClampRow(int64_t r, const MatMulArgs* a) {
+  return r < a->rows ? r : a->rows;
+}
 
 // The first rem values of p, zero-padded to N (row tails).
 template <class V, class T, int N>
@@ -37,7 +43,7 @@ struct F32Rows {
   static constexpr bool kScalesX = false;
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {reinterpret_cast<const float*>(a->data) + r * a->cols}; }
-  const uint8_t* RowStart(int64_t r) const { return a->data + r * a->cols * 4; }
+  const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * a->cols * 4; }
 };
 
 template <class V, bool kBf16>
@@ -54,13 +60,13 @@ struct Half16Rows {
   static constexpr bool kScalesX = false;
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {reinterpret_cast<const uint16_t*>(a->data) + r * a->cols}; }
-  const uint8_t* RowStart(int64_t r) const { return a->data + r * a->cols * 2; }
+  const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * a->cols * 2; }
 };
 
 // FP8 e4m3, power-of-two tiles of at least kLanes columns, so one scale per block. kScaled:
-// each weight is decoded as e4m3 * 2^-8 times the tile factor 2^(s-119) (panels). Otherwise
-// the weight stays e4m3 * 2^-8 and Tile multiplies the activations by the factor instead
-// (direct mode, used only where that product is exact: see MatMulArgs::fp8_scale_x).
+// each weight is decoded as e4m3 * 2^-8 times the tile factor 2^(s-119). Otherwise the weight
+// stays e4m3 * 2^-8 and Tile multiplies the activations by the factor instead (n <= 2, used
+// only where that product is exact: see MatMulArgs::fp8_scale_x).
 template <class V, bool kScaled>
 struct Fp8Rows {
   using F = typename V::F;
@@ -84,7 +90,7 @@ struct Fp8Rows {
   Cursor Row(int64_t r) const {
     return {a->data + r * a->cols, a->scale + (r / a->tile_rows) * a->scale_cols, a->e8m0_x256, a->tile_shift};
   }
-  const uint8_t* RowStart(int64_t r) const { return a->data + r * a->cols; }
+  const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * a->cols; }
 };
 
 // FP4 e2m1, one scale per 32 columns; cols is a multiple of 32, so there is no tail. The
@@ -104,7 +110,7 @@ struct Fp4Rows {
   };
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {a->data + r * (a->cols / 2), a->scale + r * a->scale_cols, a->e2m1_scaled}; }
-  const uint8_t* RowStart(int64_t r) const { return a->data + r * (a->cols / 2); }
+  const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * (a->cols / 2); }
 };
 
 // Rows [row0, ...) already dequantized into a zero-padded panel of stride ld.

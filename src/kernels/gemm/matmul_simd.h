@@ -1,8 +1,7 @@
-// Vector matrix-product kernels (register tiles, row loops, panels) written once against an ISA
-// traits type V (kernels/simd/avx2.h, avx512.h plus tile shapes) and instantiated by
-// matmul_avx2.cc / matmul_avx512.cc with internal-linkage traits: everything here is a template
-// on V, so no inline code built with one ISA's flags is linked into another's path. Re-entrant.
-//
+// Vector matrix-product kernels (register tiles, row loops, panels) as templates on ISA traits
+// V, instantiated by matmul_avx2.cc / matmul_avx512.cc with internal-linkage traits, so no
+// inline code built for one ISA is linked into another's path. Re-entrant; no state.
+
 // Reduction order (the batch-invariance contract): y[i, o] has one accumulator of V::kLanes
 // lanes; lane l sums, with FMA, the products of the columns it owns in ascending order, where
 // a row's columns are taken in blocks of kLanes (FP4: blocks of 2*kLanes laid out as the

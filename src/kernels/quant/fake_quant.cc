@@ -33,7 +33,29 @@ void FakeQuantBlocks(float* x, int64_t n, int block, float qmax, float amax_floo
 
 }  // namespace
 
+// Round-trip of q (|q| <= 448) through e4m3 with round-to-nearest-even, without table
+// lookups: normal values keep 3 mantissa bits (integer rounding of the f32 pattern),
+// subnormals (|q| < 2^-6) snap to multiples of 2^-9.
+inline float RoundE4m3(float q) {
+  const float a = std::fabs(q);
+  if (a < 0.015625f) return std::nearbyint(q * 512.0f) * (1.0f / 512.0f);
+  uint32_t bits = model::FloatToBits(q);
+  bits += 0x7FFFFu + ((bits >> 20) & 1u);
+  return model::BitsToFloat(bits & 0xFFF00000u);
+}
+
 void FakeQuantFp8(float* x, int64_t n, int block) {
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    const int64_t b1 = std::min<int64_t>(n, b0 + block);
+    float amax = 0.0f;
+    for (int64_t i = b0; i < b1; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float scale = Pow2Ceil(std::max(amax, 1e-4f) / 448.0f);
+    const float inv = 1.0f / scale;  // exact: scale is a power of two
+    for (int64_t i = b0; i < b1; ++i) x[i] = RoundE4m3(std::clamp(x[i] * inv, -448.0f, 448.0f)) * scale;
+  }
+}
+
+void FakeQuantFp8Reference(float* x, int64_t n, int block) {
   FakeQuantBlocks(x, n, block, 448.0f, 1e-4f,
                   [](float q) { return model::E4m3ToFloat(model::FloatToE4m3(q)); });
 }

@@ -10,6 +10,8 @@ namespace flashserve::kernels {
 // Per block of `block` values: scale = 2^ceil(log2(max(amax, 1e-4) / 448)),
 // x = e4m3(clamp(x / scale, +-448)) * scale. The last block may be shorter.
 void FakeQuantFp8(float* x, int64_t n, int block);
+// The same through the scalar e4m3 encode/decode (tests check the two agree bit for bit).
+void FakeQuantFp8Reference(float* x, int64_t n, int block);
 
 // Per block: scale = 2^ceil(log2(max(amax, 6 * 2^-126) / 6)), x = e2m1(clamp(x / scale, +-6)) * scale.
 void FakeQuantFp4(float* x, int64_t n, int block);

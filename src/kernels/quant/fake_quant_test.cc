@@ -42,6 +42,25 @@ TEST(FakeQuantTest, Fp8BlocksAreIndependentAndIdempotent) {
   for (int i = 0; i < 200; ++i) EXPECT_NEAR(a[i], x[i], std::fabs(x[i]) * 0.07 + 1e-3);
 }
 
+TEST(FakeQuantTest, FastFp8PathMatchesTheScalarConversionBitForBit) {
+  std::mt19937 rng(17);
+  std::vector<float> x;
+  for (float scale : {1e-6f, 1e-3f, 0.1f, 1.0f, 30.0f, 1e4f}) {
+    std::normal_distribution<float> d(0.0f, scale);
+    for (int i = 0; i < 20000; ++i) x.push_back(d(rng));
+  }
+  for (int c = 0; c < 0x7F; ++c) {  // every e4m3 value and the midpoints around it
+    float v = model::E4m3ToFloat(static_cast<uint8_t>(c));
+    x.insert(x.end(), {v, -v, v * 1.0001f, v * 0.9999f, v + std::ldexp(1.0f, -12)});
+  }
+  for (int block : {64, 128, 7}) {
+    std::vector<float> fast = x, slow = x;
+    FakeQuantFp8(fast.data(), static_cast<int64_t>(fast.size()), block);
+    FakeQuantFp8Reference(slow.data(), static_cast<int64_t>(slow.size()), block);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(fast[i], slow[i]) << "x=" << x[i] << " block " << block;
+  }
+}
+
 TEST(FakeQuantTest, Fp4GridAndScale) {
   std::vector<float> x = {6.0f, 2.6f, -0.3f, 0.2f};
   FakeQuantFp4(x.data(), 4, 4);  // amax 6 -> scale 1

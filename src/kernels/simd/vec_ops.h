@@ -1,9 +1,11 @@
 // Vector primitives of the CPU kernels (attention, RMSNorm, the roofline probe), one
 // implementation per instruction set (kernels/simd/isa.h). Internal to the room; pure functions,
-// callable from any thread. Every dot product has one fixed order for a given ISA and length,
-// whatever else is computed in the same call: one accumulator of `lanes` floats takes the
-// input's vectors (the last one zero-padded) in ascending order with FMA, then a fixed halving
-// tree (the MatMul order). The generic build: 16 partial sums, multiply then add.
+// callable from any thread.
+
+// Every dot product has one fixed order for a given ISA and length, whatever else is computed
+// in the same call: one accumulator of `lanes` floats takes the input's vectors (the last one
+// zero-padded) in ascending order with FMA, then a fixed halving tree (the MatMul order). The
+// generic build: 16 partial sums, multiply then add.
 #pragma once
 
 #include <cstdint>
