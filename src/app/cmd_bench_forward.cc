@@ -31,6 +31,7 @@ struct Row {
   std::string name;
   double tokens_per_s = 0, floor_tokens_per_s = 0, bytes = 0, flops = 0;
   bool compute_bound = false;
+  engine::OpStats stats;
 };
 
 std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
@@ -50,6 +51,7 @@ Row Finish(std::string name, double tokens, double secs, const engine::OpStats& 
   r.compute_bound = t_fma > t_mem;
   r.tokens_per_s = tokens / secs;
   r.floor_tokens_per_s = tokens / std::max(t_mem, t_fma);
+  r.stats = st;
   return r;
 }
 
@@ -97,6 +99,7 @@ Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch, const Ce
     total.flops += engine.last_stats().flops;
     total.weight_bytes += engine.last_stats().weight_bytes;
     total.state_bytes += engine.last_stats().state_bytes;
+    for (size_t p = 0; p < total.phase_seconds.size(); ++p) total.phase_seconds[p] += engine.last_stats().phase_seconds[p];
   }
   return Finish("decode batch " + std::to_string(batch), static_cast<double>(batch) * f.steps, secs, total, c);
 }
@@ -129,6 +132,17 @@ int RunBench(BenchFlags f) {
                 100.0 * r.tokens_per_s / r.floor_tokens_per_s, r.compute_bound ? "compute" : "memory",
                 r.bytes / steps / 1e6, r.flops / steps / 1e9);
   }
+  if (!f.options.profile) return 0;
+  std::printf("\nms per step by phase (decode: mean over timed steps)\n%-18s", "config");
+  for (size_t p = 0; p < static_cast<size_t>(engine::Phase::kCount); ++p)
+    std::printf(" %8s", engine::PhaseName(static_cast<engine::Phase>(p)));
+  std::printf("\n");
+  for (const Row& r : rows) {
+    double steps = r.name.rfind("decode", 0) == 0 ? f.steps : 1;
+    std::printf("%-18s", r.name.c_str());
+    for (double secs : r.stats.phase_seconds) std::printf(" %8.2f", secs * 1e3 / steps);
+    std::printf("\n");
+  }
   return 0;
 }
 }  // namespace
@@ -142,6 +156,7 @@ void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--context", f->context, "Tokens already in each decoding sequence")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--steps", f->steps, "Timed decode steps per batch size")->check(CLI::Range(1, 100000));
   cmd->add_option("--repeats", f->repeats, "Timed prefill repeats (best kept)")->check(CLI::Range(1, 100));
+  cmd->add_flag("--profile", f->options.profile, "Also print wall time per forward phase");
   AddEngineFlags(cmd, &f->options, &f->no_qat);
   cmd->callback([f, run] { *run = [f] { return RunBench(*f); }; });
 }

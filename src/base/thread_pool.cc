@@ -89,7 +89,9 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     ++generation_;
   }
   wake_.notify_all();
+  t_in_worker = true;  // loops the caller's own chunks start run inline, as on workers
   RunChunks(&job);
+  t_in_worker = false;
   std::unique_lock<std::mutex> lock(mu_);
   job_ = nullptr;  // late workers see no job and keep waiting
   job.active.fetch_sub(1);

@@ -23,6 +23,16 @@ TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
   }
 }
 
+TEST(ThreadPoolTest, NestedCallsFromTheCallersChunksRunInline) {
+  ThreadPool pool(2);
+  std::atomic<int64_t> total{0};
+  pool.ParallelFor(64, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      pool.ParallelFor(100, 1, [&](int64_t b2, int64_t e2) { total += e2 - b2; });
+  });
+  EXPECT_EQ(total.load(), 6400);
+}
+
 TEST(ThreadPoolTest, ManyConsecutiveJobsAndNestedCallsRunInline) {
   ThreadPool pool(3);
   std::atomic<int64_t> total{0};

@@ -164,14 +164,29 @@ void RunAttention(Ops& ops, const Model& model, int layer, const RowBatch& batch
   const model::AttentionWeights& w = model.layer(layer).attn;
   const RowAngles& angles = batch.angles(spec.rope == model::RopeTable::kCompress);
   const int64_t rows = batch.num_rows();
-  QueryPath(ops, c, w, angles, h, rows, s);
-  KvPath(ops, c, w, angles, h, rows, s);
-  if (spec.compress_ratio > 0) RunCompressors(ops, model, layer, batch, h, s);
-  if (spec.attention == AttentionKind::kCsa)
+  {
+    Ops::ScopedPhase t(ops, Phase::kQuery);
+    QueryPath(ops, c, w, angles, h, rows, s);
+  }
+  {
+    Ops::ScopedPhase t(ops, Phase::kKv);
+    KvPath(ops, c, w, angles, h, rows, s);
+  }
+  if (spec.compress_ratio > 0) {
+    Ops::ScopedPhase t(ops, Phase::kCompress);
+    RunCompressors(ops, model, layer, batch, h, s);
+  }
+  if (spec.attention == AttentionKind::kCsa) {
+    Ops::ScopedPhase t(ops, Phase::kIndex);
     RunIndexer(ops, c, w.indexer, layer, batch, h, s->q_lat.data(), &s->selection, &s->indexer);
-  BuildKeyLists(model, layer, batch, s);
-  CoreAttention(ops, model, layer, batch, s);
-  UpdateRings(layer, batch, s->kv.data(), c.head_dim);
+  }
+  {
+    Ops::ScopedPhase t(ops, Phase::kAttend);
+    BuildKeyLists(model, layer, batch, s);
+    CoreAttention(ops, model, layer, batch, s);
+    UpdateRings(layer, batch, s->kv.data(), c.head_dim);
+  }
+  Ops::ScopedPhase t(ops, Phase::kOutput);
   OutputProjection(ops, c, w, rows, out, s);
 }
 

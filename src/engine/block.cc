@@ -12,15 +12,21 @@ void RunBlock(Ops& ops, const Model& model, int layer, const RowBatch& batch, fl
   s->h.resize(s->u.size());
   s->y.resize(s->u.size());
 
-  HcPre(ops, c, w.hc_attn, x, rows, &s->mix, s->u.data(), &s->mixes);
-  ops.RmsNormRows(s->u.data(), w.attn_norm.data(), rows, d, d, eps, s->h.data(), d);
+  {
+    Ops::ScopedPhase t(ops, Phase::kMhc);
+    HcPre(ops, c, w.hc_attn, x, rows, &s->mix, s->u.data(), &s->mixes);
+    ops.RmsNormRows(s->u.data(), w.attn_norm.data(), rows, d, d, eps, s->h.data(), d);
+  }
   RunAttention(ops, model, layer, batch, s->h.data(), s->y.data(), &s->attention);
-  HcPost(ops, c, s->mix, s->y.data(), rows, x);
-
-  HcPre(ops, c, w.hc_ffn, x, rows, &s->mix, s->u.data(), &s->mixes);
-  ops.RmsNormRows(s->u.data(), w.ffn_norm.data(), rows, d, d, eps, s->h.data(), d);
+  {
+    Ops::ScopedPhase t(ops, Phase::kMhc);
+    HcPost(ops, c, s->mix, s->y.data(), rows, x);
+    HcPre(ops, c, w.hc_ffn, x, rows, &s->mix, s->u.data(), &s->mixes);
+    ops.RmsNormRows(s->u.data(), w.ffn_norm.data(), rows, d, d, eps, s->h.data(), d);
+  }
   RunMoe(ops, c, w.moe, model.plan()[static_cast<size_t>(layer)].hash_moe, batch.ids.data(), s->h.data(), rows,
          s->y.data(), &s->moe);
+  Ops::ScopedPhase t(ops, Phase::kMhc);
   HcPost(ops, c, s->mix, s->y.data(), rows, x);
 }
 

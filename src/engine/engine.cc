@@ -102,13 +102,16 @@ void Engine::Head(const model::HcWeights& hc, const std::vector<float>& norm, co
 
 base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batch) {
   FS_RETURN_IF_ERROR(Validate(batch));
-  ops_.stats() = OpStats{};
+  ops_.ResetStats();
   const model::ModelConfig& c = model_.config();
   RowBatch rows;
   BuildRows(batch, &rows);
   const int64_t width = c.hc_dim();
   x_.resize(static_cast<size_t>(rows.num_rows() * width));
-  Embed(rows, x_.data());
+  {
+    Ops::ScopedPhase t(ops_, Phase::kEmbed);
+    Embed(rows, x_.data());
+  }
   for (int layer = 0; layer < c.num_layers; ++layer) RunBlock(ops_, model_, layer, rows, x_.data(), &scratch_);
 
   ForwardResult out;
@@ -125,7 +128,10 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
     out.logits_begin.push_back(static_cast<int64_t>(logit_rows.size()));
   }
   out.logits.resize(logit_rows.size() * static_cast<size_t>(c.vocab_size));
-  Head(model_.weights().hc_head, model_.weights().norm, x_.data(), logit_rows, out.logits.data());
+  {
+    Ops::ScopedPhase t(ops_, Phase::kHead);
+    Head(model_.weights().hc_head, model_.weights().norm, x_.data(), logit_rows, out.logits.data());
+  }
   RunMtp(batch, rows, x_.data(), &out);
   for (const SeqRows& seq : rows.seqs) seq.state->set_position(seq.start_pos + (seq.row_end - seq.row_begin));
   stats_ = ops_.stats();

@@ -27,19 +27,55 @@ void SwiGlu(float limit, const float* gate, const float* up, int64_t n, float we
 }
 
 // y = W2(SwiGLU(W1 x, W3 x) * weight) for n rows of x; weights may be null (all 1).
+// Buffers are the calling thread's own, so experts can run concurrently.
 void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights& e, const float* x, int64_t n,
-               const float* row_weights, float* y, MoeScratch* s) {
+               const float* row_weights, float* y) {
   const int64_t d = c.hidden_size, f = c.moe_inter_dim;
-  s->gate.resize(static_cast<size_t>(n * f));
-  s->up.resize(static_cast<size_t>(n * f));
-  ops.Linear(e.w1, x, n, d, s->gate.data(), f);
-  ops.Linear(e.w3, x, n, d, s->up.data(), f);
+  thread_local std::vector<float> gate, up;
+  gate.resize(static_cast<size_t>(n * f));
+  up.resize(static_cast<size_t>(n * f));
+  ops.Linear(e.w1, x, n, d, gate.data(), f);
+  ops.Linear(e.w3, x, n, d, up.data(), f);
   const float limit = static_cast<float>(c.swiglu_limit);
+  // Pointers, not the thread_local names: the rows may run on other pool threads.
+  float* g = gate.data();
+  const float* u = up.data();
   ops.ForRows(n, [&](int64_t r) {
-    SwiGlu(limit, s->gate.data() + r * f, s->up.data() + r * f, f, row_weights ? row_weights[r] : 1.0f,
-           s->gate.data() + r * f);
+    SwiGlu(limit, g + r * f, u + r * f, f, row_weights ? row_weights[r] : 1.0f, g + r * f);
   }, 8);
-  ops.Linear(e.w2, s->gate.data(), n, f, y, d);
+  ops.Linear(e.w2, g, n, f, y, d);
+}
+
+// Groups rows by expert (each expert's weights read once per call) and fills
+// s->expert_out[row * k + slot]. Experts run concurrently, each on one thread (a row's result
+// does not depend on which thread computes it).
+void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, const float* h, int64_t rows,
+                      MoeScratch* s) {
+  Ops::ScopedPhase t(ops, Phase::kExperts);
+  const int num_experts = c.num_routed_experts, k = c.num_experts_per_token;
+  const int64_t d = c.hidden_size;
+  s->assignments.assign(static_cast<size_t>(num_experts), {});
+  for (int64_t i = 0; i < rows * k; ++i) s->assignments[s->selected[i]].push_back(i);
+  std::vector<int> active;
+  for (int e = 0; e < num_experts; ++e)
+    if (!s->assignments[static_cast<size_t>(e)].empty()) active.push_back(e);
+  s->expert_out.resize(static_cast<size_t>(rows * k * d));
+  ops.ForRows(static_cast<int64_t>(active.size()), [&](int64_t i) {
+    const int e = active[static_cast<size_t>(i)];
+    const auto& slots = s->assignments[static_cast<size_t>(e)];
+    const int64_t n = static_cast<int64_t>(slots.size());
+    thread_local std::vector<float> gathered, row_weights, expert_y;
+    gathered.resize(static_cast<size_t>(n * d));
+    row_weights.resize(static_cast<size_t>(n));
+    expert_y.resize(static_cast<size_t>(n * d));
+    for (int64_t j = 0; j < n; ++j) {
+      std::memcpy(gathered.data() + j * d, h + (slots[j] / k) * d, sizeof(float) * d);
+      row_weights[j] = s->weights[slots[j]];
+    }
+    RunExpert(ops, c, w.experts[static_cast<size_t>(e)], gathered.data(), n, row_weights.data(), expert_y.data());
+    for (int64_t j = 0; j < n; ++j)
+      std::memcpy(s->expert_out.data() + slots[j] * d, expert_y.data() + j * d, sizeof(float) * d);
+  }, 1);
 }
 
 }  // namespace
@@ -75,32 +111,21 @@ void RunMoe(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, b
   s->logits.resize(static_cast<size_t>(rows * num_experts));
   s->selected.resize(static_cast<size_t>(rows * k));
   s->weights.resize(static_cast<size_t>(rows * k));
-  ops.Linear(w.gate, h, rows, d, s->logits.data(), num_experts);
-  ops.ForRows(rows, [&](int64_t r) {
-    RouteRow(c, w, hash, ids[r], s->logits.data() + r * num_experts, s->selected.data() + r * k,
-             s->weights.data() + r * k);
-  }, 8);
-  s->assignments.assign(static_cast<size_t>(num_experts), {});
-  for (int64_t i = 0; i < rows * k; ++i) s->assignments[s->selected[i]].push_back(i);
-  s->expert_out.resize(static_cast<size_t>(rows * k * d));
-  std::vector<float> row_weights, expert_y;
-  for (int e = 0; e < num_experts; ++e) {
-    const auto& slots = s->assignments[static_cast<size_t>(e)];
-    if (slots.empty()) continue;
-    const int64_t n = static_cast<int64_t>(slots.size());
-    s->gathered.resize(static_cast<size_t>(n * d));
-    row_weights.resize(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) {
-      std::memcpy(s->gathered.data() + j * d, h + (slots[j] / k) * d, sizeof(float) * d);
-      row_weights[j] = s->weights[slots[j]];
-    }
-    expert_y.resize(static_cast<size_t>(n * d));
-    RunExpert(ops, c, w.experts[static_cast<size_t>(e)], s->gathered.data(), n, row_weights.data(), expert_y.data(), s);
-    for (int64_t j = 0; j < n; ++j)
-      std::memcpy(s->expert_out.data() + slots[j] * d, expert_y.data() + j * d, sizeof(float) * d);
+  {
+    Ops::ScopedPhase t(ops, Phase::kRoute);
+    ops.Linear(w.gate, h, rows, d, s->logits.data(), num_experts);
+    ops.ForRows(rows, [&](int64_t r) {
+      RouteRow(c, w, hash, ids[r], s->logits.data() + r * num_experts, s->selected.data() + r * k,
+               s->weights.data() + r * k);
+    }, 8);
   }
+  RunRoutedExperts(ops, c, w, h, rows, s);
   s->shared.resize(static_cast<size_t>(rows * d));
-  RunExpert(ops, c, w.shared, h, rows, nullptr, s->shared.data(), s);
+  {
+    Ops::ScopedPhase t(ops, Phase::kShared);
+    RunExpert(ops, c, w.shared, h, rows, nullptr, s->shared.data());
+  }
+  Ops::ScopedPhase t(ops, Phase::kExperts);
   ops.ForRows(rows, [&](int64_t r) {
     float* y = out + r * d;
     std::memcpy(y, s->expert_out.data() + r * k * d, sizeof(float) * d);

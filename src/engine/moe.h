@@ -15,7 +15,7 @@
 namespace flashserve::engine {
 
 struct MoeScratch {
-  std::vector<float> logits, weights, gathered, gate, up, expert_out, shared;
+  std::vector<float> logits, weights, expert_out, shared;
   std::vector<int32_t> selected;
   std::vector<std::vector<int64_t>> assignments;  // per expert: row * k + slot
 };

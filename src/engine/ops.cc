@@ -9,15 +9,23 @@
 
 namespace flashserve::engine {
 
+const char* PhaseName(Phase phase) {
+  static const char* kNames[] = {"embed", "mhc", "norm", "query", "kv", "compress", "index", "attend",
+                                 "output", "route", "experts", "shared", "head", "mtp"};
+  return kNames[static_cast<size_t>(phase)];
+}
+
 void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                  bool act_quant) {
   if (n <= 0) return;
-  stats_.flops += 2.0 * static_cast<double>(n) * w.rows * w.cols;
-  stats_.weight_bytes += static_cast<double>(w.rows) * w.RowBytes() +
-                         (w.scale ? static_cast<double>((w.rows + w.tile_rows - 1) / w.tile_rows) * w.scale_cols : 0.0);
+  flops_.fetch_add(2.0 * static_cast<double>(n) * w.rows * w.cols, std::memory_order_relaxed);
+  weight_bytes_.fetch_add(static_cast<double>(w.rows) * w.RowBytes() +
+                              (w.scale ? static_cast<double>((w.rows + w.tile_rows - 1) / w.tile_rows) * w.scale_cols : 0.0),
+                          std::memory_order_relaxed);
   if (options_.qat && act_quant && w.quantized()) {
-    quant_scratch_.resize(static_cast<size_t>(n * w.cols));
-    float* q = quant_scratch_.data();
+    thread_local std::vector<float> quant_scratch;
+    quant_scratch.resize(static_cast<size_t>(n * w.cols));
+    float* q = quant_scratch.data();
     ForRows(n, [&](int64_t i) {
       std::memcpy(q + i * w.cols, x + i * ldx, sizeof(float) * w.cols);
       kernels::FakeQuantFp8(q + i * w.cols, w.cols, 128);
@@ -30,6 +38,21 @@ void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx,
   } else {
     kernels::MatMul(w, x, n, ldx, y, ldy, pool_);
   }
+}
+
+OpStats Ops::stats() const {
+  OpStats s = stats_;
+  s.flops = flops_.load();
+  s.weight_bytes = weight_bytes_.load();
+  s.state_bytes = state_bytes_.load();
+  return s;
+}
+
+void Ops::ResetStats() {
+  stats_ = OpStats{};
+  flops_ = 0;
+  weight_bytes_ = 0;
+  state_bytes_ = 0;
 }
 
 void Ops::RmsNormRows(const float* x, const float* w, int64_t n, int64_t dim, int64_t ld, float eps, float* out,

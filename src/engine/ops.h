@@ -3,6 +3,9 @@
 // reference does. Engine thread only (owns scratch buffers).
 #pragma once
 
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -12,12 +15,19 @@
 
 namespace flashserve::engine {
 
+// Forward-pass phases timed when EngineOptions::profile is on.
+enum class Phase { kEmbed, kMhc, kNorm, kQuery, kKv, kCompress, kIndex, kAttend, kOutput, kRoute, kExperts,
+                   kShared, kHead, kMtp, kCount };
+const char* PhaseName(Phase phase);
+
 // Work done by the forward calls since the last Reset (for rooflines): FLOPs counted as
-// 2 per multiply-add, weight bytes read (each matrix once per call), KV state bytes read.
+// 2 per multiply-add, weight bytes read (each matrix once per call), KV state bytes read, and
+// with profiling on, wall seconds per phase.
 struct OpStats {
   double flops = 0;
   double weight_bytes = 0;
   double state_bytes = 0;
+  std::array<double, static_cast<size_t>(Phase::kCount)> phase_seconds{};
 };
 
 class Ops {
@@ -30,6 +40,7 @@ class Ops {
 
   // y[i] = W x[i] for n rows. With QAT on and an FP8/FP4 weight, x is first rounded to FP8
   // (per 128 channels, ue8m0 scales) unless act_quant is false (the reference skips wo_a).
+  // Reentrant: may be called from pool tasks (it then runs on that thread).
   void Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
               bool act_quant = true);
 
@@ -37,12 +48,32 @@ class Ops {
   void RmsNormRows(const float* x, const float* w, int64_t n, int64_t dim, int64_t ld, float eps, float* out,
                    int64_t ld_out);
 
-  OpStats& stats() { return stats_; }
-  // Records attention-like work done outside Linear.
+  // Snapshot / reset of the work counters (engine thread).
+  OpStats stats() const;
+  void ResetStats();
+  // Records attention-like work done outside Linear. Thread-safe.
   void CountWork(double flops, double state_bytes) {
-    stats_.flops += flops;
-    stats_.state_bytes += state_bytes;
+    flops_.fetch_add(flops, std::memory_order_relaxed);
+    state_bytes_.fetch_add(state_bytes, std::memory_order_relaxed);
   }
+
+  // Times the enclosing scope as `phase` when profiling is on (phases do not nest).
+  class ScopedPhase {
+   public:
+    ScopedPhase(Ops& ops, Phase phase) : ops_(ops.options_.profile ? &ops : nullptr), phase_(phase) {
+      if (ops_) start_ = std::chrono::steady_clock::now();
+    }
+    ~ScopedPhase() {
+      if (ops_)
+        ops_->stats_.phase_seconds[static_cast<size_t>(phase_)] +=
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    }
+
+   private:
+    Ops* ops_;
+    Phase phase_;
+    std::chrono::steady_clock::time_point start_;
+  };
 
   // Runs fn(row) for every row in [0, n) on the pool.
   template <typename Fn>
@@ -55,8 +86,8 @@ class Ops {
  private:
   base::ThreadPool& pool_;
   EngineOptions options_;
-  std::vector<float> quant_scratch_;
-  OpStats stats_;
+  std::atomic<double> flops_{0}, weight_bytes_{0}, state_bytes_{0};
+  OpStats stats_;  // phase times (engine thread only)
 };
 
 }  // namespace flashserve::engine

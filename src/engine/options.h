@@ -11,6 +11,8 @@ struct EngineOptions {
   bool reference_kernels = false;
   // Worker threads including the caller; 0 = all hardware threads.
   int num_threads = 0;
+  // Time each forward phase (OpStats::phase_seconds); small overhead, for benchmarks.
+  bool profile = false;
 };
 
 }  // namespace flashserve::engine
