@@ -15,6 +15,15 @@ using base::Error;
 using base::ErrorCode;
 using protocol::FinishReason;
 
+namespace {
+// The server enforces the request-queue limit at Submit (exactly, under its lock); the
+// scheduler's own waiting queue also holds preempted sequences and must never refuse them.
+sched::SchedConfig UnboundedQueue(sched::SchedConfig c) {
+  c.max_waiting = int64_t{1} << 40;
+  return c;
+}
+}  // namespace
+
 base::Status ServerConfig::Validate() const {
   FS_RETURN_IF_ERROR(sched.Validate());
   if (prefix_cache_bytes < 0) return Error(ErrorCode::kInvalidArgument, "prefix cache size must be >= 0");
@@ -28,7 +37,8 @@ Server::Server(const engine::Model& model, const engine::EngineOptions& engine_o
       engine_options_(engine_options),
       config_(config),
       engine_(model, engine_options),
-      sched_(config.sched, [&model](int64_t p) { return engine::EstimateStateBytes(model.config(), model.plan(), false, p); }) {
+      sched_(UnboundedQueue(config.sched),
+             [&model](int64_t p) { return engine::EstimateStateBytes(model.config(), model.plan(), false, p); }) {
   if (config_.max_context <= 0 || config_.max_context > model.config().max_position)
     config_.max_context = model.config().max_position;
   if (config_.prefix_cache_bytes > 0)
@@ -95,11 +105,12 @@ base::Status Server::Submit(protocol::GenerateRequest request, EventSink sink) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return Error(ErrorCode::kUnavailable, "the server is shutting down");
-    if (stats_.waiting + pending_submits_ >= config_.sched.max_waiting) {
+    if (queued_requests_ >= config_.sched.max_waiting) {
       ++stats_.requests_rejected_total;
-      return Error(ErrorCode::kResourceExhausted, "too many queued requests; retry later");
+      return Error(ErrorCode::kResourceExhausted, "too many queued requests (" +
+                                                      std::to_string(config_.sched.max_waiting) + "); retry later");
     }
-    ++pending_submits_;
+    ++queued_requests_;
     inbound_.push_back(Command{false, r->req.id, std::move(r)});
   }
   wake_.notify_one();
@@ -120,7 +131,6 @@ void Server::DrainInbound(bool block) {
     std::unique_lock<std::mutex> lock(mu_);
     if (block) wake_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || !inbound_.empty(); });
     commands.swap(inbound_);
-    for (const Command& c : commands) pending_submits_ -= c.cancel ? 0 : 1;
   }
   for (Command& c : commands) {
     if (c.cancel) {
@@ -133,6 +143,7 @@ void Server::DrainInbound(bool block) {
 
 void Server::Admit(std::shared_ptr<Request> request) {
   if (requests_.count(request->req.id)) {
+    MarkStarted(*request);
     protocol::GenerateEvent e;
     e.finish = FinishReason::kError;
     e.error = "duplicate request id";
@@ -155,6 +166,7 @@ void Server::Admit(std::shared_ptr<Request> request) {
   seq.num_prompt = static_cast<int64_t>(seq.tokens.size());
   base::Status s = sched_.Add(std::move(seq));
   if (!s.ok()) {
+    MarkStarted(*request);
     protocol::GenerateEvent e;
     e.finish = FinishReason::kError;
     e.error = s.error().message();
@@ -168,6 +180,13 @@ void Server::Admit(std::shared_ptr<Request> request) {
   request->seq_ids.push_back(choice->seq_id);
   requests_[request->req.id] = request;
   choices_[choice->seq_id] = std::move(choice);
+}
+
+void Server::MarkStarted(Request& request) {
+  if (request.started) return;
+  request.started = true;
+  std::lock_guard<std::mutex> lock(mu_);
+  --queued_requests_;
 }
 
 }  // namespace flashserve::serve

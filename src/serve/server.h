@@ -69,6 +69,7 @@ class Server final : public Service {
   int64_t ProbeCache(const sched::Sequence& seq);
   int64_t RestoreCache(sched::Sequence& seq, int64_t tokens);
   void PublishStats();
+  void MarkStarted(Request& request);
 
   const engine::Model& model_;
   engine::EngineOptions engine_options_;
@@ -84,7 +85,7 @@ class Server final : public Service {
   mutable std::mutex mu_;  // guards inbound_ and stats_
   std::condition_variable wake_;
   std::vector<Command> inbound_;
-  int64_t pending_submits_ = 0;
+  int64_t queued_requests_ = 0;  // accepted, not yet running (the 429 limit)
   ServiceStats stats_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -19,6 +19,7 @@ struct Server::Request {
   int open_choices = 0;
   int forks_pending = 0;        // choices still to fork from choice 0 after its prefill
   bool cached_counted = false;  // prompt cache hits are counted once per request
+  bool started = false;         // left the queue (first step ran, or it ended)
   protocol::Usage usage;
   std::vector<uint64_t> seq_ids;
 };

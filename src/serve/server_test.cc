@@ -240,11 +240,17 @@ TEST(ServerTest, InvalidRequestsAndFullQueueAreRejected) {
   bad = r;
   bad.n = 0;
   EXPECT_EQ(s.Submit(bad, Collect(&sink)).error().code(), base::ErrorCode::kInvalidArgument);
-  std::vector<Collected> queued(3);
+  std::vector<Collected> queued(5);
   EXPECT_TRUE(s.Submit(Request("q0", {1, 2}, 5, 1), Collect(&queued[0])).ok());
   EXPECT_TRUE(s.Submit(Request("q1", {1, 2}, 5, 1), Collect(&queued[1])).ok());
   EXPECT_EQ(s.Submit(Request("q2", {1, 2}, 5, 1), Collect(&queued[2])).error().code(), base::ErrorCode::kResourceExhausted);
   EXPECT_EQ(s.Stats().requests_rejected_total, 1);
+  // Once queued requests start running, the queue has room again; no accepted request fails later.
+  s.StepOnce();
+  EXPECT_TRUE(s.Submit(Request("q3", {1, 2}, 5, 1), Collect(&queued[3])).ok());
+  EXPECT_TRUE(s.Submit(Request("q4", {1, 2}, 5, 1), Collect(&queued[4])).ok());
+  RunUntilDone(s, {&queued[0], &queued[1], &queued[3], &queued[4]});
+  for (int i : {0, 1, 3, 4}) EXPECT_TRUE(queued[i].error.empty()) << queued[i].error;
 }
 
 TEST(ServerTest, EngineThreadServesConcurrentSubmitters) {

@@ -68,6 +68,7 @@ void Server::RunPlan(const sched::StepPlan& plan) {
   std::vector<engine::ForwardRequest> reqs;
   for (const sched::StepItem& item : plan.items) {
     Choice& c = *choices_.at(item.seq_id);
+    MarkStarted(*c.request);
     if (!c.state) c.state = engine_.NewSequence(false);
     if (item.begin == 0 && c.index == 0) c.request->cached_counted = true;  // a cold prefill counts no hits
     FS_CHECK(c.state->position() == item.begin, "sequence %llu: state at %ld, plan starts at %ld",
@@ -157,6 +158,7 @@ void Server::SampleChoice(Choice& c, const sched::StepItem& item, const float* l
 }
 
 void Server::FinishChoice(Choice& c, FinishReason reason, std::string error) {
+  MarkStarted(*c.request);
   sched_.Remove(c.seq_id);
   --c.request->open_choices;
   {
