@@ -1,11 +1,12 @@
 // Micro-benchmark of kernels::MatMul on realistic DeepSeek-V4 weight shapes (FP8 dense
-// linears, FP4 routed experts, BF16 output-head rows: the 129280-row head cut to 1024 input
-// columns, called in 8 row slices) next to the machine's measured floors (kernels/roofline.h).
-// Measures and prints; asserts nothing.
+// linears, FP4 routed experts, BF16 output-head rows) and the medium engine's exact shapes
+// (the whole 129280-row head, cold small experts and projections), next to the machine's
+// measured floors (kernels/roofline.h). Measures and prints; asserts nothing.
 //
-// Then SinkAttention and RmsNorm on one thread for every instruction set the CPU has.
+// Then SinkAttention (the engine's head counts and key counts) and RmsNorm on one thread for
+// every instruction set the CPU has.
 //
-// usage: matmul_bench [--threads N] [--passes P] [--only SUBSTRING-OF-A-MATMUL-CONFIG]
+// usage: matmul_bench [--threads N] [--passes P] [--only SUBSTRING-OF-A-CONFIG] [--ns 1,8,32]
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -119,33 +120,80 @@ double BestSeconds(int reps, Fn fn) {
   return best;
 }
 
-// One thread, per instruction set: SinkAttention for one query position (64 heads of 512 over
-// 512 keys, the V4-Flash head shape) and RmsNorm over 4096 values.
-void BenchAttentionAndNorm() {
-  const int heads = 64, dim = 512, num_keys = 512;
+// One thread, per instruction set: SinkAttention for one query position (the heads of one
+// engine task or a whole position, 512 wide, over 128..1000 keys) and RmsNorm over 4096 values.
+void BenchAttentionAndNorm(const std::string& only) {
+  const int dim = 512, max_heads = 64, max_keys = 1000;
   uint64_t seed = 5;
   auto random = [&] { return static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f; };
-  std::vector<float> q(heads * dim), keys(num_keys * dim), sinks(heads), out(heads * dim), scratch(num_keys);
+  std::vector<float> q(max_heads * dim), keys(max_keys * dim), sinks(max_heads), out(max_heads * dim);
+  std::vector<float> scratch(max_keys);
   for (auto& v : q) v = random() * 0.1f;
   for (auto& v : keys) v = random();
   for (auto& v : sinks) v = random();
   std::vector<const float*> ptrs;
-  for (int j = 0; j < num_keys; ++j) ptrs.push_back(keys.data() + j * dim);
+  for (int j = 0; j < max_keys; ++j) ptrs.push_back(keys.data() + j * dim);
+  std::printf("\n%-8s %6s %6s %10s %9s\n", "isa", "heads", "keys", "us/call", "GFLOP/s");
+  for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
+    if (!flashserve::kernels::IsaSupported(isa)) continue;
+    if (std::string("attention ").append(flashserve::kernels::IsaName(isa)).find(only) == std::string::npos)
+      continue;
+    for (int heads : {4, 16, 64}) {
+      for (int num_keys : {128, 512, 1000}) {
+        const double s = BestSeconds(std::max(3, 20000 / (heads * num_keys / 16)), [&] {
+          flashserve::kernels::SinkAttentionWithIsa(isa, q.data(), 0, heads, dim, ptrs.data(), num_keys,
+                                                    sinks.data(), 0.044f, out.data(), scratch.data());
+        });
+        std::printf("%-8s %6d %6d %10.1f %9.1f\n", flashserve::kernels::IsaName(isa), heads, num_keys, s * 1e6,
+                    4.0 * heads * num_keys * dim / s * 1e-9);
+      }
+    }
+  }
+  if (std::string("rms norm").find(only) == std::string::npos) return;
   std::vector<float> x(4096), w(4096), y(4096);
   for (auto& v : x) v = random();
   for (auto& v : w) v = random();
-  std::printf("\n%-8s %26s %10s %16s\n", "isa", "sink attention 64x512x512", "GFLOP/s", "rms norm 4096");
+  std::printf("\n%-8s %16s\n", "isa", "rms norm 4096");
   for (Isa isa : {Isa::kGeneric, Isa::kAvx2, Isa::kAvx512}) {
     if (!flashserve::kernels::IsaSupported(isa)) continue;
-    const double attention = BestSeconds(20, [&] {
-      flashserve::kernels::SinkAttentionWithIsa(isa, q.data(), 0, heads, dim, ptrs.data(), num_keys, sinks.data(),
-                                                0.044f, out.data(), scratch.data());
-    });
     const double norm = BestSeconds(200, [&] {
       flashserve::kernels::RmsNormWithIsa(isa, x.data(), w.data(), 4096, 1e-6f, y.data());
     });
-    std::printf("%-8s %23.3f ms %10.1f %13.2f us\n", flashserve::kernels::IsaName(isa), attention * 1e3,
-                4.0 * heads * num_keys * dim / attention * 1e-9, norm * 1e6);
+    std::printf("%-8s %13.2f us\n", flashserve::kernels::IsaName(isa), norm * 1e6);
+  }
+}
+
+std::vector<int64_t> ParseList(const char* text) {
+  std::vector<int64_t> out;
+  for (const char* p = text; *p != '\0';) {
+    char* end = nullptr;
+    out.push_back(std::strtoll(p, &end, 10));
+    p = *end == ',' ? end + 1 : end;
+    if (end == p && *p != '\0') break;
+  }
+  return out;
+}
+
+struct Config {
+  const char* name;
+  MatrixFormat format;
+  int64_t rows, cols;
+  int tile;
+  std::vector<int64_t> ns;
+};
+
+void BenchMatMul(const Config& c, const std::vector<int64_t>& ns, int passes, double bandwidth, double peak,
+                 ThreadPool& pool) {
+  const WeightSet set = MakeSet(c.name, c.format, c.rows, c.cols, c.tile);
+  for (int64_t n : ns) {
+    const double s = BestCallSeconds(set, n, passes, pool);
+    const double gbs = static_cast<double>(set.bytes_each) / s * 1e-9;
+    const double gflops = 2.0 * static_cast<double>(c.rows * c.cols * n) / s * 1e-9;
+    const double floor_s = std::max(static_cast<double>(set.bytes_each) / (bandwidth * 1e9),
+                                    2.0 * static_cast<double>(c.rows * c.cols * n) / (peak * 1e9));
+    std::printf("%-30s %4zu %6ld %10.1f %8.1f %9.1f %5.0f%% %5.0f%% %6.0f%%\n", c.name, set.matrices.size(),
+                static_cast<long>(n), s * 1e6, gbs, gflops, 100.0 * gbs / bandwidth, 100.0 * gflops / peak,
+                100.0 * floor_s / s);
   }
 }
 
@@ -154,10 +202,12 @@ void BenchAttentionAndNorm() {
 int main(int argc, char** argv) {
   int threads = 0, passes = 5;
   std::string only;
+  std::vector<int64_t> ns;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--threads") == 0) threads = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--passes") == 0) passes = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
+    if (std::strcmp(argv[i], "--ns") == 0) ns = ParseList(argv[i + 1]);
   }
   ThreadPool pool(threads);
   const double bandwidth = flashserve::kernels::MeasureMemoryBandwidth(pool);
@@ -165,32 +215,29 @@ int main(int argc, char** argv) {
   std::printf("isa %s, %d threads\n", flashserve::kernels::MatMulIsa(), pool.num_threads());
   std::printf("floor: read bandwidth %.1f GB/s (512 MiB buffer), f32 FMA peak %.1f GFLOP/s\n", bandwidth, peak);
   std::printf("fastest call of %d sweeps over each set (>= 256 MiB of weights, so DRAM-cold)\n\n", passes);
-  std::printf("%-28s %4s %6s %10s %8s %9s %6s %6s %7s\n", "weights", "set", "n", "us/call", "GB/s", "GFLOP/s",
+  std::printf("%-30s %4s %6s %10s %8s %9s %6s %6s %7s\n", "weights", "set", "n", "us/call", "GB/s", "GFLOP/s",
               "%BW", "%FMA", "%floor");
-  struct Config {
-    const char* name;
-    MatrixFormat format;
-    int64_t rows, cols;
-    int tile;
+  const std::vector<int64_t> wide = {1, 4, 8, 32}, head = {1, 8, 32}, small = {1, 2, 4, 8};
+  const Config configs[] = {
+      {"FP8 4096x4096 tiles 128", MatrixFormat::kFp8, 4096, 4096, 128, wide},
+      {"FP8 4096x4096 tiles 32", MatrixFormat::kFp8, 4096, 4096, 32, wide},
+      {"FP4 2048x4096 (expert)", MatrixFormat::kFp4, 2048, 4096, 32, wide},
+      {"BF16 16160x1024 (head 1/8)", MatrixFormat::kBF16, 16160, 1024, 1, wide},
+      // The medium engine's shapes (hidden 1024, experts of 768, vocabulary 129280).
+      {"BF16 129280x1024 (head)", MatrixFormat::kBF16, 129280, 1024, 1, head},
+      {"FP8 129280x1024 (head)", MatrixFormat::kFp8, 129280, 1024, 128, head},
+      {"FP4 768x1024 (expert w1/w3)", MatrixFormat::kFp4, 768, 1024, 32, small},
+      {"FP4 1024x768 (expert w2)", MatrixFormat::kFp4, 1024, 768, 32, small},
+      {"FP8 768x1024 (shared w1/w3)", MatrixFormat::kFp8, 768, 1024, 128, small},
+      {"FP8 512x1024", MatrixFormat::kFp8, 512, 1024, 128, small},
+      {"FP8 1024x512", MatrixFormat::kFp8, 1024, 512, 128, small},
+      {"FP8 8192x512", MatrixFormat::kFp8, 8192, 512, 128, small},
+      {"FP8 512x2048", MatrixFormat::kFp8, 512, 2048, 128, small},
   };
-  const Config configs[] = {{"FP8 4096x4096 tiles 128", MatrixFormat::kFp8, 4096, 4096, 128},
-                            {"FP8 4096x4096 tiles 32", MatrixFormat::kFp8, 4096, 4096, 32},
-                            {"FP4 2048x4096 (expert)", MatrixFormat::kFp4, 2048, 4096, 32},
-                            {"BF16 16160x1024 (head 1/8)", MatrixFormat::kBF16, 16160, 1024, 1}};
   for (const Config& c : configs) {
     if (std::string(c.name).find(only) == std::string::npos) continue;
-    const WeightSet set = MakeSet(c.name, c.format, c.rows, c.cols, c.tile);
-    for (int64_t n : {1, 4, 8, 32}) {
-      const double s = BestCallSeconds(set, n, passes, pool);
-      const double gbs = static_cast<double>(set.bytes_each) / s * 1e-9;
-      const double gflops = 2.0 * static_cast<double>(c.rows * c.cols * n) / s * 1e-9;
-      const double floor_s = std::max(static_cast<double>(set.bytes_each) / (bandwidth * 1e9),
-                                      2.0 * static_cast<double>(c.rows * c.cols * n) / (peak * 1e9));
-      std::printf("%-28s %4zu %6ld %10.1f %8.1f %9.1f %5.0f%% %5.0f%% %6.0f%%\n", c.name, set.matrices.size(),
-                  static_cast<long>(n), s * 1e6, gbs, gflops, 100.0 * gbs / bandwidth, 100.0 * gflops / peak,
-                  100.0 * floor_s / s);
-    }
+    BenchMatMul(c, ns.empty() ? c.ns : ns, passes, bandwidth, peak, pool);
   }
-  if (only.empty()) BenchAttentionAndNorm();
+  BenchAttentionAndNorm(only);
   return 0;
 }

@@ -35,3 +35,15 @@ fi
 # Tokenizer data (MIT): the DeepSeek byte-level BPE tokenizer.json used by tests and the
 # embedded demo model. Real checkpoints ship their own tokenizer.json.
 "$here/scripts/fetch_tokenizer.sh"
+
+# The official OpenAI SDK (npm `openai`, version pinned in tests/e2e/package.json) for the
+# end-to-end tests; installed into tests/e2e/node_modules (git-ignored).
+e2e="$here/tests/e2e"
+want="$(node -p "require('$e2e/package.json').dependencies.openai")"
+have="$(node -p "try { require('$e2e/node_modules/openai/package.json').version } catch { '' }")"
+if [ "$have" = "$want" ]; then
+  echo "setup: OpenAI SDK $have present in $e2e/node_modules"
+else
+  ( cd "$e2e" && npm install --no-audit --no-fund --silent )
+  echo "setup: OpenAI SDK $want installed in $e2e/node_modules"
+fi

@@ -1,21 +1,235 @@
-// `flashserve serve`: the engine worker with the HTTP API. The serving stack (continuous
-// batching, prefix cache, HTTP routes) is not built yet; the command says so and exits.
-#include <cstdio>
+// `flashserve serve`: one engine worker with the OpenAI-compatible HTTP API. With no --model it
+// serves the embedded default: the tiny-preset demo model, generated deterministically on first
+// start into the user's cache directory, with the DeepSeek tokenizer. SIGINT/SIGTERM stop it.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/api_server.h"
+#include "app/cli_util.h"
 #include "app/commands.h"
+#include "base/log.h"
+#include "base/thread_pool.h"
+#include "encoding/version.h"
+#include "model/presets.h"
+#include "model/random_checkpoint.h"
+#include "serve/server.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashserve::app {
 
+namespace {
+
+namespace fs = std::filesystem;
+using base::Error;
+using base::ErrorCode;
+
+constexpr char kDemoName[] = "deepseek-v4-demo";
+constexpr uint64_t kDemoSeed = 1234;
+constexpr char kTokenizerRel[] = "third_party/tokenizer/deepseek_v3/tokenizer.json";
+
+struct ServeFlags {
+  std::string model, host = "127.0.0.1", served_name, tokenizer, encoding = "v4";
+  int port = 8000;
+  serve::ServerConfig server;
+  api::ApiConfig api;
+  engine::EngineOptions engine;
+  bool no_qat = false;
+};
+
+// The DeepSeek tokenizer installed by scripts/setup.sh: searched in the folders above the
+// executable (a build tree inside the checkout) and in an install prefix's share/flashserve.
+std::string FindDefaultTokenizer() {
+  std::error_code ec;
+  fs::path dir = fs::canonical("/proc/self/exe", ec).parent_path();
+  for (int up = 0; up < 5 && !dir.empty(); ++up, dir = dir.parent_path()) {
+    for (const fs::path& candidate : {dir / kTokenizerRel, dir / "share/flashserve/tokenizer/deepseek_v3/tokenizer.json"})
+      if (fs::exists(candidate, ec)) return candidate.string();
+    if (dir == dir.parent_path()) break;
+  }
+  return "";
+}
+
+base::Result<fs::path> DemoCacheDir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return fs::path(xdg) / "flashserve" / "demo-tiny";
+  const char* home = std::getenv("HOME");
+  if (home && *home) return fs::path(home) / ".cache" / "flashserve" / "demo-tiny";
+  return Error(ErrorCode::kFailedPrecondition, "neither XDG_CACHE_HOME nor HOME is set; pass --model DIR");
+}
+
+// Leftovers of interrupted generations ("demo-tiny.tmp-<pid>" whose process is gone).
+void RemoveStaleTemporaries(const fs::path& final_dir) {
+  std::error_code ec;
+  const std::string prefix = final_dir.filename().string() + ".tmp-";
+  for (const auto& e : fs::directory_iterator(final_dir.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const int pid = std::atoi(name.c_str() + prefix.size());
+    if (pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH)) continue;
+    fs::remove_all(e.path(), ec);
+  }
+}
+
+// Generates the demo checkpoint on first start: written to a temporary directory, then renamed
+// into place, so an interrupted start never leaves a half model.
+base::Result<std::string> EnsureDemoModel(const std::string& tokenizer_path, int num_threads) {
+  FS_ASSIGN_OR_RETURN(fs::path final_dir, DemoCacheDir());
+  std::error_code ec;
+  if (fs::exists(final_dir / "config.json", ec)) return final_dir.string();
+  if (tokenizer_path.empty()) {
+    return Error(ErrorCode::kNotFound, std::string("the demo model needs the DeepSeek tokenizer (") + kTokenizerRel +
+                                           "), which is missing: run ./scripts/setup.sh (or scripts/fetch_tokenizer.sh), "
+                                           "or pass --tokenizer FILE");
+  }
+  fs::create_directories(final_dir.parent_path(), ec);
+  if (ec) return Error(ErrorCode::kIoError, "cannot create " + final_dir.parent_path().string() + ": " + ec.message());
+  RemoveStaleTemporaries(final_dir);
+  const fs::path tmp = final_dir.parent_path() / (final_dir.filename().string() + ".tmp-" + std::to_string(getpid()));
+  fs::remove_all(tmp, ec);
+  std::printf("flashserve: first start: generating the demo model (tiny preset, random weights, seed %llu) into %s\n",
+              static_cast<unsigned long long>(kDemoSeed), final_dir.c_str());
+  std::fflush(stdout);
+  {
+    base::ThreadPool pool(num_threads);
+    model::RandomCheckpointOptions options;
+    options.seed = kDemoSeed;
+    FS_RETURN_IF_ERROR(model::WriteRandomCheckpoint(model::TinyPreset(), tmp.string(), options, pool));
+  }
+  fs::copy_file(tokenizer_path, tmp / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
+  if (ec) return Error(ErrorCode::kIoError, "copying the tokenizer: " + ec.message());
+  fs::rename(tmp, final_dir, ec);
+  if (ec) {
+    fs::remove_all(tmp, ec);
+    if (!fs::exists(final_dir / "config.json")) return Error(ErrorCode::kIoError, "cannot move the demo model into " + final_dir.string());
+  }
+  return final_dir.string();
+}
+
+// Loads the tokenizer; when it lacks the V4 control tokens (the DeepSeek-V3 file used by demo
+// models), defines them on placeholder ids. Expected for the demo model; a warning otherwise.
+base::Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::string& path, bool demo) {
+  FS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::Load(path));
+  std::string missing;
+  for (std::string_view t : tokenizer::kV4ControlTokens)
+    if (!tok->TokenId(t)) missing += (missing.empty() ? "" : " ") + std::string(t);
+  if (missing.empty()) return tok;
+  if (demo) {
+    FS_LOG(kDebug, "demo tokenizer: V4 control tokens on placeholder ids: {}", missing);
+  } else {
+    FS_LOG(kWarning, "tokenizer {} lacks the DeepSeek-V4 control tokens {}; defining them on placeholder ids "
+           "(right for generated demo models only)", path, missing);
+  }
+  return tokenizer::Tokenizer::Load(path, tokenizer::LoadOptions{.define_missing_v4_tokens = true});
+}
+
+void PrintBanner(const std::string& name, const std::string& dir, const std::string& host, int port) {
+  const std::string url = "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" + std::to_string(port);
+  std::printf(
+      "flashserve: serving model '%s' (%s) on %s\n"
+      "  try:  curl %s/v1/chat/completions -H 'Content-Type: application/json' \\\n"
+      "          -d '{\"model\": \"%s\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"max_tokens\": 32}'\n"
+      "  OpenAI SDK: base_url=\"%s/v1\", api_key=\"unused\", model=\"%s\"   (Ctrl-C stops)\n",
+      name.c_str(), dir.c_str(), url.c_str(), url.c_str(), name.c_str(), url.c_str(), name.c_str());
+  std::fflush(stdout);
+}
+
+// Blocks SIGINT/SIGTERM in this thread (threads started later inherit the mask) and returns it
+// for sigwait.
+sigset_t BlockStopSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
+
+int RunServe(ServeFlags f) {
+  const bool demo = f.model.empty();
+  std::string tokenizer_path = f.tokenizer;
+  if (demo) {
+    const std::string source = tokenizer_path.empty() ? FindDefaultTokenizer() : tokenizer_path;
+    auto dir = EnsureDemoModel(source, f.engine.num_threads);
+    if (!dir.ok()) return PrintError(dir.error());
+    f.model = *dir;
+  }
+  if (tokenizer_path.empty() && fs::exists(fs::path(f.model) / "tokenizer.json")) tokenizer_path = (fs::path(f.model) / "tokenizer.json").string();
+  if (tokenizer_path.empty()) tokenizer_path = FindDefaultTokenizer();
+  if (tokenizer_path.empty()) {
+    return PrintError(Error(ErrorCode::kNotFound, std::string("no tokenizer: the model has no tokenizer.json and ") + kTokenizerRel +
+                                                      " is missing (run ./scripts/setup.sh), or pass --tokenizer FILE"));
+  }
+  std::unique_ptr<engine::Model> model = LoadModelOrPrint(f.model);
+  if (!model) return 1;
+  auto tok = LoadTokenizer(tokenizer_path, demo);
+  if (!tok.ok()) return PrintError(tok.error());
+  auto version = encoding::ParseEncodingVersion(f.encoding);
+  if (!version) return PrintError(Error(ErrorCode::kInvalidArgument, "unknown --encoding " + f.encoding));
+
+  f.engine.qat = !f.no_qat;
+  f.server.model_name = !f.served_name.empty() ? f.served_name : demo ? kDemoName : fs::path(f.model).lexically_normal().filename().string();
+  if (f.server.model_name.empty()) f.server.model_name = fs::path(f.model).lexically_normal().parent_path().filename().string();
+  f.api.http.host = f.host;
+  f.api.http.port = f.port;
+  f.api.routes.encoding_version = *version;
+  if (base::Status s = f.server.Validate(); !s.ok()) return PrintError(s.error());
+  if (base::Status s = f.api.Validate(); !s.ok()) return PrintError(s.error());
+
+  sigset_t stop_signals = BlockStopSignals();
+  serve::Server server(*model, f.engine, f.server);
+  api::ApiServer api(f.api, server, **tok);
+  server.Start();
+  if (base::Status s = api.Start(); !s.ok()) {
+    server.Stop();
+    return PrintError(s.error());
+  }
+  PrintBanner(f.server.model_name, f.model, f.host, api.port());
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  FS_LOG(kInfo, "serve: {} received; stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  api.StopAccepting();
+  server.Stop();  // in-flight requests end with a cancellation
+  api.WaitIdle(2.0);
+  api.Stop();
+  return 0;
+}
+
+}  // namespace
+
 void RegisterServeCommand(CLI::App& app, CommandFn* run) {
-  auto* cmd = app.add_subcommand("serve", "Run an engine worker with the HTTP API (not implemented yet)");
-  cmd->callback([run] {
-    *run = [] {
-      std::fprintf(stderr,
-                   "flashserve serve: the HTTP serving stack is not implemented yet.\n"
-                   "Available now: make-model, logits, generate, bench-forward (see --help).\n");
-      return 2;
-    };
-  });
+  auto f = std::make_shared<ServeFlags>();
+  auto* cmd = app.add_subcommand(
+      "serve", "Run an engine worker with the OpenAI-compatible HTTP API (no --model: the embedded demo model)");
+  cmd->add_option("--model", f->model, "Checkpoint directory (default: the demo model, generated on first start)");
+  cmd->add_option("--host", f->host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", f->port, "Port (0 = any free port; the banner shows it)")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--served-model-name", f->served_name, "Model id clients send (default: deepseek-v4-demo, or the checkpoint folder name)");
+  cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json (default: the checkpoint's own, else the DeepSeek one from setup)")->check(CLI::ExistingFile);
+  cmd->add_option("--encoding", f->encoding, "Prompt format: v4 or v41")->check(CLI::IsMember({"v4", "v41", "v4.1"}))->capture_default_str();
+  sched::SchedConfig& s = f->server.sched;
+  cmd->add_option("--max-step-tokens", s.max_step_tokens, "Tokens per engine step, all sequences")->capture_default_str();
+  cmd->add_option("--max-running", s.max_running, "Sequences in the running batch")->capture_default_str();
+  cmd->add_option("--max-waiting", s.max_waiting, "Queued requests before new ones get 429")->capture_default_str();
+  cmd->add_option("--state-pool-bytes", s.state_pool_bytes, "Sequence-state memory budget")->capture_default_str();
+  cmd->add_option("--persist-every-blocks", s.persist_every_blocks, "Prefix-cache snapshot every N blocks of a long prompt (0 = end only)")->capture_default_str();
+  cmd->add_option("--prefix-cache-bytes", f->server.prefix_cache_bytes, "Prefix cache budget (0 disables)")->capture_default_str();
+  cmd->add_option("--max-choices", f->server.max_choices, "Largest n per request")->capture_default_str();
+  cmd->add_option("--max-context", f->server.max_context, "Tokens per sequence, prompt + output (0 = the model's)")->capture_default_str();
+  cmd->add_option("--default-max-tokens", f->api.routes.default_max_tokens, "max_tokens when a request gives none (clipped to the context)")->capture_default_str();
+  cmd->add_option("--max-body-bytes", f->api.http.max_body_bytes, "Largest request body (bigger: 413)")->capture_default_str();
+  cmd->add_option("--idle-timeout", f->api.http.idle_timeout_seconds, "Seconds before an idle keep-alive connection is closed")->capture_default_str();
+  cmd->add_option("--io-threads", f->api.http.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 256))->capture_default_str();
+  AddEngineFlags(cmd, &f->engine, &f->no_qat);
+  cmd->callback([f, run] { *run = [f] { return RunServe(*f); }; });
 }
 
 }  // namespace flashserve::app

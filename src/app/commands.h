@@ -18,5 +18,6 @@ void RegisterMakeModelCommand(CLI::App& app, CommandFn* run);
 void RegisterLogitsCommand(CLI::App& app, CommandFn* run);
 void RegisterGenerateCommand(CLI::App& app, CommandFn* run);
 void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run);
+void RegisterBenchCommand(CLI::App& app, CommandFn* run);
 
 }  // namespace flashserve::app

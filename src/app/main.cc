@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   RegisterLogitsCommand(app, &run);
   RegisterGenerateCommand(app, &run);
   RegisterBenchForwardCommand(app, &run);
+  RegisterBenchCommand(app, &run);
   CLI11_PARSE(app, argc, argv);
   if (verbose) flashserve::base::SetLogLevel(flashserve::base::LogLevel::kDebug);
   return run ? run() : 1;

@@ -68,7 +68,7 @@ class Server final : public Service {
   void FinishChoice(Choice& choice, protocol::FinishReason reason, std::string error = "");
   int64_t ProbeCache(const sched::Sequence& seq);
   int64_t RestoreCache(sched::Sequence& seq, int64_t tokens);
-  void PublishStats();
+  void PublishStats(bool ran_step);
   void MarkStarted(Request& request);
 
   const engine::Model& model_;

@@ -31,7 +31,7 @@ struct ServiceStats {
   int64_t cached_prompt_tokens_total = 0;
   int64_t generated_tokens_total = 0;
   int64_t preemptions_total = 0;
-  int64_t steps_total = 0;
+  int64_t steps_total = 0;          // engine steps that ran work
   int64_t requests_finished_total = 0;
   int64_t requests_rejected_total = 0;
 };

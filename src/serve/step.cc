@@ -39,7 +39,7 @@ bool Server::StepOnce() {
     if (it != choices_.end()) it->second->state.reset();
   }
   if (!plan.items.empty()) RunPlan(plan);
-  PublishStats();
+  PublishStats(!plan.items.empty());
   return !plan.items.empty();
 }
 
@@ -193,14 +193,14 @@ void Server::CancelNow(const std::string& id, FinishReason reason, const std::st
   requests_.erase(id);
 }
 
-void Server::PublishStats() {
+void Server::PublishStats(bool ran_step) {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.running = sched_.num_running();
   stats_.waiting = sched_.num_waiting();
   stats_.state_pool_bytes = sched_.pool_used();
   stats_.preemptions_total = sched_.num_preemptions();
   stats_.prefix_cache_bytes = prefix_ ? prefix_->cache().bytes() : 0;
-  ++stats_.steps_total;
+  if (ran_step) ++stats_.steps_total;
 }
 
 }  // namespace flashserve::serve

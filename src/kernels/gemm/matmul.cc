@@ -2,6 +2,9 @@
 // picks the instruction set and the in-register (direct) or panel mode, splits output rows
 // over the pool, and holds the portable kernel used where no vector ISA is available.
 #include <algorithm>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -17,11 +20,14 @@ namespace internal {
 namespace {
 
 constexpr int64_t kGenericPanelRows = 16;
-constexpr int64_t kDirectMaxRows = 8;         // FP8 with n up to this: decoded in registers
+constexpr int64_t kDirectMaxRows = 16;        // FP8 with n up to this: decoded in registers
+constexpr int kFp8LowMaxScale = 134;         // scale bytes up to this: FP8 decoded without f16 (fp8_low)
 constexpr int64_t kScaleXMaxRows = 2;         // n up to this: FP8 scales activations (fp8_scale_x)
 constexpr int64_t kDirectTaskRows = 24;       // output rows per task: a multiple of 3, 4 and 8
 constexpr int kTileGroupRows = 8;             // largest weight-row tile (matmul_simd.h)
 constexpr int64_t kPanelFloats = 32 * 1024;  // 128 KiB of dequantized weights per panel
+constexpr int64_t kStaticSplitBytes = int64_t{16} << 20;
+constexpr int64_t kMinPartWork = int64_t{1} << 17;  // weights x max(2, n): about 5 us on one core
 
 // Dequantizes rows [r0, r1) through the lookup tables (the same exact values as
 // DequantizeRows, which goes element by element through Matrix::At).
@@ -74,11 +80,12 @@ void GenericMatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ld
 }
 
 struct Tables {
-  float e8m0[256], e8m0_x256[256], e2m1_scaled[256][16];
+  float e8m0[256], e8m0_x256[256], e8m0_x2p120[256], e2m1_scaled[256][16];
   Tables() {
     for (int s = 0; s < 256; ++s) {
       e8m0[s] = model::E8m0ToFloat(static_cast<uint8_t>(s));
       e8m0_x256[s] = e8m0[s] * 256.0f;
+      e8m0_x2p120[s] = e8m0[s] * 0x1p120f;  // finite for s <= kFp8LowMaxScale
       for (int c = 0; c < 16; ++c) e2m1_scaled[s][c] = model::E2m1Table()[c] * e8m0[s];
     }
   }
@@ -104,9 +111,9 @@ ByteRange Fp8ScaleRange(const model::Matrix& w) {
   return num_scales == 0 ? ByteRange{} : ByteRange{*lo, *hi};
 }
 
-// Whether x * 2^(s - 119) is an exact, normal f32 (or zero) for every activation and every
+// Whether x * 2^(s - bias) is an exact, normal f32 (or zero) for every activation and every
 // scale byte s in range: then scaling the activations equals scaling the weights bit for bit.
-bool ActivationScalingIsExact(const float* x, int64_t n, int64_t ldx, int64_t cols, ByteRange range) {
+bool ActivationScalingIsExact(const float* x, int64_t n, int64_t ldx, int64_t cols, ByteRange range, int bias) {
   float lo = std::numeric_limits<float>::infinity(), hi = 0.0f;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < cols; ++c) {
@@ -115,8 +122,17 @@ bool ActivationScalingIsExact(const float* x, int64_t n, int64_t ldx, int64_t co
       hi = std::max(hi, v);  // NaN compares false and is kept out; inf fails the test below
     }
   if (hi == 0.0f) return true;
-  return std::ldexp(static_cast<double>(lo), range.lo - 119) >= 0x1p-126 &&
-         std::ldexp(static_cast<double>(hi), range.hi - 119) < 0x1p127;
+  return std::ldexp(static_cast<double>(lo), range.lo - bias) >= 0x1p-126 &&
+         std::ldexp(static_cast<double>(hi), range.hi - bias) < 0x1p127;
+}
+
+// Whether the CPU treats subnormal inputs of vector arithmetic as zero (MXCSR.DAZ).
+bool DenormalsAreZero() {
+#if defined(__x86_64__) || defined(__i386__)
+  return (_mm_getcsr() & 0x40) != 0;
+#else
+  return true;
+#endif
 }
 
 // x with each group of 2 * lanes columns stored as its even columns, then its odd columns,
@@ -165,12 +181,15 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
     const ByteRange range = Fp8ScaleRange(w);
     a.tile_shift = Log2IfPowerOfTwo(w.tile_cols);
     a.fp8_vector = w.tile_cols >= lanes && a.tile_shift >= 0 && range.hi <= 246;
+    a.fp8_low = a.fp8_vector && range.hi <= kFp8LowMaxScale && !DenormalsAreZero();
+    a.fp8_fold = a.fp8_low ? tables.e8m0_x2p120 : tables.e8m0_x256;
     a.fp8_scale_x = a.fp8_vector && n <= kScaleXMaxRows && w.tile_rows % kTileGroupRows == 0 &&
-                    ActivationScalingIsExact(x, n, ldx, w.cols, range);
+                    ActivationScalingIsExact(x, n, ldx, w.cols, range, a.fp8_low ? 7 : 119);
   }
   // Panels pay off only where decoding costs more than streaming a decoded copy from cache:
-  // FP8 (measured on Zen 4: panels 87 vs in-register 80 GFLOP/s per core at n = 32; FP4 and
-  // BF16 decode in registers at 101 and 96 against 88 and 75 with panels).
+  // FP8 with n > 16 (measured on Zen 4, one core: panels 87 vs in-register 80 GFLOP/s at n = 32,
+  // but 58-65 vs 77-80 at n = 9, equal at 16; FP4 and BF16 decode in registers at 101 and 96
+  // against 88 and 75 with panels).
   a.direct = w.format != model::MatrixFormat::kFp8 || (n <= kDirectMaxRows && a.fp8_vector);
   a.padded_cols = (w.cols + lanes - 1) / lanes * lanes;
   a.panel_rows = std::clamp<int64_t>(kPanelFloats / a.padded_cols / 4 * 4, 4, 24);
@@ -181,10 +200,21 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   a.y = y;
   a.ldy = ldy;
   a.e8m0 = tables.e8m0;
-  a.e8m0_x256 = tables.e8m0_x256;
   a.e4m3 = model::E4m3Table();
   a.e2m1_scaled = &tables.e2m1_scaled[0][0];
   return a;
+}
+
+// How many contiguous parts the output rows are split into. A matrix of up to kStaticSplitBytes
+// gets one part per thread (fewer for little work: below kMinPartWork no worker is woken): each
+// thread streams one range with its prefetches running ahead, where smaller dynamic chunks would
+// start cold several times per call (measured: cold 0.4-0.5 MiB FP8/FP4 matrices at n = 1..8 ran
+// 10-17% faster). Larger matrices take every task as a part, so that a thread delayed by the
+// system costs little.
+int64_t NumParts(const model::Matrix& w, int64_t n, int64_t num_tasks, int threads) {
+  if (w.rows * w.RowBytes() > kStaticSplitBytes) return num_tasks;
+  const int64_t work = w.rows * w.cols * std::max<int64_t>(2, n);
+  return std::clamp<int64_t>(work / kMinPartWork, 1, std::min<int64_t>(threads, num_tasks));
 }
 
 }  // namespace
@@ -205,7 +235,9 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
   const int64_t task_rows = a.direct ? kDirectTaskRows : a.panel_rows;
   const int64_t num_tasks = (w.rows + task_rows - 1) / task_rows;
   const size_t scratch_floats = a.direct ? 0 : static_cast<size_t>(a.panel_rows * a.padded_cols);
-  pool.ParallelFor(num_tasks, 1, [&](int64_t t0, int64_t t1) {
+  const int64_t parts = NumParts(w, n, num_tasks, pool.num_threads());
+  pool.ParallelFor(parts, 1, [&](int64_t p0, int64_t p1) {
+    const int64_t t0 = p0 * num_tasks / parts, t1 = p1 * num_tasks / parts;
     thread_local std::vector<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
     kernel(a, t0 * task_rows, std::min(w.rows, t1 * task_rows), scratch.data());

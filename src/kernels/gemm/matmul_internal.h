@@ -35,6 +35,11 @@ struct MatMulArgs {
   // one vector and every scale byte is <= 246, so each weight e4m3 * 2^-8 * 2^(s-119) is an
   // exact f32. Otherwise panels are filled from the scalar tables.
   bool fp8_vector = false;
+  // FP8 vector decoding without the f16 conversion (simd DecodeFp8Low): each weight is e4m3 *
+  // 2^-120, times 2^(s-7). Chosen where every scale byte is <= 134 (the factor stays finite) and
+  // the CPU does not treat subnormal inputs as zero (e4m3 subnormals become f32 subnormals).
+  // Same weights, so the same bits, as the f16 route.
+  bool fp8_low = false;
   int64_t panel_rows = 0;
   int64_t padded_cols = 0;  // panel row stride: cols rounded up to the ISA step
   int64_t n = 0;
@@ -43,7 +48,7 @@ struct MatMulArgs {
   float* y = nullptr;
   int64_t ldy = 0;
   const float* e8m0 = nullptr;         // [256] 2^(s-127)
-  const float* e8m0_x256 = nullptr;    // [256] 2^(s-119): FP8 scale times the f16 decode factor
+  const float* fp8_fold = nullptr;     // [256] FP8 scale times the decode factor: 2^(s-119), fp8_low 2^(s-7)
   const float* e4m3 = nullptr;         // [256] exact e4m3 values (scalar FP8 panels)
   const float* e2m1_scaled = nullptr;  // [256][16] e2m1 values times 2^(s-127), per scale byte s
 };

@@ -3,7 +3,8 @@
 // Templates on V only, included by gemm/matmul_simd.h. Re-entrant; no state.
 
 // Source interface: kStep (columns per Load, a multiple of V::kLanes), kStepBytes (weight
-// bytes per Load, 0 = no prefetch), kScalesX (Tile multiplies activations by XScale), Row(r)
+// bytes per Load, 0 = no prefetch), kScalesX (Tile multiplies activations by XScale),
+// kCostlyDecode (decoding a vector costs about as much as 4 FMAs: share it among more rows), Row(r)
 // returning a Cursor with Load(k, w) for columns [k, k + kStep) and Tail(k, rem, w) for the
 // last rem < kStep columns, zero-padded; RowStart(r) for prefetching (rows past the end
 // give the end of the matrix).
@@ -41,9 +42,11 @@ struct F32Rows {
   };
   static constexpr int kStepBytes = 4 * kStep;
   static constexpr bool kScalesX = false;
+  static constexpr bool kCostlyDecode = false;
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {reinterpret_cast<const float*>(a->data) + r * a->cols}; }
   const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * a->cols * 4; }
+  int64_t RowBytes() const { return a->cols * 4; }
 };
 
 template <class V, bool kBf16>
@@ -58,28 +61,31 @@ struct Half16Rows {
   };
   static constexpr int kStepBytes = 2 * kStep;
   static constexpr bool kScalesX = false;
+  static constexpr bool kCostlyDecode = false;
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {reinterpret_cast<const uint16_t*>(a->data) + r * a->cols}; }
   const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * a->cols * 2; }
+  int64_t RowBytes() const { return a->cols * 2; }
 };
 
-// FP8 e4m3, power-of-two tiles of at least kLanes columns, so one scale per block. kScaled:
-// each weight is decoded as e4m3 * 2^-8 times the tile factor 2^(s-119). Otherwise the weight
-// stays e4m3 * 2^-8 and Tile multiplies the activations by the factor instead (n <= 2, used
-// only where that product is exact: see MatMulArgs::fp8_scale_x).
-template <class V, bool kScaled>
+// FP8 e4m3, power-of-two tiles of at least kLanes columns, so one scale per block. Each weight
+// decodes to e4m3 * 2^-8 (f16 route) or e4m3 * 2^-120 (kLow); kScaled: times the tile factor
+// (MatMulArgs::fp8_fold). Otherwise Tile multiplies the activations by the factor instead
+// (n <= 2, used only where that product is exact: see MatMulArgs::fp8_scale_x).
+template <class V, bool kScaled, bool kLow>
 struct Fp8Rows {
   using F = typename V::F;
   static constexpr int kStep = V::kLanes;
   static constexpr int kStepBytes = kStep;
   static constexpr bool kScalesX = !kScaled;
+  static constexpr bool kCostlyDecode = true;  // sign extension, shift, mask, conversion, scale
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;
     const float* fold;
     int shift;
     F Decode(const uint8_t* p, int64_t k) const {
-      const F h = V::DecodeFp8(p);
+      const F h = kLow ? V::DecodeFp8Low(p) : V::DecodeFp8(p);
       return kScaled ? V::Mul(h, V::Set1(fold[s[k >> shift]])) : h;
     }
     void Load(int64_t k, F* w) const { w[0] = Decode(q + k, k); }
@@ -88,9 +94,10 @@ struct Fp8Rows {
   };
   const MatMulArgs* a;
   Cursor Row(int64_t r) const {
-    return {a->data + r * a->cols, a->scale + (r / a->tile_rows) * a->scale_cols, a->e8m0_x256, a->tile_shift};
+    return {a->data + r * a->cols, a->scale + (r / a->tile_rows) * a->scale_cols, a->fp8_fold, a->tile_shift};
   }
   const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * a->cols; }
+  int64_t RowBytes() const { return a->cols; }
 };
 
 // FP4 e2m1, one scale per 32 columns; cols is a multiple of 32, so there is no tail. The
@@ -101,6 +108,7 @@ struct Fp4Rows {
   static constexpr int kStep = 2 * V::kLanes;
   static constexpr int kStepBytes = kStep / 2;
   static constexpr bool kScalesX = false;
+  static constexpr bool kCostlyDecode = false;  // measured: passes of 4 rows beat 8 by 15%
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;
@@ -111,6 +119,7 @@ struct Fp4Rows {
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {a->data + r * (a->cols / 2), a->scale + r * a->scale_cols, a->e2m1_scaled}; }
   const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * (a->cols / 2); }
+  int64_t RowBytes() const { return a->cols / 2; }
 };
 
 // Rows [row0, ...) already dequantized into a zero-padded panel of stride ld.
@@ -125,11 +134,13 @@ struct PanelRows {
   };
   static constexpr int kStepBytes = 0;  // already in cache: no prefetch
   static constexpr bool kScalesX = false;
+  static constexpr bool kCostlyDecode = false;
   const float* panel;
   int64_t ld;
   int64_t row0;
   Cursor Row(int64_t r) const { return {panel + (r - row0) * ld}; }
   const uint8_t* RowStart(int64_t) const { return nullptr; }
+  int64_t RowBytes() const { return ld * 4; }
 };
 
 }  // namespace flashserve::kernels::internal::gemm

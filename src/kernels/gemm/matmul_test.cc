@@ -1,6 +1,7 @@
 #include "kernels/gemm/matmul.h"
 
 #include <gtest/gtest.h>
+#include <xmmintrin.h>
 
 #include <cmath>
 #include <cstring>
@@ -76,7 +77,7 @@ TEST(MatMulTest, MatchesReferenceAcrossFormatsAndAwkwardShapes) {
 TEST(MatMulTest, MatchesReferenceOnLargeShapes) {
   base::ThreadPool pool(2);
   std::mt19937 rng(5);
-  const std::vector<int64_t> ns = {1, 9};  // in-register decode, then panels
+  const std::vector<int64_t> ns = {1, 9, 17};  // in-register decode (one and two passes), then panels
   for (int tile : {128, 32}) {
     TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 1000, 4096, tile, rng);
     CheckAgainstReference(tm, ns, rng, pool);
@@ -142,9 +143,9 @@ TEST(MatMulTest, EveryPathFollowsTheDocumentedReductionOrder) {
     TestMatrix tm = MakeTestMatrix(c.format, 13, c.cols, c.tile, rng);
     std::vector<float> dequant(13 * c.cols);
     DequantizeRows(tm.matrix, 0, 13, dequant.data());
-    std::vector<float> x = RandomVector(9 * c.cols, rng);
+    std::vector<float> x = RandomVector(17 * c.cols, rng);
     for (Isa isa : SupportedIsas()) {
-      for (int64_t n : {1, 2, 5, 9}) {  // scaled activations, in-register decode, panels
+      for (int64_t n : {1, 2, 5, 9, 17}) {  // scaled activations, in-register decode, passes, panels
         std::vector<float> y(n * 13);
         MatMulWithIsa(isa, tm.matrix, x.data(), n, c.cols, y.data(), 13, pool);
         for (int64_t i = 0; i < n; ++i)
@@ -170,7 +171,10 @@ TEST(MatMulTest, RowsAreBitIdenticalWhateverTheBatchAndThreads) {
   const Case cases[] = {{MatrixFormat::kF32, 37, 301, 1},   {MatrixFormat::kBF16, 37, 301, 1},
                         {MatrixFormat::kF16, 37, 75, 1},    {MatrixFormat::kFp8, 37, 416, 128},
                         {MatrixFormat::kFp8, 37, 200, 32},  {MatrixFormat::kFp8, 21, 200, 48},
-                        {MatrixFormat::kFp4, 37, 416, 32},  {MatrixFormat::kFp4, 5, 64, 32}};
+                        {MatrixFormat::kFp4, 37, 416, 32},  {MatrixFormat::kFp4, 5, 64, 32},
+                        // Several 64 KiB row blocks for the multi-pass path (n > 8).
+                        {MatrixFormat::kBF16, 130, 1040, 1}, {MatrixFormat::kFp8, 140, 1024, 128},
+                        {MatrixFormat::kFp4, 100, 2048, 32}};
   std::vector<base::ThreadPool*> pools;
   base::ThreadPool p1(1), p2(2), p3(3), p4(4);
   pools = {&p1, &p2, &p3, &p4};
@@ -222,11 +226,61 @@ TEST(MatMulTest, ExtremeActivationsKeepFp8RowsBitIdentical) {
   }
 }
 
+// FP8 decodes without the f16 conversion where every scale byte is <= 134 and through f16
+// above: the same codes with every scale 2^12 larger (all bytes > 134) must give outputs 2^12
+// larger, bit for bit, on every path (scaled activations, in-register decode, passes, panels).
+TEST(MatMulTest, BothFp8DecodersGiveTheSameBits) {
+  std::mt19937 rng(31);
+  base::ThreadPool pool(2);
+  TestMatrix low = MakeTestMatrix(MatrixFormat::kFp8, 70, 384, 32, rng);
+  TestMatrix high = low;
+  high.matrix.data = high.data.data();
+  high.matrix.scale = high.scale.data();
+  for (size_t i = 0; i < low.scale.size(); ++i) {
+    high.scale[i] = static_cast<uint8_t>(135 + rng() % 8);
+    low.scale[i] = static_cast<uint8_t>(high.scale[i] - 12);
+  }
+  std::vector<float> x = RandomVector(20 * 384, rng);
+  for (Isa isa : SupportedIsas()) {
+    if (isa == Isa::kGeneric) continue;
+    for (int64_t n : {1, 2, 5, 12, 20}) {
+      std::vector<float> y_low(n * 70), y_high(n * 70);
+      MatMulWithIsa(isa, low.matrix, x.data(), n, 384, y_low.data(), 70, pool);
+      MatMulWithIsa(isa, high.matrix, x.data(), n, 384, y_high.data(), 70, pool);
+      for (auto& v : y_low) v = std::ldexp(v, 12);
+      EXPECT_EQ(0, std::memcmp(y_low.data(), y_high.data(), y_low.size() * sizeof(float)))
+          << IsaName(isa) << " n=" << n;
+    }
+  }
+}
+
+// With subnormal inputs treated as zero (MXCSR.DAZ), the decoder that makes e4m3 subnormals
+// f32 subnormals must not be used: results stay those of a normal run.
+TEST(MatMulTest, DenormalsAreZeroKeepsFp8Results) {
+  std::mt19937 rng(37);
+  base::ThreadPool pool(1);
+  TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 40, 256, 128, rng);
+  for (size_t i = 0; i < tm.data.size(); i += 5) tm.data[i] &= 0x87;  // many e4m3 subnormals
+  std::vector<float> x = RandomVector(3 * 256, rng);
+  for (Isa isa : SupportedIsas()) {
+    for (int64_t n : {1, 3}) {
+      std::vector<float> normal(n * 40), daz(n * 40);
+      MatMulWithIsa(isa, tm.matrix, x.data(), n, 256, normal.data(), 40, pool);
+      const unsigned csr = _mm_getcsr();
+      _mm_setcsr(csr | 0x40);
+      MatMulWithIsa(isa, tm.matrix, x.data(), n, 256, daz.data(), 40, pool);
+      _mm_setcsr(csr);
+      EXPECT_EQ(0, std::memcmp(normal.data(), daz.data(), normal.size() * sizeof(float)))
+          << IsaName(isa) << " n=" << n;
+    }
+  }
+}
+
 TEST(MatMulTest, ThreadCountNeverChangesBits) {
   std::mt19937 rng(17);
   TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 1000, 512, 128, rng);
-  std::vector<float> x = RandomVector(9 * 512, rng);
-  for (int64_t n : {1, 9}) {
+  std::vector<float> x = RandomVector(17 * 512, rng);
+  for (int64_t n : {1, 9, 17}) {
     std::vector<float> first;
     for (int threads = 1; threads <= 4; ++threads) {
       base::ThreadPool pool(threads);

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "kernels/simd/constants.h"
+
 namespace flashserve::kernels::simd {
 
 struct Avx2 {
@@ -28,12 +30,37 @@ struct Avx2 {
   static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F Set1(float v) { return _mm256_set1_ps(v); }
   static F Add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F Sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F Max(F a, F b) { return _mm256_max_ps(a, b); }
+  static float MaxLanes(F v) {  // exact in any order
+    const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)));
+  }
+  static float First(F v) { return _mm256_cvtss_f32(v); }
+  // v's first n lanes, the others set to fill.
+  static F FirstLanes(F v, int n, float fill) {
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), v, _mm256_castsi256_ps(Mask(n)));
+  }
 
   // Fixed tree: halves 4 + 4, then 2 + 2, 1 + 1.
   static float Sum(F v) {
     const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+  }
+
+  // e^x for x <= 0, the AVX-512 method (simd/avx512.h); 2^n is built in the exponent field
+  // (n >= -126 after the clamp).
+  static F Exp(F x) {
+    x = _mm256_max_ps(_mm256_set1_ps(kExpMin), x);
+    const F n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    F r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
+    F p = _mm256_set1_ps(kExpTaylor[0]);
+    for (int i = 1; i < 8; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kExpTaylor[i]));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
   }
 
   static F DecodeBf16(const uint16_t* p) {
@@ -49,6 +76,12 @@ struct Avx2 {
     const __m128i sx = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
     const __m128i h = _mm_and_si128(_mm_slli_epi16(sx, 7), _mm_set1_epi16(static_cast<short>(0xBF80)));
     return _mm256_cvtph_ps(h);
+  }
+
+  // The AVX-512 DecodeFp8Low: the e4m3 value times 2^-120, exactly.
+  static F DecodeFp8Low(const uint8_t* p) {
+    const __m256i d = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(d, 20), _mm256_set1_epi32(kFp8LowMask)));
   }
 
   // 8 bytes = 16 columns -> w[0] = the 8 even columns, w[1] = the 8 odd ones. The lookup

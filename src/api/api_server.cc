@@ -1,0 +1,62 @@
+// Route table and server wiring (api/api_server.h).
+#include "api/api_server.h"
+
+#include <chrono>
+#include <thread>
+
+#include "base/clock.h"
+
+namespace flashserve::api {
+
+base::Status ApiConfig::Validate() const {
+  FS_RETURN_IF_ERROR(http.Validate());
+  if (routes.default_max_tokens < 1)
+    return base::Error(base::ErrorCode::kInvalidArgument, "default max tokens must be >= 1");
+  return base::Status::Ok();
+}
+
+ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tokenizer::Tokenizer& tokenizer)
+    : config_(config), router_(&metrics_) {
+  context_.service = &service;
+  context_.tokenizer = &tokenizer;
+  context_.metrics = &metrics_;
+  context_.ids = &ids_;
+  context_.options = config.routes;
+  context_.created =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  const RouteContext* ctx = &context_;
+  auto bind = [ctx](void (*fn)(const RouteContext&, const ExchangePtr&)) {
+    return [ctx, fn](const ExchangePtr& exchange) { fn(*ctx, exchange); };
+  };
+  // DeepSeek's base URL has no /v1; both spellings are served.
+  for (const char* prefix : {"/v1", ""}) {
+    const std::string p = prefix;
+    router_.Add("POST", p + "/chat/completions", "/v1/chat/completions", bind(HandleChatCompletions));
+    router_.Add("POST", p + "/completions", "/v1/completions", bind(HandleCompletions));
+    router_.Add("GET", p + "/models", "/v1/models", bind(HandleListModels));
+    router_.Add("GET", p + "/models/*", "/v1/models/{id}", bind(HandleGetModel));
+  }
+  router_.Add("GET", "/health", "/health", bind(HandleHealth));
+  router_.Add("GET", "/metrics", "/metrics", bind(HandleMetrics));
+  http_ = std::make_unique<HttpServer>(
+      config.http, [this](std::shared_ptr<Exchange> exchange) { router_.Handle(std::move(exchange)); },
+      [this](int status) { metrics_.RecordRequest("other", status, 0.0); });
+}
+
+ApiServer::~ApiServer() { http_->Stop(); }
+
+base::Status ApiServer::Start() {
+  FS_RETURN_IF_ERROR(config_.Validate());
+  return http_->Start();
+}
+
+bool ApiServer::WaitIdle(double timeout_seconds) const {
+  const double deadline = base::MonotonicSeconds() + timeout_seconds;
+  while (http_->num_open_exchanges() > 0) {
+    if (base::MonotonicSeconds() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+}  // namespace flashserve::api

@@ -1,0 +1,49 @@
+// The HTTP API of one engine worker: OpenAI-compatible routes over the HTTP server, wired to a
+// serve::Service and the tokenizer. Built and driven by app and tests from one controlling
+// thread; stop the Service before destroying it (the Service's sinks post into this server).
+#pragma once
+
+#include <memory>
+
+#include "api/http_server.h"
+#include "api/metrics.h"
+#include "api/response_json.h"
+#include "api/router.h"
+#include "api/routes.h"
+#include "base/result.h"
+#include "serve/service.h"
+#include "tokenizer/tokenizer.h"
+
+namespace flashserve::api {
+
+struct ApiConfig {
+  HttpServerConfig http;
+  RouteOptions routes;
+  base::Status Validate() const;
+};
+
+class ApiServer {
+ public:
+  ApiServer(const ApiConfig& config, serve::Service& service, const tokenizer::Tokenizer& tokenizer);
+  ~ApiServer();
+
+  // Validates the config, binds and starts the I/O threads.
+  base::Status Start();
+  int port() const { return http_->port(); }
+  void StopAccepting() { http_->StopAccepting(); }
+  // Waits until no response is pending or `timeout_seconds` passed; true when idle.
+  bool WaitIdle(double timeout_seconds) const;
+  // Closes every connection and joins the I/O threads.
+  void Stop() { http_->Stop(); }
+  ApiMetrics& metrics() { return metrics_; }
+
+ private:
+  ApiConfig config_;
+  ApiMetrics metrics_;
+  IdSource ids_;
+  RouteContext context_;
+  Router router_;
+  std::unique_ptr<HttpServer> http_;
+};
+
+}  // namespace flashserve::api

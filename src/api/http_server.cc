@@ -1,0 +1,147 @@
+// Beast/Asio HTTP/1.1 server: acceptor, I/O threads, sessions (api/http_server.h, http_session.h).
+#include "api/http_server.h"
+
+#include <list>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "api/http_session.h"
+#include "base/log.h"
+
+namespace flashserve::api {
+
+base::Status HttpServerConfig::Validate() const {
+  using base::Error;
+  using base::ErrorCode;
+  if (port < 0 || port > 65535) return Error(ErrorCode::kInvalidArgument, "port must be in [0, 65535]");
+  if (io_threads < 1 || io_threads > 256) return Error(ErrorCode::kInvalidArgument, "io threads must be in [1, 256]");
+  if (max_body_bytes < 1024) return Error(ErrorCode::kInvalidArgument, "max body bytes must be >= 1024");
+  if (idle_timeout_seconds < 1) return Error(ErrorCode::kInvalidArgument, "idle timeout must be >= 1 s");
+  if (max_pending_write_bytes < 65536) return Error(ErrorCode::kInvalidArgument, "max pending write bytes must be >= 65536");
+  return base::Status::Ok();
+}
+
+struct HttpServer::Impl {
+  Impl(HttpServerConfig c, Handler h, RejectObserver r)
+      : config(std::move(c)),
+        handler(std::move(h)),
+        on_rejected(std::move(r)),
+        ioc(std::make_shared<net::io_context>(config.io_threads)),
+        acceptor(net::make_strand(*ioc)) {}
+
+  void Accept() {
+    acceptor.async_accept(net::make_strand(*ioc), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec) {
+        if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+        FS_LOG(kWarning, "http: accept failed: {}", ec.message());
+        Accept();
+        return;
+      }
+      // Streamed tokens are small writes: send each at once instead of waiting for an ACK (Nagle).
+      beast::error_code nodelay_ec;
+      socket.set_option(tcp::no_delay(true), nodelay_ec);
+      auto session = std::make_shared<Session>(std::move(socket), ioc, config, handler, on_rejected, open_exchanges);
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+        sessions.push_back(session);
+      }
+      session->Run();
+      Accept();
+    });
+  }
+
+  HttpServerConfig config;
+  Handler handler;
+  RejectObserver on_rejected;
+  std::shared_ptr<net::io_context> ioc;  // shared with sessions, which may outlive the server
+  tcp::acceptor acceptor;
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<std::thread> threads;
+  std::mutex mu;  // guards sessions
+  std::list<std::weak_ptr<Session>> sessions;
+  std::shared_ptr<std::atomic<int64_t>> open_exchanges = std::make_shared<std::atomic<int64_t>>(0);
+  int port = 0;
+  bool stopped = false;
+};
+
+HttpServer::HttpServer(HttpServerConfig config, Handler handler, RejectObserver on_rejected)
+    : impl_(std::make_unique<Impl>(std::move(config), std::move(handler), std::move(on_rejected))) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+base::Status HttpServer::Start() {
+  using base::Error;
+  using base::ErrorCode;
+  FS_RETURN_IF_ERROR(impl_->config.Validate());
+  beast::error_code ec;
+  tcp::resolver resolver(*impl_->ioc);
+  auto results = resolver.resolve(impl_->config.host, std::to_string(impl_->config.port),
+                                  tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || results.empty())
+    return Error(ErrorCode::kInvalidArgument, "cannot resolve host '" + impl_->config.host + "': " + ec.message());
+  const tcp::endpoint endpoint = results.begin()->endpoint();
+  tcp::acceptor& a = impl_->acceptor;
+  a.open(endpoint.protocol(), ec);
+  if (!ec) a.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(endpoint, ec);
+  if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return Error(ErrorCode::kUnavailable, "cannot listen on " + endpoint.address().to_string() + ":" +
+                                              std::to_string(endpoint.port()) + ": " + ec.message());
+  }
+  impl_->port = a.local_endpoint().port();
+  impl_->work.emplace(impl_->ioc->get_executor());
+  impl_->Accept();
+  for (int i = 0; i < impl_->config.io_threads; ++i) {
+    impl_->threads.emplace_back([impl = impl_.get()] {
+      for (;;) {
+        try {
+          impl->ioc->run();
+          return;
+        } catch (const std::exception& e) {
+          FS_LOG(kError, "http: I/O thread caught an exception: {}", e.what());
+        }
+      }
+    });
+  }
+  return base::Status::Ok();
+}
+
+int HttpServer::port() const { return impl_->port; }
+
+void HttpServer::StopAccepting() {
+  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+    beast::error_code ec;
+    impl->acceptor.close(ec);
+  });
+}
+
+int64_t HttpServer::num_open_exchanges() const { return impl_->open_exchanges->load(); }
+
+void HttpServer::Stop() {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  StopAccepting();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    for (auto& w : impl_->sessions)
+      if (auto s = w.lock()) s->Close();
+    impl_->sessions.clear();
+  }
+  impl_->work.reset();
+  impl_->ioc->stop();
+  for (std::thread& t : impl_->threads) t.join();
+  impl_->threads.clear();
+  // Run what is still queued (the closes above, late events) on this thread, so sockets are
+  // closed and jobs released now rather than when the last session lets go of the context.
+  impl_->ioc->restart();
+  try {
+    impl_->ioc->poll();
+  } catch (const std::exception& e) {
+    FS_LOG(kError, "http: shutdown handler threw: {}", e.what());
+  }
+}
+
+}  // namespace flashserve::api

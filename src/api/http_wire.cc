@@ -1,0 +1,56 @@
+// HTTP/1.1 heads, chunk framing and SSE frames (api/http_wire.h).
+#include "api/http_wire.h"
+
+#include <fmt/format.h>
+
+namespace flashserve::api {
+
+const char* StatusReason(int status) {
+  switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Unknown";
+  }
+}
+
+std::string ResponseHead(int status, std::string_view content_type, int64_t content_length, bool keep_alive,
+                         const HeaderList& extra_headers) {
+  std::string head = fmt::format("HTTP/1.1 {} {}\r\nServer: flashserve\r\n", status, StatusReason(status));
+  if (!content_type.empty()) head += fmt::format("Content-Type: {}\r\n", content_type);
+  if (content_length >= 0) {
+    head += fmt::format("Content-Length: {}\r\n", content_length);
+  } else {
+    head += "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n";
+  }
+  head += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  for (const auto& [name, value] : extra_headers) head += fmt::format("{}: {}\r\n", name, value);
+  head += "\r\n";
+  return head;
+}
+
+std::string Chunk(std::string_view data) {
+  if (data.empty()) return {};
+  return fmt::format("{:x}\r\n{}\r\n", data.size(), data);
+}
+
+std::string LastChunk() { return "0\r\n\r\n"; }
+
+std::string SseData(std::string_view payload) { return fmt::format("data: {}\n\n", payload); }
+
+std::string SseDone() { return "data: [DONE]\n\n"; }
+
+}  // namespace flashserve::api

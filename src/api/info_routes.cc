@@ -1,0 +1,52 @@
+// GET /v1/models, /v1/models/{id}, /health, /metrics (api/routes.h).
+#include "api/api_error.h"
+#include "api/routes.h"
+
+namespace flashserve::api {
+
+namespace {
+
+Json ModelJson(const RouteContext& ctx, const serve::ModelInfo& info) {
+  return {{"id", info.name}, {"object", "model"}, {"created", ctx.created}, {"owned_by", "flashserve"},
+          {"max_model_len", info.max_context}};
+}
+
+HttpResponse JsonResponse(const Json& body) {
+  HttpResponse r;
+  r.body = Dump(body);
+  return r;
+}
+
+}  // namespace
+
+void HandleListModels(const RouteContext& ctx, const ExchangePtr& exchange) {
+  Json list = {{"object", "list"}, {"data", Json::array({ModelJson(ctx, ctx.service->Info())})}};
+  exchange->Respond(JsonResponse(list));
+}
+
+void HandleGetModel(const RouteContext& ctx, const ExchangePtr& exchange) {
+  const std::string& path = exchange->request().path;
+  const std::string id = path.substr(path.rfind("/models/") + 8);
+  const serve::ModelInfo info = ctx.service->Info();
+  if (id != info.name) {
+    ApiError e = InvalidRequest("The model '" + id + "' does not exist", "model", "model_not_found");
+    e.status = 404;
+    return exchange->Respond(ErrorResponse(e));
+  }
+  exchange->Respond(JsonResponse(ModelJson(ctx, info)));
+}
+
+void HandleHealth(const RouteContext& ctx, const ExchangePtr& exchange) {
+  const serve::ServiceStats s = ctx.service->Stats();
+  exchange->Respond(JsonResponse({{"status", "ok"}, {"running", s.running}, {"waiting", s.waiting}}));
+}
+
+void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange) {
+  ctx.metrics->SetServiceStats(ctx.service->Stats());
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  r.body = ctx.metrics->Render();
+  exchange->Respond(std::move(r));
+}
+
+}  // namespace flashserve::api

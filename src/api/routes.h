@@ -1,0 +1,56 @@
+// The OpenAI-compatible route handlers and what they share. Called by the Router on an HTTP
+// I/O strand; each answers its exchange (directly or through a GenerationJob). The context is
+// immutable after start-up; the service, tokenizer, metrics and ids are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/exchange.h"
+#include "api/metrics.h"
+#include "api/request_options.h"
+#include "api/response_json.h"
+#include "encoding/version.h"
+#include "serve/service.h"
+#include "tokenizer/tokenizer.h"
+
+namespace flashserve::api {
+
+struct RouteOptions {
+  encoding::EncodingVersion encoding_version = encoding::EncodingVersion::kV4;
+  // max_tokens when the request gives none; clipped to the context left after the prompt.
+  int64_t default_max_tokens = 4096;
+  std::string system_fingerprint = "fp_flashserve";
+};
+
+struct RouteContext {
+  serve::Service* service = nullptr;
+  const tokenizer::Tokenizer* tokenizer = nullptr;
+  ApiMetrics* metrics = nullptr;
+  IdSource* ids = nullptr;
+  RouteOptions options;
+  int64_t created = 0;  // server start (Unix seconds), reported by /v1/models
+};
+
+using ExchangePtr = std::shared_ptr<Exchange>;
+
+void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange);  // POST /v1/chat/completions
+void HandleCompletions(const RouteContext& ctx, const ExchangePtr& exchange);      // POST /v1/completions
+void HandleListModels(const RouteContext& ctx, const ExchangePtr& exchange);       // GET /v1/models
+void HandleGetModel(const RouteContext& ctx, const ExchangePtr& exchange);         // GET /v1/models/{id}
+void HandleHealth(const RouteContext& ctx, const ExchangePtr& exchange);           // GET /health
+void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange);          // GET /metrics
+
+// Shared by the two generation routes. ReadGenerationBody checks UTF-8, parses the JSON and
+// the generation fields and the model name; on failure it answers the exchange and returns
+// false. StartGeneration checks the prompt against the context, picks max_tokens and starts
+// a GenerationJob. `prompt_param` names the prompt field in errors ("messages" / "prompt").
+bool ReadGenerationBody(const RouteContext& ctx, Exchange& exchange, Dialect dialect, Json* body,
+                        GenerationOptions* options);
+void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Dialect dialect,
+                     GenerationOptions options, std::vector<int32_t> prompt, bool thinking,
+                     const char* prompt_param);
+
+}  // namespace flashserve::api

@@ -1,0 +1,91 @@
+// Synthetic workloads: `random`, `shared-prefix` (few long system prompts shared by many
+// requests) and `multi-turn` (turns that extend each other). Called by runner and app.
+// Immutable after construction; Make is const and safe from any thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "loadgen/openai_wire.h"
+#include "tokenizer/tokenizer.h"
+
+namespace flashserve::loadgen {
+
+enum class DatasetKind { kRandom, kSharedPrefix, kMultiTurn };
+
+// "random", "shared-prefix", "multi-turn".
+std::string_view DatasetKindName(DatasetKind kind);
+base::Result<DatasetKind> ParseDatasetKind(std::string_view name);
+
+// Lengths are in tokens when a tokenizer is given, else in words (about one token each for the
+// built-in word list).
+struct DatasetConfig {
+  DatasetKind kind = DatasetKind::kRandom;
+  uint64_t seed = 0;
+  int64_t num_requests = 100;  // random, shared-prefix; 0 = unlimited (the run needs a duration)
+  int64_t input_len = 1024;    // random
+  int64_t output_len = 128;    // every kind: max_tokens of each request
+  double range_ratio = 0.0;    // random: input and output lengths uniform in len * [1-r, 1+r]
+  int32_t num_prefixes = 4;    // shared-prefix; multi-turn when prefix_len > 0
+  int64_t prefix_len = 2048;   // shared-prefix system prompt (multi-turn: 0 = none)
+  int64_t suffix_len = 128;    // shared-prefix user message
+  int32_t num_conversations = 16;  // multi-turn
+  int32_t turns = 4;               // multi-turn
+  int64_t turn_len = 128;          // multi-turn: each user message
+  base::Status Validate() const;
+};
+
+struct Turn {
+  std::string user;
+  int64_t max_tokens = 0;
+};
+
+// One unit of work: a single request, or a whole conversation whose turns run in order.
+struct Job {
+  std::string system;  // empty = no system message
+  std::vector<Turn> turns;
+};
+
+class Dataset {
+ public:
+  // `tok` may be null (word-count lengths); it is not owned and must outlive the dataset.
+  static base::Result<std::unique_ptr<Dataset>> Create(const DatasetConfig& config,
+                                                       const tokenizer::Tokenizer* tok);
+
+  // Deterministic in (seed, job_idx): the same job every time, distinct prompts across jobs.
+  Job Make(int64_t job_idx) const;
+  // Jobs in the dataset: num_conversations for multi-turn, else num_requests (0 = unlimited).
+  int64_t num_jobs() const;
+  const DatasetConfig& config() const { return config_; }
+  // The shared system prompts (shared-prefix, multi-turn with prefix_len > 0).
+  const std::vector<std::string>& prefixes() const { return prefixes_; }
+
+  // A text of `length` tokens (or words without a tokenizer) drawn from the word list.
+  std::string MakeText(uint64_t stream, uint64_t index, int64_t length) const;
+
+ private:
+  Dataset(const DatasetConfig& config, const tokenizer::Tokenizer* tok);
+
+  struct WordTokens {
+    int64_t lead;    // tokens of the word at the start of a text
+    int64_t spaced;  // tokens of " word"
+  };
+
+  DatasetConfig config_;
+  const tokenizer::Tokenizer* tok_;
+  std::vector<WordTokens> word_tokens_;  // per entry of the word list (all 1 without a tokenizer)
+  int32_t filler_idx_ = -1;              // a word that is one token in both positions
+  std::vector<std::string> prefixes_;
+};
+
+// The messages of turn `turn_idx`: the system prompt (if any), then each earlier turn's user
+// message followed by the reply actually received for it (replies[k]), then this turn's user
+// message. Requires replies.size() >= turn_idx.
+std::vector<Message> TurnMessages(const Job& job, int32_t turn_idx, std::span<const std::string> replies);
+
+}  // namespace flashserve::loadgen

@@ -1,0 +1,75 @@
+// Keep-alive HTTP/1.1 client for one base URL, on a single-threaded Asio executor: POSTs a JSON
+// body and hands each piece of the response body to a callback as soon as it arrives. Used by
+// runner. Every call runs on the executor's thread; idle connections are pooled and reused.
+#pragma once
+
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without including it
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace flashserve::loadgen {
+
+struct Endpoint {
+  std::string host;
+  std::string port;
+  std::string path_prefix;  // "" or "/something" without a trailing slash
+};
+
+// "http://host[:port][/prefix]"; kUnimplemented for https, kInvalidArgument otherwise.
+base::Result<Endpoint> ParseBaseUrl(std::string_view url);
+
+struct HttpOutcome {
+  int32_t status = 0;                   // 0 when no response head arrived
+  std::optional<double> retry_after_s;  // Retry-After in its delta-seconds form
+  std::string body;                     // the body of a non-200 response (first 64 KiB)
+  // Connect, write or read failure, timeout, or a connection closed before the body ended.
+  std::optional<base::Error> transport;
+};
+
+// Called with every piece of a 200 response's body, on arrival.
+using BodyFn = std::function<void(std::string_view piece)>;
+
+class HttpClient {
+ public:
+  // timeout_s bounds connecting and every single read or write (not the whole request).
+  HttpClient(boost::asio::any_io_executor executor, Endpoint endpoint, std::string api_key, double timeout_s);
+  ~HttpClient();
+  HttpClient(const HttpClient&) = delete;
+  HttpClient& operator=(const HttpClient&) = delete;
+
+  // POST path_prefix + path with a JSON body. A request whose reused idle connection turns out
+  // closed before any response byte is retried once on a fresh connection.
+  boost::asio::awaitable<HttpOutcome> Post(std::string path, std::string body, BodyFn on_body);
+  // GET path_prefix + path; the whole body lands in HttpOutcome::body whatever the status.
+  boost::asio::awaitable<HttpOutcome> Get(std::string path);
+
+  int64_t num_connections_opened() const { return num_connections_opened_; }
+
+ private:
+  struct Connection;
+  struct Exchange;
+
+  boost::asio::awaitable<std::unique_ptr<Connection>> Acquire(bool* reused, HttpOutcome* out);
+  boost::asio::awaitable<HttpOutcome> Send(Exchange& exchange);
+  boost::asio::awaitable<bool> RunExchange(Connection& conn, Exchange& exchange, HttpOutcome* out, bool* got_head);
+
+  boost::asio::any_io_executor executor_;
+  Endpoint endpoint_;
+  std::string api_key_;
+  double timeout_s_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+  int64_t num_connections_opened_ = 0;
+};
+
+}  // namespace flashserve::loadgen

@@ -1,0 +1,58 @@
+// The benchmark driver: runs a Dataset's jobs against an OpenAI-compatible endpoint, closed
+// loop or seeded Poisson arrivals, recording every request. Called by app and tests. Blocks;
+// the calling thread drives all I/O on one event loop (and runs the progress callback).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "loadgen/dataset.h"
+#include "loadgen/metrics.h"
+#include "loadgen/openai_wire.h"
+
+namespace flashserve::loadgen {
+
+struct BenchConfig {
+  std::string base_url = "http://127.0.0.1:8000";
+  ApiKind api = ApiKind::kChat;
+  std::string model;  // empty: the first id listed by GET /v1/models
+  std::string api_key;
+  double temperature = 0.0;
+  std::optional<uint64_t> sampling_seed;  // sent as the request's "seed"
+  bool ignore_eos = false;
+  // Load shape: concurrency > 0 keeps that many jobs in flight (closed loop); request_rate > 0
+  // starts jobs at Poisson arrival times (infinity: all at once), at most max_concurrency
+  // (0 = no cap) in flight. A job is one request, or one conversation for multi-turn.
+  int32_t concurrency = 0;
+  double request_rate = 0.0;
+  int32_t max_concurrency = 0;
+  double duration_s = 0.0;  // > 0: start no request after this many seconds
+  uint64_t seed = 0;        // arrival times
+  // 429 handling: rejected at once, or (honor_retry_after) retried after Retry-After seconds
+  // (1 s when absent) up to max_retries times; the wait counts towards the request's latency.
+  bool honor_retry_after = false;
+  int32_t max_retries = 3;
+  double timeout_s = 600.0;  // per connect, read or write
+  // Exactly one of concurrency and request_rate is set (or neither: concurrency 1).
+  base::Status Validate() const;
+};
+
+struct RunResult {
+  std::string model;                   // the model name sent
+  std::vector<RequestRecord> records;  // sorted by (job_idx, turn_idx)
+  double duration_s = 0.0;             // first request start to last request end
+  int64_t num_skipped = 0;             // turns never sent (deadline, or an earlier turn failed)
+  int64_t num_connections = 0;         // TCP connections opened
+};
+
+using ProgressFn = std::function<void(const RequestRecord& record)>;
+
+// Errors only when the run cannot start (bad config or URL, no model name available); failed
+// requests are records. `dataset` must have a job limit or the config a duration.
+base::Result<RunResult> RunBenchmark(const BenchConfig& config, const Dataset& dataset, ProgressFn progress = nullptr);
+
+}  // namespace flashserve::loadgen
