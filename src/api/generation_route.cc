@@ -101,6 +101,7 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Diale
   request.max_tokens = *options.max_tokens;
   request.stop_token_ids = std::move(options.stop_token_ids);
   request.ignore_eos = options.ignore_eos;
+  request.ttl_class = options.cache_ttl;
 
   JobDeps deps{ctx.service, ctx.tokenizer, ctx.metrics, ctx.ids};
   GenerationJob::Create(std::move(job), deps, exchange)->Start(std::move(request));

@@ -168,6 +168,29 @@ void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
   counter("flashserve_requests_finished_total", "Requests the engine finished", s.requests_finished_total);
   counter("flashserve_requests_rejected_total", "Requests refused because the queue was full",
           s.requests_rejected_total);
+  SetKvTierStats(s);
+}
+
+void ApiMetrics::SetKvTierStats(const serve::ServiceStats& s) {
+  static const char* kTiers[3] = {"memory", "disk", "shared"};
+  for (int t = 0; t < 3; ++t) {
+    const serve::KvTierStats& k = s.kv_tiers[t];
+    const Labels tier = {{"tier", kTiers[t]}};
+    auto gauge = [&](const char* name, const char* help, double v) { registry_.Gauge(name, help, tier).Set(v); };
+    auto counter = [&](const char* name, const char* help, double v) { registry_.Counter(name, help, tier).Set(v); };
+    gauge("flashserve_kv_objects", "KV-store objects held", k.objects);
+    gauge("flashserve_kv_bytes", "KV-store bytes held", k.bytes);
+    gauge("flashserve_kv_capacity_bytes", "KV-store byte budget", k.capacity);
+    gauge("flashserve_kv_gc_backlog", "Expired objects awaiting deletion", k.gc_backlog);
+    gauge("flashserve_kv_writable", "1 when the tier accepts writes", k.writable ? 1 : 0);
+    counter("flashserve_kv_hits_total", "KV-store object hits", k.hits);
+    counter("flashserve_kv_misses_total", "KV-store object misses", k.misses);
+    counter("flashserve_kv_read_bytes_total", "KV-store bytes read", k.bytes_read);
+    counter("flashserve_kv_written_bytes_total", "KV-store bytes written", k.bytes_written);
+    counter("flashserve_kv_evictions_total", "KV-store capacity evictions", k.evictions);
+    counter("flashserve_kv_expirations_total", "KV-store objects expired by TTL", k.expirations);
+    counter("flashserve_kv_corrupt_total", "Corrupt, truncated or foreign KV-store objects found (deleted)", k.corrupt);
+  }
 }
 
 }  // namespace flashserve::api

@@ -88,6 +88,7 @@ class ApiMetrics {
   void RecordInterTokenLatency(double seconds);
   // Engine gauges and token counters, copied from Service::Stats() before each scrape.
   void SetServiceStats(const serve::ServiceStats& stats);
+  void SetKvTierStats(const serve::ServiceStats& stats);
   std::string Render() const { return registry_.Render(); }
 
  private:

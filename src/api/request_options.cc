@@ -225,6 +225,12 @@ std::optional<ApiError> ParseGenerationOptions(const nlohmann::ordered_json& bod
   ReadLogitBias(r, vocab_size, out);
   ReadStopTokenIds(r, vocab_size, out);
   r.Bool("ignore_eos", &out->ignore_eos);
+  if (const Json* ttl = r.Find("cache_ttl")) {
+    const bool ok = ttl->is_string() && !ttl->get<std::string>().empty() && ttl->get<std::string>().size() <= 32 &&
+                    ttl->get<std::string>().find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_-") == std::string::npos;
+    if (!ok) r.Fail("cache_ttl", "expected a retention class name such as \"agent\" or \"chat\"");
+    else out->cache_ttl = ttl->get<std::string>();
+  }
   if (const Json* user = r.Find("user")) {
     if (!user->is_string()) r.Fail("user", std::string("expected a string, got ") + JsonTypeName(*user));
     else out->user = user->get<std::string>();

@@ -31,6 +31,7 @@ struct GenerationOptions {
   bool ignore_eos = false;                // extension (vLLM)
   protocol::SamplingParams sampling;      // temperature, top_p, top_k, min_p, penalties, bias, seed, logprobs
   std::string user;
+  std::string cache_ttl;                  // extension: KV-store retention class ("agent", "chat", ...)
 };
 
 // Reads the fields above from a JSON object body. `vocab_size` bounds logit_bias and stop ids.

@@ -39,7 +39,9 @@ Json UsageJson(const protocol::Usage& usage) {
   j["prompt_tokens"] = usage.prompt_tokens;
   j["completion_tokens"] = usage.completion_tokens;
   j["total_tokens"] = usage.prompt_tokens + usage.completion_tokens;
-  j["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens}};
+  j["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens},
+                                {"cached_tokens_by_tier",
+                                 {{"memory", usage.cached_memory}, {"disk", usage.cached_disk}, {"shared", usage.cached_shared}}}};
   j["prompt_cache_hit_tokens"] = usage.cached_tokens;
   j["prompt_cache_miss_tokens"] = usage.cache_miss_tokens();
   return j;

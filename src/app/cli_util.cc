@@ -1,6 +1,7 @@
 // Developer command helpers (app/cli_util.h).
 #include "app/cli_util.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/file_util.h"
@@ -52,6 +53,32 @@ std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir) {
     return nullptr;
   }
   return std::move(model).value();
+}
+
+base::Result<std::vector<kvstore::TtlClass>> ParseTtlClasses(const std::string& spec) {
+  std::vector<kvstore::TtlClass> out;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    const size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string item = spec.substr(pos, end - pos);
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 >= item.size())
+      return Error(ErrorCode::kInvalidArgument, "TTL class '" + item + "': expected name=duration, e.g. agent=3d");
+    std::string number = item.substr(eq + 1);
+    int64_t unit = 1;
+    switch (number.back()) {
+      case 's': unit = 1; number.pop_back(); break;
+      case 'm': unit = 60; number.pop_back(); break;
+      case 'h': unit = 3600; number.pop_back(); break;
+      case 'd': unit = 86400; number.pop_back(); break;
+      default: break;
+    }
+    if (number.empty() || number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos)
+      return Error(ErrorCode::kInvalidArgument, "TTL class '" + item + "': bad duration");
+    out.push_back({item.substr(0, eq), std::stoll(number) * unit});
+    pos = end + 1;
+  }
+  return out;
 }
 
 int PrintError(const base::Error& error) {

@@ -12,6 +12,7 @@
 #include "base/result.h"
 #include "engine/model.h"
 #include "engine/options.h"
+#include "kvstore/kv_store.h"
 
 namespace flashserve::app {
 
@@ -25,6 +26,9 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
 
 // Loads the model; on error prints it and returns null.
 std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir);
+
+// "agent=3d,chat=7d" (units s, m, h, d; none = seconds) -> TTL classes.
+base::Result<std::vector<kvstore::TtlClass>> ParseTtlClasses(const std::string& spec);
 
 // Prints "error: <message>" to stderr and returns 1.
 int PrintError(const base::Error& error);

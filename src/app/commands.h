@@ -19,5 +19,6 @@ void RegisterLogitsCommand(CLI::App& app, CommandFn* run);
 void RegisterGenerateCommand(CLI::App& app, CommandFn* run);
 void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run);
 void RegisterBenchCommand(CLI::App& app, CommandFn* run);
+void RegisterKvCommand(CLI::App& app, CommandFn* run);
 
 }  // namespace flashserve::app

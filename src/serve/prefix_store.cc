@@ -1,5 +1,7 @@
-// Prefix store (serve/prefix_store.h).
+// Prefix store over the tiered KV store (serve/prefix_store.h).
 #include "serve/prefix_store.h"
+
+#include <algorithm>
 
 #include "base/log.h"
 #include "engine/state_codec.h"
@@ -7,20 +9,38 @@
 
 namespace flashserve::serve {
 
-PrefixStore::PrefixStore(const engine::Model& model, std::string fingerprint, int64_t capacity_bytes)
-    : model_(model), fingerprint_(std::move(fingerprint)), cache_(capacity_bytes) {}
+using kvstore::ObjectKey;
+using kvstore::ObjectKind;
+using kvstore::Tier;
 
-int64_t PrefixStore::Probe(const std::string& ns, std::span<const int32_t> tokens, int64_t limit,
-                           kv::PrefixMatch* match) {
+PrefixStore::PrefixStore(const engine::Model& model, std::string fingerprint, kvstore::KvStore* store)
+    : model_(model), fingerprint_(std::move(fingerprint)), store_(store) {}
+
+std::vector<kv::BlockHash> PrefixStore::Hashes(const std::string& ns, std::span<const int32_t> tokens,
+                                               int64_t limit) const {
   const int64_t max_blocks = std::min<int64_t>(static_cast<int64_t>(tokens.size()), limit) / kv::kBlockTokens;
-  if (max_blocks <= 0) return 0;
-  std::vector<kv::BlockHash> hashes =
-      kv::BlockHashes(kv::HashSeed(fingerprint_, ns), tokens.subspan(0, static_cast<size_t>(max_blocks * kv::kBlockTokens)));
-  *match = cache_.Lookup(hashes);
+  if (max_blocks <= 0) return {};
+  return kv::BlockHashes(kv::HashSeed(fingerprint_, ns),
+                         tokens.subspan(0, static_cast<size_t>(max_blocks * kv::kBlockTokens)));
+}
+
+int64_t PrefixStore::Probe(const std::string& ns, std::span<const int32_t> tokens, int64_t limit, PrefixMatch* match) {
+  *match = PrefixMatch{};
+  std::vector<kvstore::Payload> blocks;
+  for (const kv::BlockHash& h : Hashes(ns, tokens, limit)) {
+    kvstore::Payload block = store_->GetMemory(ObjectKey{ObjectKind::kBlock, h});
+    if (!block) break;
+    blocks.push_back(std::move(block));
+    if (kvstore::Payload boundary = store_->GetMemory(ObjectKey{ObjectKind::kBoundary, h})) {
+      match->num_blocks = static_cast<int64_t>(blocks.size());
+      match->blocks = blocks;
+      match->boundary = std::move(boundary);
+    }
+  }
   return match->num_blocks * kv::kBlockTokens;
 }
 
-std::unique_ptr<engine::SequenceState> PrefixStore::Restore(const kv::PrefixMatch& match, bool with_mtp) {
+std::unique_ptr<engine::SequenceState> PrefixStore::Restore(const PrefixMatch& match, bool with_mtp) {
   std::vector<std::string_view> blocks;
   for (const auto& b : match.blocks) blocks.push_back(*b);
   auto state = engine::AssembleState(*match.boundary, blocks, model_.config(), model_.plan());
@@ -32,17 +52,54 @@ std::unique_ptr<engine::SequenceState> PrefixStore::Restore(const kv::PrefixMatc
   return std::move(state).value();
 }
 
-void PrefixStore::Persist(const std::string& ns, std::span<const int32_t> tokens, const engine::SequenceState& state) {
+FetchPlan PrefixStore::PlanFetch(const std::string& ns, std::span<const int32_t> tokens, int64_t limit) const {
+  FetchPlan plan;
+  std::vector<ObjectKey> missing;  // not in L1, for the blocks seen so far
+  std::vector<Tier> tiers;
+  for (const kv::BlockHash& h : Hashes(ns, tokens, limit)) {
+    const ObjectKey block{ObjectKind::kBlock, h}, boundary{ObjectKind::kBoundary, h};
+    const std::optional<Tier> block_tier = store_->Locate(block);
+    if (!block_tier) break;
+    tiers.push_back(*block_tier);
+    if (*block_tier != Tier::kMemory) missing.push_back(block);
+    const std::optional<Tier> boundary_tier = store_->Locate(boundary);
+    if (!boundary_tier) continue;
+    const int64_t k = static_cast<int64_t>(tiers.size());
+    const bool all_memory = missing.empty() && *boundary_tier == Tier::kMemory;
+    if (all_memory) plan.memory_blocks = k;
+    plan.total_blocks = k;
+    plan.keys = missing;
+    if (*boundary_tier != Tier::kMemory) plan.keys.push_back(boundary);
+    plan.block_tiers = tiers;
+  }
+  for (const ObjectKey& key : plan.keys) plan.slowest = std::max(plan.slowest, store_->Locate(key).value_or(Tier::kMemory));
+  return plan;
+}
+
+int64_t PrefixStore::EstimateFetchBytes(int64_t blocks) const {
+  const int64_t block = stored_blocks_ > 0 ? stored_block_bytes_ / stored_blocks_ : 64 << 10;
+  const int64_t boundary = stored_boundaries_ > 0 ? stored_boundary_bytes_ / stored_boundaries_ : 1 << 20;
+  return blocks * block + boundary;
+}
+
+void PrefixStore::Persist(const std::string& ns, std::span<const int32_t> tokens, const engine::SequenceState& state,
+                          const std::string& ttl_class) {
   const int64_t position = state.position();
   if (position <= 0 || position % kv::kBlockTokens != 0 || static_cast<int64_t>(tokens.size()) < position) return;
-  std::vector<kv::BlockHash> hashes = kv::BlockHashes(kv::HashSeed(fingerprint_, ns), tokens.subspan(0, position));
+  const std::vector<kv::BlockHash> hashes = Hashes(ns, tokens, position);
   for (size_t b = 0; b < hashes.size(); ++b) {
-    if (cache_.HasBlock(hashes[b])) continue;
-    cache_.PutBlock(hashes[b], std::make_shared<const std::string>(
-                                   engine::SerializeBlock(state, model_.config(), model_.plan(), static_cast<int64_t>(b))));
+    const ObjectKey key{ObjectKind::kBlock, hashes[b]};
+    if (store_->Locate(key)) continue;
+    auto payload = std::make_shared<const std::string>(
+        engine::SerializeBlock(state, model_.config(), model_.plan(), static_cast<int64_t>(b)));
+    stored_block_bytes_ += static_cast<int64_t>(payload->size());
+    ++stored_blocks_;
+    store_->Put(key, std::move(payload), static_cast<int64_t>(b + 1) * kv::kBlockTokens, ttl_class);
   }
-  cache_.PutBoundary(hashes.back(),
-                     std::make_shared<const std::string>(engine::SerializeBoundary(state, model_.config(), model_.plan())));
+  auto boundary = std::make_shared<const std::string>(engine::SerializeBoundary(state, model_.config(), model_.plan()));
+  stored_boundary_bytes_ += static_cast<int64_t>(boundary->size());
+  ++stored_boundaries_;
+  store_->Put(ObjectKey{ObjectKind::kBoundary, hashes.back()}, std::move(boundary), position, ttl_class);
 }
 
 std::string ModelFingerprint(const engine::Model& model, bool qat) {

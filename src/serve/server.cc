@@ -4,6 +4,7 @@
 #include "serve/server_internal.h"
 
 #include <algorithm>
+#include <limits>
 #include <random>
 
 #include "base/log.h"
@@ -32,7 +33,29 @@ base::Status ServerConfig::Validate() const {
   return base::Status::Ok();
 }
 
+namespace {
+const base::Clock& ProcessClock() {
+  static const base::SystemClock clock;
+  return clock;
+}
+
+std::unique_ptr<kvstore::KvStore> MemoryStore(const engine::Model& model, bool qat, int64_t bytes) {
+  if (bytes <= 0) return nullptr;
+  kvstore::StoreConfig cfg;
+  cfg.fingerprint = ModelFingerprint(model, qat);
+  cfg.memory_bytes = bytes;
+  cfg.io_threads = 1;
+  auto store = kvstore::KvStore::Open(cfg, ProcessClock());
+  FS_CHECK(store.ok(), "in-memory prefix cache: %s", store.error().ToString().c_str());
+  return std::move(store).value();
+}
+}  // namespace
+
 Server::Server(const engine::Model& model, const engine::EngineOptions& engine_options, const ServerConfig& config)
+    : Server(model, engine_options, config, MemoryStore(model, engine_options.qat, config.prefix_cache_bytes)) {}
+
+Server::Server(const engine::Model& model, const engine::EngineOptions& engine_options, const ServerConfig& config,
+               std::unique_ptr<kvstore::KvStore> store)
     : model_(model),
       engine_options_(engine_options),
       config_(config),
@@ -41,8 +64,8 @@ Server::Server(const engine::Model& model, const engine::EngineOptions& engine_o
              [&model](int64_t p) { return engine::EstimateStateBytes(model.config(), model.plan(), false, p); }) {
   if (config_.max_context <= 0 || config_.max_context > model.config().max_position)
     config_.max_context = model.config().max_position;
-  if (config_.prefix_cache_bytes > 0)
-    prefix_ = std::make_unique<PrefixStore>(model, ModelFingerprint(model, engine_options.qat), config_.prefix_cache_bytes);
+  store_ = std::move(store);
+  if (store_) prefix_ = std::make_unique<PrefixStore>(model, ModelFingerprint(model, engine_options.qat), store_.get());
   stats_.state_pool_capacity = config_.sched.state_pool_bytes;
 }
 
@@ -65,6 +88,7 @@ void Server::Stop() {
   std::vector<std::string> ids;
   for (const auto& [id, r] : requests_) ids.push_back(id);
   for (const auto& id : ids) CancelNow(id, FinishReason::kCancelled, "server shutting down");
+  if (store_) store_->Close();  // flushes queued write-throughs
 }
 
 ModelInfo Server::Info() const {
@@ -111,7 +135,10 @@ base::Status Server::Submit(protocol::GenerateRequest request, EventSink sink) {
                                                       std::to_string(config_.sched.max_waiting) + "); retry later");
     }
     ++queued_requests_;
-    inbound_.push_back(Command{false, r->req.id, std::move(r)});
+    Command c;
+    c.id = r->req.id;
+    c.request = std::move(r);
+    inbound_.push_back(std::move(c));
   }
   wake_.notify_one();
   return base::Status::Ok();
@@ -120,7 +147,10 @@ base::Status Server::Submit(protocol::GenerateRequest request, EventSink sink) {
 void Server::Cancel(const std::string& request_id) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inbound_.push_back(Command{true, request_id, nullptr});
+    Command c;
+    c.cancel = true;
+    c.id = request_id;
+    inbound_.push_back(std::move(c));
   }
   wake_.notify_one();
 }
@@ -135,6 +165,15 @@ void Server::DrainInbound(bool block) {
   for (Command& c : commands) {
     if (c.cancel) {
       CancelNow(c.id, FinishReason::kCancelled, "");
+    } else if (c.fetched) {
+      auto it = requests_.find(c.id);
+      if (it == requests_.end() || it->second != c.request) {
+        c.request->pinned = std::move(c.pinned);
+        ReleasePins(*c.request);  // cancelled while fetching
+      } else {
+        c.request->pinned = std::move(c.pinned);
+        Enqueue(std::move(c.request));
+      }
     } else {
       Admit(std::move(c.request));
     }
@@ -155,6 +194,48 @@ void Server::Admit(std::shared_ptr<Request> request) {
     static std::mt19937_64 rng(std::random_device{}());
     request->req.sampling.seed = rng();
   }
+  request->usage.prompt_tokens = static_cast<int64_t>(request->req.prompt.size());
+  requests_[request->req.id] = request;
+  if (!StartFetch(request)) Enqueue(std::move(request));
+}
+
+// Fetch-or-recompute: when disk or the shared tier hold a longer prefix than memory and
+// fetching it is predicted faster than recomputing it, fetch asynchronously and admit the
+// request when the objects are in memory (pinned until restored).
+bool Server::StartFetch(const std::shared_ptr<Request>& request) {
+  if (!prefix_) return false;
+  const auto& prompt = request->req.prompt;
+  FetchPlan plan = prefix_->PlanFetch(request->req.cache_namespace, prompt, static_cast<int64_t>(prompt.size()) - 1);
+  request->block_tiers = plan.block_tiers;
+  if (plan.total_blocks <= plan.memory_blocks || plan.keys.empty()) return false;
+  const int64_t blocks = plan.total_blocks - plan.memory_blocks;
+  const double fetch_s = store_->PredictFetchSeconds(plan.slowest, prefix_->EstimateFetchBytes(blocks));
+  const double recompute_s = prefill_seconds_per_token_ > 0
+                                 ? static_cast<double>(blocks * kv::kBlockTokens) * prefill_seconds_per_token_
+                                 : std::numeric_limits<double>::infinity();
+  if (fetch_s >= recompute_s) return false;
+  std::vector<kvstore::ObjectKey> keys = plan.keys;
+  store_->Fetch(
+      keys,
+      [this, request, keys](std::vector<bool> present) {
+        // I/O thread: hand the result to the engine thread.
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          Command c;
+          c.fetched = true;
+          c.id = request->req.id;
+          c.request = request;
+          for (size_t i = 0; i < keys.size(); ++i)
+            if (i < present.size() && present[i]) c.pinned.push_back(keys[i]);
+          inbound_.push_back(std::move(c));
+        }
+        wake_.notify_one();
+      },
+      /*pin=*/true);
+  return true;
+}
+
+void Server::Enqueue(std::shared_ptr<Request> request) {
   auto choice = std::make_unique<Choice>();
   choice->seq_id = next_seq_id_++;
   choice->request = request;
@@ -167,6 +248,8 @@ void Server::Admit(std::shared_ptr<Request> request) {
   base::Status s = sched_.Add(std::move(seq));
   if (!s.ok()) {
     MarkStarted(*request);
+    ReleasePins(*request);
+    requests_.erase(request->req.id);
     protocol::GenerateEvent e;
     e.finish = FinishReason::kError;
     e.error = s.error().message();
@@ -176,10 +259,13 @@ void Server::Admit(std::shared_ptr<Request> request) {
   }
   request->open_choices = 1;
   request->forks_pending = request->req.n - 1;
-  request->usage.prompt_tokens = static_cast<int64_t>(request->req.prompt.size());
   request->seq_ids.push_back(choice->seq_id);
-  requests_[request->req.id] = request;
   choices_[choice->seq_id] = std::move(choice);
+}
+
+void Server::ReleasePins(Request& request) {
+  for (const kvstore::ObjectKey& key : request.pinned) store_->Unpin(key);
+  request.pinned.clear();
 }
 
 void Server::MarkStarted(Request& request) {

@@ -16,6 +16,7 @@
 
 #include "engine/engine.h"
 #include "sched/scheduler.h"
+#include "kvstore/kv_store.h"
 #include "serve/prefix_store.h"
 #include "serve/service.h"
 
@@ -24,7 +25,7 @@ namespace flashserve::serve {
 struct ServerConfig {
   std::string model_name = "deepseek-v4";
   sched::SchedConfig sched;
-  int64_t prefix_cache_bytes = int64_t{1} << 30;  // 0 disables the prefix cache
+  int64_t prefix_cache_bytes = int64_t{1} << 30;  // L1 budget when the server builds its own store; 0 disables
   int max_choices = 16;                           // largest n
   int64_t max_context = 0;                        // 0 = the model's max_position_embeddings
   base::Status Validate() const;
@@ -32,7 +33,12 @@ struct ServerConfig {
 
 class Server final : public Service {
  public:
+  // With an in-memory prefix cache of config.prefix_cache_bytes (none when 0).
   Server(const engine::Model& model, const engine::EngineOptions& engine_options, const ServerConfig& config);
+  // With a tiered store opened by the caller for ModelFingerprint(model, options.qat); the
+  // server owns it and closes it (flushing writes) on Stop.
+  Server(const engine::Model& model, const engine::EngineOptions& engine_options, const ServerConfig& config,
+         std::unique_ptr<kvstore::KvStore> store);
   ~Server() override;
 
   void Start();
@@ -52,14 +58,19 @@ class Server final : public Service {
   struct Request;
   struct Command {
     bool cancel = false;
+    bool fetched = false;  // an outer-tier fetch for `request` completed
     std::string id;
     std::shared_ptr<Request> request;
+    std::vector<kvstore::ObjectKey> pinned;  // with fetched: the objects now pinned in L1
   };
 
   base::Status ValidateRequest(const protocol::GenerateRequest& r) const;
   void Loop();
   void DrainInbound(bool block);
   void Admit(std::shared_ptr<Request> request);
+  bool StartFetch(const std::shared_ptr<Request>& request);
+  void Enqueue(std::shared_ptr<Request> request);
+  void ReleasePins(Request& request);
   void CancelNow(const std::string& id, protocol::FinishReason reason, const std::string& error);
   void RunPlan(const sched::StepPlan& plan);
   void AfterForward(const sched::StepItem& item, const float* logits);
@@ -70,13 +81,16 @@ class Server final : public Service {
   int64_t RestoreCache(sched::Sequence& seq, int64_t tokens);
   void PublishStats(bool ran_step);
   void MarkStarted(Request& request);
+  void CountCachedTokens(Request& request, int64_t tokens);
 
   const engine::Model& model_;
   engine::EngineOptions engine_options_;
   ServerConfig config_;
   engine::Engine engine_;
   sched::Scheduler sched_;
+  std::unique_ptr<kvstore::KvStore> store_;
   std::unique_ptr<PrefixStore> prefix_;
+  double prefill_seconds_per_token_ = 0;  // moving average over prefill-heavy steps
   std::map<std::string, std::shared_ptr<Request>> requests_;  // by request id
   std::map<uint64_t, std::unique_ptr<Choice>> choices_;      // by sequence id
   uint64_t next_seq_id_ = 1;

@@ -6,7 +6,8 @@
 #include <vector>
 
 #include "engine/state.h"
-#include "kv/prefix_cache.h"
+#include "kvstore/kv_store.h"
+#include "serve/prefix_store.h"
 #include "protocol/generate.h"
 #include "sampler/sampler.h"
 #include "serve/server.h"
@@ -20,6 +21,8 @@ struct Server::Request {
   int forks_pending = 0;        // choices still to fork from choice 0 after its prefill
   bool cached_counted = false;  // prompt cache hits are counted once per request
   bool started = false;         // left the queue (first step ran, or it ended)
+  std::vector<kvstore::ObjectKey> pinned;   // fetched objects pinned in L1 until restored
+  std::vector<kvstore::Tier> block_tiers;   // where each cached prompt block was before a fetch
   protocol::Usage usage;
   std::vector<uint64_t> seq_ids;
 };
@@ -32,7 +35,7 @@ struct Server::Choice {
   sampler::TokenHistory history;
   protocol::SamplingParams params;
   int64_t generated = 0;
-  kv::PrefixMatch match;
+  PrefixMatch match;
 };
 
 }  // namespace flashserve::serve

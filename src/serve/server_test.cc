@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <chrono>
 #include <map>
 #include <thread>
 
+#include "base/clock.h"
 #include "engine/test_model.h"
+#include "kvstore/kv_store.h"
 
 namespace flashserve::serve {
 namespace {
@@ -39,6 +42,12 @@ EventSink Collect(Collected* out) {
       out->usage = e.usage;
     }
   };
+}
+
+std::string Id(const char* prefix, int i) {
+  std::string id = prefix;
+  id += std::to_string(i);
+  return id;
 }
 
 protocol::GenerateRequest Request(std::string id, std::vector<int32_t> prompt, int max_tokens, uint64_t seed) {
@@ -82,7 +91,7 @@ TEST(ServerTest, SeededOutputIsTheSameAloneAndInAnyBatch) {
     Collected target;
     std::vector<Collected*> all = {&target};
     for (int i = 0; i < batch - 1; ++i) {
-      ASSERT_TRUE(s.Submit(Request("o" + std::to_string(i), RandomTokens(20 + i * 7, 100 + i), 5 + i % 9, i), Collect(&others[i])).ok());
+      ASSERT_TRUE(s.Submit(Request(Id("o", i), RandomTokens(20 + i * 7, 100 + i), 5 + i % 9, i), Collect(&others[i])).ok());
       all.push_back(&others[i]);
       if (i == batch / 2) {
         ASSERT_TRUE(s.Submit(Request("t", prompt, 12, 77), Collect(&target)).ok());
@@ -148,7 +157,7 @@ TEST(ServerTest, ChoicesForkFromOnePrefillWithTheirOwnSeeds) {
   for (int i = 0; i < 3; ++i) {  // choice i == an n=1 request with seed + i
     Collected single;
     protocol::GenerateRequest one = r;
-    one.id = "one" + std::to_string(i);
+    one.id = Id("one", i);
     one.n = 1;
     one.sampling.seed = 500 + i;
     ASSERT_TRUE(s.Submit(one, Collect(&single)).ok());
@@ -203,7 +212,7 @@ TEST(ServerTest, TinyStatePoolPreemptsAndStillGivesTheSameTokens) {
   std::vector<Collected> a(4), b(4);
   std::vector<Collected*> pa, pb;
   for (int i = 0; i < 4; ++i) {
-    auto r = Request("r" + std::to_string(i), RandomTokens(110 + 3 * i, 20 + i), 40, i);
+    auto r = Request(Id("r", i), RandomTokens(110 + 3 * i, 20 + i), 40, i);
     ASSERT_TRUE(small.Submit(r, Collect(&a[i])).ok());
     ASSERT_TRUE(big.Submit(r, Collect(&b[i])).ok());
     pa.push_back(&a[i]);
@@ -267,7 +276,7 @@ TEST(ServerTest, EngineThreadServesConcurrentSubmitters) {
         Collect(&outs[i])(e);
         if (e.request_done) ++done;
       };
-      ASSERT_TRUE(s.Submit(Request("c" + std::to_string(i), RandomTokens(40, 50 + i), 6, i), sink).ok());
+      ASSERT_TRUE(s.Submit(Request(Id("c", i), RandomTokens(40, 50 + i), 6, i), sink).ok());
     });
   }
   for (auto& t : clients) t.join();
@@ -275,6 +284,57 @@ TEST(ServerTest, EngineThreadServesConcurrentSubmitters) {
   s.Stop();
   EXPECT_EQ(done.load(), 6);
   for (auto& o : outs) EXPECT_EQ(o.tokens[0].size(), 6u);
+}
+
+}  // namespace
+}  // namespace flashserve::serve
+
+namespace flashserve::serve {
+namespace {
+
+std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::Clock& clock) {
+  kvstore::StoreConfig cfg;
+  cfg.fingerprint = ModelFingerprint(TestModel(), engine::EngineOptions{}.qat);
+  cfg.memory_bytes = 64 << 20;
+  cfg.disk_dir = dir;
+  cfg.disk_bytes = 256 << 20;
+  cfg.background_gc = false;
+  auto store = kvstore::KvStore::Open(cfg, clock);
+  EXPECT_TRUE(store.ok()) << store.error().ToString();
+  return std::move(store).value();
+}
+
+TEST(ServerStoreTest, PrefixSurvivesARestartThroughTheDiskTier) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("fs_serve_store_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  base::SystemClock clock;
+  protocol::GenerateRequest r = Request("p", RandomTokens(300, 11), 8, 3);
+  r.sampling.temperature = 0;
+  r.ttl_class = "agent";
+  Collected first, second;
+  {
+    Server s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
+    ASSERT_TRUE(s.Submit(r, Collect(&first)).ok());
+    RunUntilDone(s, {&first});
+    s.Stop();  // flushes the write-through to disk
+  }
+  EXPECT_EQ(first.usage.cached_tokens, 0);
+  {
+    Server s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
+    r.id = "p2";
+    ASSERT_TRUE(s.Submit(r, Collect(&second)).ok());
+    for (int i = 0; i < 2000 && !second.done; ++i) {
+      if (!s.StepOnce()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // fetch in flight
+    }
+    ASSERT_TRUE(second.done);
+    EXPECT_EQ(s.Stats().kv_tiers[1].hits > 0, true);
+  }
+  EXPECT_EQ(second.usage.cached_tokens, 256);
+  EXPECT_EQ(second.usage.cached_disk, 256);
+  EXPECT_EQ(second.usage.cached_memory, 0);
+  EXPECT_EQ(second.tokens[0], first.tokens[0]);
+  EXPECT_EQ(second.logprobs[0], first.logprobs[0]);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

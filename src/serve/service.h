@@ -21,6 +21,13 @@ struct ModelInfo {
   int32_t bos_token_id = 0;
 };
 
+// One KV-store tier (0 memory, 1 local disk, 2 shared) as seen by /metrics.
+struct KvTierStats {
+  int64_t objects = 0, bytes = 0, capacity = 0, hits = 0, misses = 0, bytes_read = 0, bytes_written = 0,
+          evictions = 0, expirations = 0, corrupt = 0, gc_backlog = 0;
+  bool writable = true;
+};
+
 struct ServiceStats {
   int64_t running = 0;              // sequences in the batch
   int64_t waiting = 0;              // admitted requests not yet running
@@ -34,6 +41,7 @@ struct ServiceStats {
   int64_t steps_total = 0;          // engine steps that ran work
   int64_t requests_finished_total = 0;
   int64_t requests_rejected_total = 0;
+  KvTierStats kv_tiers[3];
 };
 
 using EventSink = std::function<void(const protocol::GenerateEvent&)>;

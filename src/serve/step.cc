@@ -1,5 +1,6 @@
 // One engine step of the Server: plan, forward, sample, commit, finish (serve/server.h).
 #include <algorithm>
+#include <chrono>
 
 #include "base/log.h"
 #include "sampler/sampler.h"
@@ -45,7 +46,7 @@ bool Server::StepOnce() {
 
 int64_t Server::ProbeCache(const sched::Sequence& seq) {
   Choice& c = *choices_.at(seq.id);
-  c.match = kv::PrefixMatch{};
+  c.match = PrefixMatch{};
   if (!prefix_) return 0;
   return prefix_->Probe(c.request->req.cache_namespace, seq.tokens, static_cast<int64_t>(seq.tokens.size()) - 1, &c.match);
 }
@@ -54,14 +55,24 @@ int64_t Server::RestoreCache(sched::Sequence& seq, int64_t tokens) {
   Choice& c = *choices_.at(seq.id);
   if (c.match.num_blocks * kv::kBlockTokens != tokens) return 0;
   c.state = prefix_->Restore(c.match, false);
-  c.match = kv::PrefixMatch{};
-  if (!c.state) return 0;
+  c.match = PrefixMatch{};
   Request& r = *c.request;
-  if (!r.cached_counted && c.index == 0) {
-    r.usage.cached_tokens = r.usage.cached_memory = std::min<int64_t>(tokens, r.usage.prompt_tokens);
-    r.cached_counted = true;
-  }
+  ReleasePins(r);  // restored (or failed): the state owns its copy now
+  if (!c.state) return 0;
+  if (!r.cached_counted && c.index == 0) CountCachedTokens(r, std::min<int64_t>(tokens, r.usage.prompt_tokens));
   return tokens;
+}
+
+void Server::CountCachedTokens(Request& r, int64_t tokens) {
+  r.cached_counted = true;
+  r.usage.cached_tokens = tokens;
+  for (int64_t b = 0; b * kv::kBlockTokens < tokens; ++b) {
+    const int64_t n = std::min<int64_t>(kv::kBlockTokens, tokens - b * kv::kBlockTokens);
+    const kvstore::Tier tier = b < static_cast<int64_t>(r.block_tiers.size()) ? r.block_tiers[b] : kvstore::Tier::kMemory;
+    (tier == kvstore::Tier::kDisk ? r.usage.cached_disk
+     : tier == kvstore::Tier::kShared ? r.usage.cached_shared
+                                      : r.usage.cached_memory) += n;
+  }
 }
 
 void Server::RunPlan(const sched::StepPlan& plan) {
@@ -78,7 +89,13 @@ void Server::RunPlan(const sched::StepPlan& plan) {
     reqs.push_back({c.state.get(), std::span<const int32_t>(seq->tokens.data() + item.begin, item.end - item.begin),
                     item.sample ? engine::LogitsMode::kLast : engine::LogitsMode::kNone});
   }
+  const auto start = std::chrono::steady_clock::now();
   auto result = engine_.Forward(reqs);
+  if (result.ok() && plan.num_tokens >= 32) {  // prefill-heavy step: update the recompute estimate
+    const double per_token =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / static_cast<double>(plan.num_tokens);
+    prefill_seconds_per_token_ = prefill_seconds_per_token_ > 0 ? 0.8 * prefill_seconds_per_token_ + 0.2 * per_token : per_token;
+  }
   if (!result.ok()) {
     FS_LOG(kError, "engine step failed: {}", result.error().ToString());
     std::vector<std::string> ids;
@@ -95,7 +112,8 @@ void Server::RunPlan(const sched::StepPlan& plan) {
 void Server::AfterForward(const sched::StepItem& item, const float* logits) {
   Choice& c = *choices_.at(item.seq_id);
   sched_.Commit(item, std::nullopt);
-  if (item.persist && prefix_) prefix_->Persist(c.request->req.cache_namespace, sched_.Find(item.seq_id)->tokens, *c.state);
+  if (item.persist && prefix_)
+    prefix_->Persist(c.request->req.cache_namespace, sched_.Find(item.seq_id)->tokens, *c.state, c.request->req.ttl_class);
   if (!item.sample) return;
   if (c.index == 0 && c.request->forks_pending > 0) ForkChoices(c, item, logits);
   SampleChoice(c, item, logits);
@@ -161,6 +179,7 @@ void Server::FinishChoice(Choice& c, FinishReason reason, std::string error) {
   MarkStarted(*c.request);
   sched_.Remove(c.seq_id);
   --c.request->open_choices;
+  if (c.request->open_choices == 0) ReleasePins(*c.request);
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.generated_tokens_total += c.generated;
@@ -177,6 +196,17 @@ void Server::CancelNow(const std::string& id, FinishReason reason, const std::st
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   std::shared_ptr<Request> r = it->second;
+  if (r->seq_ids.empty()) {  // still fetching its prefix: nothing runs yet
+    MarkStarted(*r);
+    protocol::GenerateEvent e;
+    e.finish = reason;
+    e.error = error;
+    e.request_done = true;
+    e.usage = r->usage;
+    r->sink(e);
+    requests_.erase(id);
+    return;
+  }
   for (uint64_t seq_id : r->seq_ids) {
     auto c = choices_.find(seq_id);
     if (c == choices_.end()) continue;
@@ -199,7 +229,15 @@ void Server::PublishStats(bool ran_step) {
   stats_.waiting = sched_.num_waiting();
   stats_.state_pool_bytes = sched_.pool_used();
   stats_.preemptions_total = sched_.num_preemptions();
-  stats_.prefix_cache_bytes = prefix_ ? prefix_->cache().bytes() : 0;
+  if (store_) {
+    const kvstore::StoreStats st = store_->Stats();
+    stats_.prefix_cache_bytes = st.tiers[0].bytes;
+    for (int t = 0; t < kvstore::kNumTiers; ++t) {
+      const kvstore::TierStats& ts = st.tiers[t];
+      stats_.kv_tiers[t] = {ts.objects, ts.bytes, ts.capacity, ts.hits, ts.misses, ts.bytes_read, ts.bytes_written,
+                            ts.evictions, ts.expirations, ts.corrupt, ts.gc_backlog, ts.writable};
+    }
+  }
   if (ran_step) ++stats_.steps_total;
 }
 

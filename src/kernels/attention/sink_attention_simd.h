@@ -142,7 +142,8 @@ void ValueTile(const AttentionArgs& a, int h0, int j0, int j1, int c0, int count
     }
   }
   for (int h = 0; h < NH; ++h)
-    for (int c = 0; c < NC; ++c) StoreN<V>(outs[h] + c * L, last ? V::Mul(acc[h][c], V::Set1(inv[h])) : acc[h][c], count);
+    for (int c = 0; c < NC; ++c)
+      StoreN<V>(outs[h] + c * L, last ? V::Mul(acc[h][c], V::Set1(inv[h])) : acc[h][c], count);
 }
 
 // Keys [j0, j1) for NH heads over all columns: blocks of V::kValueVectors full vectors, then
@@ -190,7 +191,8 @@ void Attend(const AttentionArgs& a) {
   static_assert(V::kHeadBlock <= 4, "ForHeadBlocks handles remainders of up to 3 heads");
   const int heads = a.head_end - a.head_begin;
   if (a.num_keys == 0) {  // only the sink: a zero output
-    for (int64_t i = 0; i < static_cast<int64_t>(heads) * a.dim; ++i) a.out[static_cast<int64_t>(a.head_begin) * a.dim + i] = 0.0f;
+    float* out = a.out + static_cast<int64_t>(a.head_begin) * a.dim;
+    for (int64_t i = 0; i < static_cast<int64_t>(heads) * a.dim; ++i) out[i] = 0.0f;
     return;
   }
   for (int j0 = 0; j0 < a.num_keys; j0 += kKeyChunk) {

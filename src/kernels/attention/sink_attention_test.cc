@@ -143,7 +143,8 @@ TEST(SinkAttentionTest, ExtremeLogitsMatchReference) {
     std::vector<float> got(heads * dim);
     SinkAttentionWithIsa(isa, p.q.data(), 0, heads, dim, p.ptrs.data(), num_keys, p.sinks.data(), 1.0f, got.data(),
                          scratch.data());
-    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(ref[i], got[i], 1e-5 + 1e-5 * std::fabs(ref[i])) << IsaName(isa) << " at " << i;
+    for (size_t i = 0; i < ref.size(); ++i)
+      ASSERT_NEAR(ref[i], got[i], 1e-5 + 1e-5 * std::fabs(ref[i])) << IsaName(isa) << " at " << i;
   }
 }
 

@@ -2,6 +2,7 @@
 // picks the instruction set and the in-register (direct) or panel mode, splits output rows
 // over the pool, and holds the portable kernel used where no vector ISA is available.
 #include <algorithm>
+#include <atomic>
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #endif
@@ -26,7 +27,6 @@ constexpr int64_t kScaleXMaxRows = 2;         // n up to this: FP8 scales activa
 constexpr int64_t kDirectTaskRows = 24;       // output rows per task: a multiple of 3, 4 and 8
 constexpr int kTileGroupRows = 8;             // largest weight-row tile (matmul_simd.h)
 constexpr int64_t kPanelFloats = 32 * 1024;  // 128 KiB of dequantized weights per panel
-constexpr int64_t kStaticSplitBytes = int64_t{16} << 20;
 constexpr int64_t kMinPartWork = int64_t{1} << 17;  // weights x max(2, n): about 5 us on one core
 
 // Dequantizes rows [r0, r1) through the lookup tables (the same exact values as
@@ -111,19 +111,28 @@ ByteRange Fp8ScaleRange(const model::Matrix& w) {
   return num_scales == 0 ? ByteRange{} : ByteRange{*lo, *hi};
 }
 
-// Whether x * 2^(s - bias) is an exact, normal f32 (or zero) for every activation and every
-// scale byte s in range: then scaling the activations equals scaling the weights bit for bit.
-bool ActivationScalingIsExact(const float* x, int64_t n, int64_t ldx, int64_t cols, ByteRange range, int bias) {
+// The smallest nonzero and the largest |x| over the activations (NaN left out; inf kept).
+struct Magnitudes {
   float lo = std::numeric_limits<float>::infinity(), hi = 0.0f;
+};
+
+Magnitudes ActivationMagnitudes(const float* x, int64_t n, int64_t ldx, int64_t cols) {
+  Magnitudes m;
   for (int64_t i = 0; i < n; ++i)
     for (int64_t c = 0; c < cols; ++c) {
       const float v = std::fabs(x[i * ldx + c]);
-      if (v != 0.0f) lo = std::min(lo, v);
-      hi = std::max(hi, v);  // NaN compares false and is kept out; inf fails the test below
+      if (v != 0.0f) m.lo = std::min(m.lo, v);
+      m.hi = std::max(m.hi, v);  // NaN compares false and is kept out; inf fails the test below
     }
-  if (hi == 0.0f) return true;
-  return std::ldexp(static_cast<double>(lo), range.lo - bias) >= 0x1p-126 &&
-         std::ldexp(static_cast<double>(hi), range.hi - bias) < 0x1p127;
+  return m;
+}
+
+// Whether x * 2^(s - bias) is an exact, normal f32 (or zero) for every activation and every
+// scale byte s in range: then scaling the activations equals scaling the weights bit for bit.
+bool ActivationScalingIsExact(Magnitudes m, ByteRange range, int bias) {
+  if (m.hi == 0.0f) return true;
+  return std::ldexp(static_cast<double>(m.lo), range.lo - bias) >= 0x1p-126 &&
+         std::ldexp(static_cast<double>(m.hi), range.hi - bias) < 0x1p127;
 }
 
 // Whether the CPU treats subnormal inputs of vector arithmetic as zero (MXCSR.DAZ).
@@ -181,10 +190,12 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
     const ByteRange range = Fp8ScaleRange(w);
     a.tile_shift = Log2IfPowerOfTwo(w.tile_cols);
     a.fp8_vector = w.tile_cols >= lanes && a.tile_shift >= 0 && range.hi <= 246;
-    a.fp8_low = a.fp8_vector && range.hi <= kFp8LowMaxScale && !DenormalsAreZero();
+    if (a.fp8_vector && n <= kScaleXMaxRows && w.tile_rows % kTileGroupRows == 0) {
+      const Magnitudes m = ActivationMagnitudes(x, n, ldx, w.cols);
+      a.fp8_low = range.hi <= kFp8LowMaxScale && !DenormalsAreZero() && ActivationScalingIsExact(m, range, 7);
+      a.fp8_scale_x = a.fp8_low || ActivationScalingIsExact(m, range, 119);
+    }
     a.fp8_fold = a.fp8_low ? tables.e8m0_x2p120 : tables.e8m0_x256;
-    a.fp8_scale_x = a.fp8_vector && n <= kScaleXMaxRows && w.tile_rows % kTileGroupRows == 0 &&
-                    ActivationScalingIsExact(x, n, ldx, w.cols, range, a.fp8_low ? 7 : 119);
   }
   // Panels pay off only where decoding costs more than streaming a decoded copy from cache:
   // FP8 with n > 16 (measured on Zen 4, one core: panels 87 vs in-register 80 GFLOP/s at n = 32,
@@ -205,17 +216,40 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   return a;
 }
 
-// How many contiguous parts the output rows are split into. A matrix of up to kStaticSplitBytes
-// gets one part per thread (fewer for little work: below kMinPartWork no worker is woken): each
-// thread streams one range with its prefetches running ahead, where smaller dynamic chunks would
-// start cold several times per call (measured: cold 0.4-0.5 MiB FP8/FP4 matrices at n = 1..8 ran
-// 10-17% faster). Larger matrices take every task as a part, so that a thread delayed by the
-// system costs little.
-int64_t NumParts(const model::Matrix& w, int64_t n, int64_t num_tasks, int threads) {
-  if (w.rows * w.RowBytes() > kStaticSplitBytes) return num_tasks;
-  const int64_t work = w.rows * w.cols * std::max<int64_t>(2, n);
-  return std::clamp<int64_t>(work / kMinPartWork, 1, std::min<int64_t>(threads, num_tasks));
-}
+// Row tasks of one call split into contiguous parts, one per thread (fewer for little work:
+// below kMinPartWork no worker is woken). Each part is consumed front to back in kPieces pieces
+// through its own cursor; a thread drains its part, then takes pieces of the others. So each
+// thread streams one range with its prefetches running ahead (measured on cold 0.4-0.5 MiB
+// FP8/FP4 matrices at n = 1..8: 10-17% faster than interleaved dynamic chunks, which start cold
+// several times per call), and a thread delayed by the system costs little.
+class RowParts {
+ public:
+  RowParts(const model::Matrix& w, int64_t n, int64_t num_tasks, int threads)
+      : num_tasks_(num_tasks),
+        parts_(std::clamp<int64_t>(w.rows * w.cols * std::max<int64_t>(2, n) / kMinPartWork, 1,
+                                   std::min<int64_t>(threads, num_tasks))),
+        piece_((num_tasks_ / parts_ + kPieces - 1) / kPieces),
+        next_(static_cast<size_t>(parts_)) {
+    for (int64_t p = 0; p < parts_; ++p) next_[p].store(Begin(p), std::memory_order_relaxed);
+  }
+  int64_t parts() const { return parts_; }
+
+  // Calls fn(t0, t1) for pieces of part `own`, then of the other parts, until none is left.
+  template <class Fn>
+  void Drain(int64_t own, const Fn& fn) {
+    for (int64_t k = 0; k < parts_; ++k) {
+      const int64_t p = (own + k) % parts_, end = Begin(p + 1);
+      for (int64_t t0 = next_[p].fetch_add(piece_); t0 < end; t0 = next_[p].fetch_add(piece_))
+        fn(t0, std::min(end, t0 + piece_));
+    }
+  }
+
+ private:
+  static constexpr int64_t kPieces = 4;
+  int64_t Begin(int64_t p) const { return p * num_tasks_ / parts_; }
+  const int64_t num_tasks_, parts_, piece_;
+  std::vector<std::atomic<int64_t>> next_;
+};
 
 }  // namespace
 
@@ -235,12 +269,14 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
   const int64_t task_rows = a.direct ? kDirectTaskRows : a.panel_rows;
   const int64_t num_tasks = (w.rows + task_rows - 1) / task_rows;
   const size_t scratch_floats = a.direct ? 0 : static_cast<size_t>(a.panel_rows * a.padded_cols);
-  const int64_t parts = NumParts(w, n, num_tasks, pool.num_threads());
-  pool.ParallelFor(parts, 1, [&](int64_t p0, int64_t p1) {
-    const int64_t t0 = p0 * num_tasks / parts, t1 = p1 * num_tasks / parts;
+  RowParts parts(w, n, num_tasks, pool.num_threads());
+  pool.ParallelFor(parts.parts(), 1, [&](int64_t p0, int64_t p1) {
     thread_local std::vector<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
-    kernel(a, t0 * task_rows, std::min(w.rows, t1 * task_rows), scratch.data());
+    for (int64_t p = p0; p < p1; ++p)
+      parts.Drain(p, [&](int64_t t0, int64_t t1) {
+        kernel(a, t0 * task_rows, std::min(w.rows, t1 * task_rows), scratch.data());
+      });
   });
 }
 

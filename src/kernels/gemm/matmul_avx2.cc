@@ -1,7 +1,7 @@
-// AVX2 instantiation of the vector matrix-product kernels (kernels/gemm/matmul_simd.h) with
-// the simd::Avx2 traits and its register-tile shapes. Compiled with AVX2 flags; reached only
-// through the dispatcher after a CPU check.
-#include "kernels/gemm/matmul_simd.h"
+// AVX2 instantiation of the vector matrix-product kernels (kernels/gemm/matmul_simd.h,
+// matmul_panels.h) with the simd::Avx2 traits and its register-tile shapes. Compiled with AVX2
+// flags; reached only through the dispatcher after a CPU check.
+#include "kernels/gemm/matmul_panels.h"
 #include "kernels/simd/avx2.h"
 
 namespace flashserve::kernels::internal {

@@ -4,7 +4,8 @@
 
 // Source interface: kStep (columns per Load, a multiple of V::kLanes), kStepBytes (weight
 // bytes per Load, 0 = no prefetch), kScalesX (Tile multiplies activations by XScale),
-// kCostlyDecode (decoding a vector costs about as much as 4 FMAs: share it among more rows), Row(r)
+// kDecodeCost (0: loads and shifts, 1: a lookup or conversion, 2: conversion and scaling; the
+// costlier, the more activation rows should share a decoded vector), Row(r)
 // returning a Cursor with Load(k, w) for columns [k, k + kStep) and Tail(k, rem, w) for the
 // last rem < kStep columns, zero-padded; RowStart(r) for prefetching (rows past the end
 // give the end of the matrix).
@@ -42,7 +43,7 @@ struct F32Rows {
   };
   static constexpr int kStepBytes = 4 * kStep;
   static constexpr bool kScalesX = false;
-  static constexpr bool kCostlyDecode = false;
+  static constexpr int kDecodeCost = 0;
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {reinterpret_cast<const float*>(a->data) + r * a->cols}; }
   const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * a->cols * 4; }
@@ -61,7 +62,7 @@ struct Half16Rows {
   };
   static constexpr int kStepBytes = 2 * kStep;
   static constexpr bool kScalesX = false;
-  static constexpr bool kCostlyDecode = false;
+  static constexpr int kDecodeCost = kBf16 ? 0 : 1;
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {reinterpret_cast<const uint16_t*>(a->data) + r * a->cols}; }
   const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * a->cols * 2; }
@@ -69,16 +70,17 @@ struct Half16Rows {
 };
 
 // FP8 e4m3, power-of-two tiles of at least kLanes columns, so one scale per block. Each weight
-// decodes to e4m3 * 2^-8 (f16 route) or e4m3 * 2^-120 (kLow); kScaled: times the tile factor
-// (MatMulArgs::fp8_fold). Otherwise Tile multiplies the activations by the factor instead
-// (n <= 2, used only where that product is exact: see MatMulArgs::fp8_scale_x).
+// decodes to e4m3 * 2^-8 (f16 route) or e4m3 * 2^-120 (kLow, only with activation scaling);
+// kScaled: times the tile factor (MatMulArgs::fp8_fold). Otherwise Tile multiplies the
+// activations by the factor instead (n <= 2, used only where that product is exact: see
+// MatMulArgs::fp8_scale_x and fp8_low).
 template <class V, bool kScaled, bool kLow>
 struct Fp8Rows {
   using F = typename V::F;
   static constexpr int kStep = V::kLanes;
   static constexpr int kStepBytes = kStep;
   static constexpr bool kScalesX = !kScaled;
-  static constexpr bool kCostlyDecode = true;  // sign extension, shift, mask, conversion, scale
+  static constexpr int kDecodeCost = 2;  // sign extension, shift, mask, conversion, scale
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;
@@ -108,7 +110,7 @@ struct Fp4Rows {
   static constexpr int kStep = 2 * V::kLanes;
   static constexpr int kStepBytes = kStep / 2;
   static constexpr bool kScalesX = false;
-  static constexpr bool kCostlyDecode = false;  // measured: passes of 4 rows beat 8 by 15%
+  static constexpr int kDecodeCost = 1;  // measured: for n > 8, passes of 4 rows beat 8 by 15%
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;
@@ -134,7 +136,7 @@ struct PanelRows {
   };
   static constexpr int kStepBytes = 0;  // already in cache: no prefetch
   static constexpr bool kScalesX = false;
-  static constexpr bool kCostlyDecode = false;
+  static constexpr int kDecodeCost = 0;
   const float* panel;
   int64_t ld;
   int64_t row0;

@@ -1,6 +1,7 @@
-// Vector matrix-product kernels (register tiles, row loops, panels) as templates on ISA traits
-// V, instantiated by matmul_avx2.cc / matmul_avx512.cc with internal-linkage traits, so no
-// inline code built for one ISA is linked into another's path. Re-entrant; no state.
+// Vector matrix-product kernels (register tiles, prefetch stream, row loops and passes) as
+// templates on ISA traits V, instantiated through gemm/matmul_panels.h by matmul_avx2.cc /
+// matmul_avx512.cc with internal-linkage traits, so no inline code built for one ISA is linked
+// into another's path. Re-entrant; no state.
 
 // Reduction order (the batch-invariance contract): y[i, o] has one accumulator of V::kLanes
 // lanes; lane l sums, with FMA, the products of the columns it owns in ascending order, where
@@ -117,7 +118,7 @@ void Group(const Src& src, const MatMulArgs& a, int64_t i0, int64_t count, int64
 // All n activation rows against weight rows [r0, r1). A lone activation row takes
 // V::kSingleNr weight rows per tile; up to V::kWideMr rows (n x kWideNr tiles) are one pass
 // over the weights. More take passes of kMaxMr rows (tiles of kMaxMr x 4, whose activation rows
-// stay in L1; sources with kCostlyDecode: kWideMr rows, fewer decodes) over blocks of about
+// stay in L1; sources with kDecodeCost 2: kWideMr rows, fewer decodes) over blocks of about
 // kBlockBytes of weights, so that the block read from memory
 // by the first pass is still in L2 for the others (passes over a whole task range would stream
 // a tall matrix from DRAM once per pass: the 129280-row head ran at 27% of the FMA peak).
@@ -132,7 +133,10 @@ void Rows(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1) {
     RowGroup<V, 1, V::kSingleNr>(src, a, 0, r0, r1);
     return;
   }
-  if (a.n <= V::kWideMr || a.n <= V::kMaxMr) {
+  // Wide tiles save decodes; for the cheapest decoders two full passes of kMaxMr rows run
+  // faster (measured on Zen 4, BF16 n = 8: 8% faster; n = 5..7 and FP4/FP8: wide tiles).
+  const bool wide = a.n <= V::kWideMr && (Src::kDecodeCost > 0 || a.n % V::kMaxMr != 0);
+  if (a.n <= V::kMaxMr || wide) {
     Group<V>(src, a, 0, a.n, r0, r1);
     return;
   }
@@ -140,97 +144,8 @@ void Rows(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1) {
   const int64_t block = std::max<int64_t>(kBlockUnit, kBlockBytes / src.RowBytes() / kBlockUnit * kBlockUnit);
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t b1 = std::min(r1, b0 + block);
-    constexpr int64_t kPass = Src::kCostlyDecode && V::kWideMr > V::kMaxMr ? V::kWideMr : V::kMaxMr;
+    constexpr int64_t kPass = Src::kDecodeCost >= 2 && V::kWideMr > V::kMaxMr ? V::kWideMr : V::kMaxMr;
     for (int64_t i = 0; i < a.n; i += kPass) Group<V>(src, a, i, std::min<int64_t>(a.n - i, kPass), b0, b1);
-  }
-}
-
-// Dequantizes rows [r0, r1) into panel (stride ld, zero-padded) with the same decoders.
-template <class V, class Src>
-void FillPanel(const Src& src, int64_t r0, int64_t r1, int64_t cols, int64_t ld, float* panel) {
-  using F = typename V::F;
-  constexpr int L = V::kLanes, kVecs = Src::kStep / L;
-  const int64_t full = cols - cols % Src::kStep;
-  for (int64_t r = r0; r < r1; ++r) {
-    const typename Src::Cursor row = src.Row(r);
-    float* dst = panel + (r - r0) * ld;
-    F w[kVecs];
-    int64_t k = 0;
-    for (; k < full; k += Src::kStep) {
-      row.Load(k, w);
-      for (int v = 0; v < kVecs; ++v) V::Store(dst + k + v * L, w[v]);
-    }
-    if (k < cols) {
-      row.Tail(k, static_cast<int>(cols - k), w);
-      V::Store(dst + k, w[0]);
-    }
-  }
-}
-
-// FP8 with tiles the vector decoder does not take: exact products through the scalar tables.
-template <class V>
-void FillPanelFp8Scalar(const MatMulArgs& a, int64_t r0, int64_t r1, float* panel) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* q = a.data + r * a.cols;
-    const uint8_t* s = a.scale + (r / a.tile_rows) * a.scale_cols;
-    float* dst = panel + (r - r0) * a.padded_cols;
-    for (int64_t c = 0; c < a.cols; ++c) dst[c] = a.e4m3[q[c]] * a.e8m0[s[c / a.tile_cols]];
-    for (int64_t c = a.cols; c < a.padded_cols; ++c) dst[c] = 0.0f;
-  }
-}
-
-// Prefetches the raw weights of rows [r0, r1) (contiguous in memory) into L2.
-template <class V, class Src>
-void PrefetchRows(const Src& src, int64_t r0, int64_t r1) {
-  if (r0 >= r1) return;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(src.RowStart(r0));
-  const uintptr_t end = reinterpret_cast<uintptr_t>(src.RowStart(r1));
-  for (uintptr_t line = begin & ~uintptr_t{63}; line < end; line += 64) V::Prefetch(line);
-}
-
-template <class V, class Src>
-void PanelRowsPass(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
-  for (int64_t p0 = r0; p0 < r1; p0 += a.panel_rows) {
-    const int64_t p1 = r1 - p0 < a.panel_rows ? r1 : p0 + a.panel_rows;
-    // The next panel's weights stream in from memory while this one is multiplied.
-    PrefetchRows<V>(src, p1, r1 - p1 < a.panel_rows ? r1 : p1 + a.panel_rows);
-    if (a.format == model::MatrixFormat::kFp8 && !a.fp8_vector) {
-      FillPanelFp8Scalar<V>(a, p0, p1, scratch);
-    } else {
-      FillPanel<V>(src, p0, p1, a.cols, a.padded_cols, scratch);
-    }
-    Rows<V>(PanelRows<V>{scratch, a.padded_cols, p0}, a, p0, p1);
-  }
-}
-
-template <class V, bool kLow>
-void RunFp8Rows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
-  if (a.fp8_scale_x) {
-    Rows<V>(Fp8Rows<V, false, kLow>{&a}, a, r0, r1);
-  } else if (a.direct) {
-    Rows<V>(Fp8Rows<V, true, kLow>{&a}, a, r0, r1);
-  } else {
-    PanelRowsPass<V>(Fp8Rows<V, true, kLow>{&a}, a, r0, r1, scratch);
-  }
-}
-
-// The row kernel behind MatMulRowsAvx2 / MatMulRowsAvx512 (see matmul_internal.h).
-template <class V>
-void RunRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
-  switch (a.format) {
-    case model::MatrixFormat::kF32: Rows<V>(F32Rows<V>{&a}, a, r0, r1); return;
-    case model::MatrixFormat::kBF16: Rows<V>(Half16Rows<V, true>{&a}, a, r0, r1); return;
-    case model::MatrixFormat::kF16: Rows<V>(Half16Rows<V, false>{&a}, a, r0, r1); return;
-    case model::MatrixFormat::kFp4: Rows<V>(Fp4Rows<V>{&a}, a, r0, r1); return;
-    case model::MatrixFormat::kFp8:
-      if (!a.fp8_vector) {
-        PanelRowsPass<V>(Fp8Rows<V, true, false>{&a}, a, r0, r1, scratch);  // scalar panels
-      } else if (a.fp8_low) {
-        RunFp8Rows<V, true>(a, r0, r1, scratch);
-      } else {
-        RunFp8Rows<V, false>(a, r0, r1, scratch);
-      }
-      return;
   }
 }
 

@@ -54,7 +54,8 @@ struct Avx2 {
   // (n >= -126 after the clamp).
   static F Exp(F x) {
     x = _mm256_max_ps(_mm256_set1_ps(kExpMin), x);
-    const F n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const F t = _mm256_mul_ps(x, _mm256_set1_ps(kLog2e));
+    const F n = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     F r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Hi), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kLn2Lo), r);
     F p = _mm256_set1_ps(kExpTaylor[0]);

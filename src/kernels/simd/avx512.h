@@ -51,7 +51,8 @@ struct Avx512 {
   // taken as -87.3 (e^x about 1e-38 instead of smaller).
   static F Exp(F x) {
     x = _mm512_max_ps(_mm512_set1_ps(kExpMin), x);
-    const F n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const F t = _mm512_mul_ps(x, _mm512_set1_ps(kLog2e));
+    const F n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     F r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Hi), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kLn2Lo), r);
     F p = _mm512_set1_ps(kExpTaylor[0]);

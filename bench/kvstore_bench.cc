@@ -1,0 +1,334 @@
+// KV store benchmark: (1) bytes per token a V4-Flash-shaped state stores, measured with the
+// engine's codec on a generated model with V4-Flash's layer mix; (2) the disk's sequential read
+// bandwidth, cold cache; (3) restore throughput from L2 (Fetch into L1), cold and warm cache;
+// (4) index rebuild rate at Open. Prints; asserts nothing.
+//
+//   kvstore_bench [--dir DIR] [--objects N] [--object-bytes B] [--index-objects N]
+//                 [--io-threads T] [--batch K] [--rounds R] [--skip-model]
+// Cold cache = posix_fadvise(DONTNEED) on every file after syncfs (no root needed).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <future>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/thread_pool.h"
+#include "engine/engine.h"
+#include "engine/state_codec.h"
+#include "kvstore/kv_store.h"
+#include "kvstore/object_file.h"
+#include "model/presets.h"
+#include "model/random_checkpoint.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace flashserve;
+
+struct Flags {
+  std::string dir;
+  int64_t objects = 2048;
+  int64_t object_bytes = 0;  // 0 = the measured V4-Flash block size
+  int64_t index_objects = 100000;
+  int io_threads = 2;
+  int batch = 32;            // objects per Fetch: 32 blocks = a 4096-token prefix
+  int rounds = 3;
+  bool skip_model = false;
+};
+
+double Now() { return base::MonotonicSeconds(); }
+
+// Drops a file's cached pages (after its data reached the disk).
+void DropCache(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return;
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+void SyncAndDropTree(const std::string& root) {
+  int fd = ::open(root.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::syncfs(fd);
+    ::close(fd);
+  }
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    if (e.is_regular_file()) DropCache(e.path().string());
+  }
+}
+
+// Bytes per token from the codec: a tiny-width model with V4-Flash's 43-layer schedule.
+int64_t MeasureBytesPerToken(const std::string& dir) {
+  model::ModelConfig c = model::TinyPreset();
+  c.vocab_size = 1280;
+  c.num_layers = 43;
+  c.compress_ratios = {0, 0};
+  for (int i = 0; i < 20; ++i) c.compress_ratios.insert(c.compress_ratios.end(), {4, 128});
+  c.compress_ratios.insert(c.compress_ratios.end(), {4, 0});  // last CSA layer, then MTP
+  const std::string model_dir = dir + "/flash_shaped_model";
+  base::ThreadPool pool(2);
+  if (base::Status s = model::WriteRandomCheckpoint(c, model_dir, {}, pool); !s.ok()) {
+    std::printf("model: %s\n", s.ToString().c_str());
+    return 0;
+  }
+  auto model = engine::Model::Load(model_dir);
+  if (!model.ok()) {
+    std::printf("model: %s\n", model.error().ToString().c_str());
+    return 0;
+  }
+  engine::EngineOptions options;  // QAT on: entries take their exact compact FP8 / FP4 form
+  options.num_threads = 2;
+  engine::Engine engine(**model, options);
+  auto state = engine.NewSequence();
+  constexpr int kTokens = 512;
+  std::vector<int32_t> tokens(kTokens);
+  std::mt19937 rng(7);
+  for (int32_t& t : tokens) t = 2 + static_cast<int32_t>(rng() % 1270);
+  const double t0 = Now();
+  engine::ForwardRequest req{state.get(), tokens, engine::LogitsMode::kLast};
+  if (auto r = engine.Forward({&req, 1}); !r.ok()) {
+    std::printf("forward: %s\n", r.error().ToString().c_str());
+    return 0;
+  }
+  const double forward_s = Now() - t0;
+  int64_t block_bytes = 0;
+  for (int b = 0; b < kTokens / 128; ++b) {
+    block_bytes += static_cast<int64_t>(engine::SerializeBlock(*state, (*model)->config(), (*model)->plan(), b).size());
+  }
+  engine::StateSizes sizes;
+  const std::string boundary = engine::SerializeBoundary(*state, (*model)->config(), (*model)->plan(), &sizes);
+  const double per_block = static_cast<double>(block_bytes) / (kTokens / 128);
+  const double formula = (21 * (32 * 711.0 + 32 * 68.0) + 20 * 711.0) / 128;
+  std::printf("== bytes per token (codec, 43 layers: 2 SWA, 21 CSA, 20 HCA, + MTP; QAT on; %d tokens in %.1f s)\n",
+              kTokens, forward_s);
+  std::printf("block object payload: %.0f B = %.1f B/token (engine/README.md formula, entries only: %.1f B/token)\n",
+              per_block, per_block / 128, formula);
+  std::printf("boundary snapshot: %zu B (rings %lld, carries %lld, entries %lld)\n", boundary.size(),
+              static_cast<long long>(sizes.rings), static_cast<long long>(sizes.carries),
+              static_cast<long long>(sizes.entries));
+  std::printf("with one boundary per 4096-token prompt: %.1f B/token\n",
+              per_block / 128 + static_cast<double>(boundary.size()) / 4096);
+  fs::remove_all(model_dir);
+  return static_cast<int64_t>(per_block);
+}
+
+// Writes a file of `bytes` for the sequential-read reference.
+std::string WriteSeqFile(const std::string& dir, int64_t bytes) {
+  const std::string path = dir + "/seq_read.bin";
+  std::string chunk(4 << 20, '\x5a');
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  for (int64_t done = 0; done < bytes; done += static_cast<int64_t>(chunk.size())) {
+    if (::write(fd, chunk.data(), chunk.size()) < 0) break;
+  }
+  ::fsync(fd);
+  ::close(fd);
+  return path;
+}
+
+// Single-stream sequential read of the file, cold, 4 MiB reads: bytes per second.
+double SeqReadBandwidth(const std::string& path) {
+  DropCache(path);
+  std::string buf(4 << 20, '\0');
+  int fd = ::open(path.c_str(), O_RDONLY);
+  const double t0 = Now();
+  int64_t total = 0;
+  for (ssize_t n; (n = ::read(fd, buf.data(), buf.size())) > 0;) total += n;
+  const double secs = Now() - t0;
+  ::close(fd);
+  return static_cast<double>(total) / secs;
+}
+
+kvstore::ObjectKey BenchKey(int64_t i) {
+  kvstore::ObjectKey key;
+  key.hash = kv::Sha256("bench-" + std::to_string(i));
+  return key;
+}
+
+// The layout's ceiling: plain read() of the same object files, cold, split over `threads`
+// threads, no checks or copies into the store. Bytes per second.
+double PlainFileRead(const std::string& root, int64_t n, int threads) {
+  std::vector<std::string> paths;
+  for (int64_t i = 0; i < n; ++i) paths.push_back(kvstore::ObjectPath(root, "beef", BenchKey(i)));
+  for (const std::string& p : paths) DropCache(p);
+  std::atomic<int64_t> total{0};
+  const double t0 = Now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      std::string buf(1 << 20, '\0');
+      for (size_t i = t; i < paths.size(); i += threads) {
+        int fd = ::open(paths[i].c_str(), O_RDONLY);
+        for (ssize_t r; (r = ::read(fd, buf.data(), buf.size())) > 0;) total += r;
+        ::close(fd);
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  return static_cast<double>(total.load()) / (Now() - t0);
+}
+
+std::unique_ptr<kvstore::KvStore> OpenStore(const std::string& dir, int64_t disk_bytes, int64_t memory_bytes,
+                                            int io_threads, const base::Clock& clock) {
+  kvstore::StoreConfig c;
+  c.fingerprint = "beef";
+  c.memory_bytes = memory_bytes;
+  c.disk_dir = dir;
+  c.disk_bytes = disk_bytes;
+  c.io_threads = io_threads;
+  c.background_gc = false;
+  c.max_pending_write_bytes = int64_t{4} << 30;
+  auto store = kvstore::KvStore::Open(c, clock);
+  if (!store.ok()) {
+    std::printf("open: %s\n", store.error().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(store).value();
+}
+
+// Fetches every object in batches; returns bytes per second.
+double Restore(kvstore::KvStore& store, int64_t n, int batch, int64_t object_bytes, int64_t* found) {
+  const double t0 = Now();
+  *found = 0;
+  for (int64_t first = 0; first < n; first += batch) {
+    std::vector<kvstore::ObjectKey> keys;
+    for (int64_t i = first; i < std::min(n, first + batch); ++i) keys.push_back(BenchKey(i));
+    std::promise<std::vector<bool>> done;
+    store.Fetch(keys, [&](std::vector<bool> present) { done.set_value(std::move(present)); });
+    for (bool p : done.get_future().get()) *found += p ? 1 : 0;
+  }
+  return static_cast<double>(n * object_bytes) / (Now() - t0);
+}
+
+void WriteStore(const Flags& f, const std::string& root, const base::Clock& clock) {
+  const int64_t total = f.objects * f.object_bytes;
+  auto store = OpenStore(root, total * 2, int64_t{256} << 20, f.io_threads, clock);
+  std::string base(static_cast<size_t>(f.object_bytes), '\0');
+  std::mt19937_64 rng(1);
+  for (size_t i = 0; i + 8 <= base.size(); i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(base.data() + i, &v, 8);
+  }
+  const double t0 = Now();
+  for (int64_t i = 0; i < f.objects; ++i) {
+    std::string payload = base;
+    std::memcpy(payload.data(), &i, sizeof i);
+    store->Put(BenchKey(i), std::make_shared<const std::string>(std::move(payload)), 128, "chat");
+  }
+  store->Close();
+  std::printf("write-through (Put + Close, no fsync): %.2f GB/s\n", static_cast<double>(total) / (Now() - t0) / 1e9);
+}
+
+// Rounds of (cold sequential read of a plain file, cold restore of every object), so both see
+// the same disk conditions; then a warm restore.
+void BenchRestore(const Flags& f, const std::string& dir) {
+  const int64_t total = f.objects * f.object_bytes;
+  base::SystemClock clock;
+  const std::string root = dir + "/l2";
+  std::printf("\n== restore from L2 (%lld objects x %lld B = %.2f GB, %d I/O threads, %d objects per Fetch)\n",
+              static_cast<long long>(f.objects), static_cast<long long>(f.object_bytes),
+              static_cast<double>(total) / 1e9,
+              f.io_threads, f.batch);
+  const std::string seq = WriteSeqFile(dir, total);
+  WriteStore(f, root, clock);
+  SyncAndDropTree(root);
+  std::vector<double> ratios, plain_ratios;
+  for (int round = 0; round < f.rounds; ++round) {
+    const double disk_bw = SeqReadBandwidth(seq);
+    SyncAndDropTree(root);
+    auto store = OpenStore(root, total * 2, int64_t{256} << 20, f.io_threads, clock);
+    const kvstore::TierStats indexed = store->Stats().tiers[1];
+    const double prior = store->PredictFetchSeconds(kvstore::Tier::kDisk, f.batch * f.object_bytes);
+    int64_t found = 0;
+    const double cold = Restore(*store, f.objects, f.batch, f.object_bytes, &found);
+    const double predicted = store->PredictFetchSeconds(kvstore::Tier::kDisk, f.batch * f.object_bytes);
+    store->Close();
+    const double plain = PlainFileRead(root, f.objects, f.io_threads);
+    ratios.push_back(cold / disk_bw);
+    plain_ratios.push_back(cold / plain);
+    std::printf("round %d: sequential read (1 stream, cold) %.2f GB/s; restore (cold) %.2f GB/s = %.0f%% of it; "
+                "plain read() of the object files %.2f GB/s (restore = %.0f%% of that); %lld/%lld found; "
+                "index at open %.0f objects/s; Fetch of %d objects: predicted %.4f s (prior %.4f), observed %.4f s\n",
+                round + 1, disk_bw / 1e9, cold / 1e9, 100 * cold / disk_bw, plain / 1e9, 100 * cold / plain,
+                static_cast<long long>(found), static_cast<long long>(f.objects),
+                static_cast<double>(indexed.indexed_objects) / indexed.index_seconds, f.batch, predicted, prior,
+                static_cast<double>(f.batch * f.object_bytes) / cold);
+  }
+  std::sort(ratios.begin(), ratios.end());
+  std::sort(plain_ratios.begin(), plain_ratios.end());
+  std::printf("median restore / sequential read: %.0f%%; median restore / plain file reads: %.0f%%\n",
+              100 * ratios[ratios.size() / 2], 100 * plain_ratios[plain_ratios.size() / 2]);
+  auto store = OpenStore(root, total * 2, int64_t{256} << 20, f.io_threads, clock);
+  int64_t found = 0;
+  Restore(*store, f.objects, f.batch, f.object_bytes, &found);  // warm the page cache
+  const double warm = Restore(*store, f.objects, f.batch, f.object_bytes, &found);
+  std::printf("restore, warm page cache: %.2f GB/s\n", warm / 1e9);
+  store->Close();
+  fs::remove_all(root);
+  fs::remove(seq);
+}
+
+void BenchIndex(const Flags& f, const std::string& dir) {
+  base::SystemClock clock;
+  const std::string root = dir + "/index";
+  {
+    auto store = OpenStore(root, int64_t{1} << 40, int64_t{64} << 20, f.io_threads, clock);
+    auto payload = std::make_shared<const std::string>(512, 'x');
+    const double t0 = Now();
+    for (int64_t i = 0; i < f.index_objects; ++i) store->Put(BenchKey(i), payload, 128, "agent");
+    store->Close();
+    std::printf("\n== index rebuild (%lld objects of 512 B)\nwrite: %.0f objects/s\n",
+                static_cast<long long>(f.index_objects), static_cast<double>(f.index_objects) / (Now() - t0));
+  }
+  for (int threads : {1, f.io_threads}) {
+    auto store = OpenStore(root, int64_t{1} << 40, int64_t{64} << 20, threads, clock);
+    const kvstore::TierStats s = store->Stats().tiers[1];
+    std::printf("open with %d thread(s): %lld objects in %.3f s = %.0f objects/s (warm metadata)\n", threads,
+                static_cast<long long>(s.indexed_objects), s.index_seconds,
+                static_cast<double>(s.indexed_objects) / s.index_seconds);
+  }
+  fs::remove_all(root);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows when redirected to a file
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--dir") f.dir = next();
+    else if (a == "--objects") f.objects = std::stoll(next());
+    else if (a == "--object-bytes") f.object_bytes = std::stoll(next());
+    else if (a == "--index-objects") f.index_objects = std::stoll(next());
+    else if (a == "--io-threads") f.io_threads = std::stoi(next());
+    else if (a == "--batch") f.batch = std::stoi(next());
+    else if (a == "--rounds") f.rounds = std::max(1, std::stoi(next()));
+    else if (a == "--skip-model") f.skip_model = true;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
+  }
+  std::string dir = f.dir;
+  if (dir.empty()) {
+    std::string pattern = "/tmp/fs_kvstore_bench_XXXXXX";
+    dir = ::mkdtemp(pattern.data());
+  }
+  fs::create_directories(dir);
+  const int64_t block = f.skip_model ? 0 : MeasureBytesPerToken(dir);
+  if (f.object_bytes == 0) f.object_bytes = block > 0 ? block : 540000;
+  BenchRestore(f, dir);
+  BenchIndex(f, dir);
+  if (f.dir.empty()) fs::remove_all(dir);
+  return 0;
+}

@@ -1,0 +1,379 @@
+// Directory tiers (kvstore/disk_tier.h).
+#include "kvstore/disk_tier.h"
+
+#include <algorithm>
+#include <climits>
+#include <thread>
+
+#include "base/log.h"
+#include "fmt/format.h"
+
+namespace flashserve::kvstore {
+namespace {
+
+constexpr int64_t kStaleTempSeconds = 3600;  // a temporary file this old belongs to a crashed writer
+constexpr size_t kGcBatch = 16;
+
+bool IsHexPair(std::string_view name) {
+  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
+  return name.size() == 2 && hex(name[0]) && hex(name[1]);
+}
+
+}  // namespace
+
+DiskTier::DiskTier(DiskTierOptions options, const ClassTable& classes, FileSystem& fs, const base::Clock& clock)
+    : options_(std::move(options)), classes_(classes), fs_(fs), clock_(clock), meter_(options_.prior_bytes_per_second) {
+  stats_.capacity = options_.capacity_bytes;
+}
+
+std::string DiskTier::FingerprintDir() const { return options_.root + "/" + options_.fingerprint; }
+
+std::string DiskTier::PathOf(const ObjectKey& key) const {
+  return ObjectPath(options_.root, options_.fingerprint, key);
+}
+
+base::Status DiskTier::Prepare() {
+  base::Status s = fs_.CreateDirs(FingerprintDir());
+  if (!s.ok()) return s.error().WithContext(fmt::format("kvstore {} tier", TierName(options_.tier)));
+  return s;
+}
+
+void DiskTier::Scan(int num_threads, bool full) {
+  const double start = base::MonotonicSeconds();
+  const int64_t scan_start_unix = clock_.NowUnixSeconds();
+  auto top = fs_.List(FingerprintDir());
+  std::vector<std::vector<std::string>> shards(static_cast<size_t>(std::max(1, num_threads)));
+  if (top.ok()) {
+    size_t next = 0;
+    for (const DirEntry& e : *top) {
+      if (e.type == EntryType::kDirectory && IsHexPair(e.name)) shards[next++ % shards.size()].push_back(e.name);
+    }
+  } else {
+    FS_LOG(kWarning, "kvstore: cannot index {}: {}", FingerprintDir(), top.error().ToString());
+  }
+  std::vector<std::vector<Found>> found(shards.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < shards.size(); ++i) threads.emplace_back([&, i] { ScanShard(shards[i], &found[i]); });
+  ScanShard(shards[0], &found[0]);
+  for (std::thread& t : threads) t.join();
+
+  std::lock_guard<std::mutex> lock(mu_);
+  std::unordered_set<ObjectKey, ObjectKeyHasher> seen;
+  if (full) index_.Clear();
+  int64_t count = 0;
+  for (std::vector<Found>& part : found) {
+    for (Found& f : part) {
+      ++count;
+      if (!full) seen.insert(f.key);
+      Upsert(f.key, f.entry);  // another worker may have rewritten it with a later expiry
+    }
+  }
+  if (!full) {  // files other workers deleted since we indexed them
+    for (const ObjectKey& key : index_.Keys()) {
+      const IndexEntry* e = index_.Find(key);
+      if (!seen.count(key) && !busy_.count(key) && e->last_use < scan_start_unix) index_.Erase(key);
+    }
+  }
+  stats_.indexed_objects = count;
+  stats_.index_seconds = base::MonotonicSeconds() - start;
+}
+
+void DiskTier::ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found) {
+  for (const std::string& ab : shard_dirs) {
+    const std::string dir = FingerprintDir() + "/" + ab;
+    auto subdirs = fs_.List(dir);
+    if (!subdirs.ok()) continue;
+    for (const DirEntry& e : *subdirs) {
+      if (e.type == EntryType::kDirectory && IsHexPair(e.name)) ScanLeaf(dir + "/" + e.name, found);
+    }
+  }
+}
+
+void DiskTier::ScanLeaf(const std::string& dir, std::vector<Found>* found) {
+  auto files = fs_.List(dir);
+  if (!files.ok()) return;
+  const int64_t now = clock_.NowUnixSeconds();
+  const std::string_view shard = std::string_view(dir).substr(dir.size() - 5);  // "ab/cd"
+  for (const DirEntry& e : *files) {
+    if (e.type != EntryType::kFile) continue;  // never follow symlinks out of the root
+    const std::string path = dir + "/" + e.name;
+    if (IsTemporaryName(e.name)) {
+      auto mtime = fs_.ModifiedTime(path);
+      if (mtime.ok() && now - *mtime > kStaleTempSeconds) (void)fs_.Remove(path);
+      continue;
+    }
+    ObjectKey key;
+    if (!ParseObjectFileName(e.name, &key)) continue;
+    if (e.name.compare(0, 2, shard.substr(0, 2)) != 0 || e.name.compare(2, 2, shard.substr(3, 2)) != 0) {
+      RemoveBad(nullptr, path, Verdict::kCorrupt, "stored under the wrong directory");
+      continue;
+    }
+    ReadOptions options{&key, options_.fingerprint, INT64_MIN, /*read_payload=*/false};
+    ReadOutcome out = ReadObject(fs_, path, options);
+    if (out.verdict == Verdict::kCorrupt || out.verdict == Verdict::kForeign) {
+      RemoveBad(nullptr, path, out.verdict, out.detail);
+    } else if (out.verdict == Verdict::kOk) {
+      found->push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
+    }
+  }
+}
+
+void DiskTier::Upsert(const ObjectKey& key, const IndexEntry& fresh) {
+  IndexEntry entry = fresh;
+  if (const IndexEntry* old = index_.Find(key)) {  // keep what this process learned about its use
+    entry.hits = old->hits;
+    entry.last_use = std::max(entry.last_use, old->last_use);
+  }
+  index_.Insert(key, std::move(entry));
+}
+
+IndexEntry DiskTier::EntryFor(const ObjectHeader& header, int64_t file_bytes, int64_t last_use) const {
+  IndexEntry entry;
+  entry.bytes = file_bytes;
+  entry.tokens = header.tokens;
+  entry.expiry = header.expiry_unix;
+  entry.last_use = last_use;
+  entry.ttl_class = classes_.Id(header.ttl_class);
+  return entry;
+}
+
+void DiskTier::RemoveBad(const ObjectKey* key, const std::string& path, Verdict verdict, const std::string& detail) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (key != nullptr) {
+      index_.Erase(*key);
+      if (busy_.count(*key)) return;  // a writer is replacing it right now
+    }
+    if (verdict == Verdict::kForeign) {
+      ++stats_.foreign;
+    } else if (verdict == Verdict::kExpired) {
+      ++stats_.expirations;
+    } else {
+      ++stats_.corrupt;
+    }
+  }
+  if (verdict != Verdict::kExpired) {
+    FS_LOG(kWarning, "kvstore: deleting {} object {}: {}", VerdictName(verdict), path, detail);
+  }
+  if (base::Status s = fs_.Remove(path); !s.ok()) FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+}
+
+bool DiskTier::Holds(const ObjectKey& key, int64_t now) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const IndexEntry* e = index_.Find(key);
+  return e != nullptr && now < e->expiry;
+}
+
+bool DiskTier::WritesAllowed(int64_t now) const {
+  if (stats_.writable || now >= retry_at_) return true;
+  // Usage dropped well below where the failure happened (eviction, GC): worth trying again.
+  return index_.bytes() + reserved_bytes_ < bytes_at_failure_ - bytes_at_failure_ / 10;
+}
+
+bool DiskTier::ShouldWrite(const ObjectKey& key, int64_t file_bytes, int64_t expiry, int64_t slack) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!WritesAllowed(clock_.NowUnixSeconds()) || file_bytes > options_.capacity_bytes) {
+    ++stats_.writes_dropped;
+    return false;
+  }
+  if (busy_.count(key)) return false;
+  const IndexEntry* e = index_.Find(key);
+  if (e != nullptr && e->expiry >= expiry - slack) return false;
+  busy_.insert(key);
+  return true;
+}
+
+void DiskTier::AbandonWrite(const ObjectKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  busy_.erase(key);
+  ++stats_.writes_dropped;
+}
+
+bool DiskTier::MakeRoom(int64_t bytes, int64_t now, std::vector<std::pair<ObjectKey, bool>>* victims) {
+  auto busy = [this](const ObjectKey& k) { return busy_.count(k) > 0; };
+  while (index_.bytes() + reserved_bytes_ + bytes > options_.capacity_bytes) {
+    ObjectKey victim;
+    if (!index_.PickVictim(now, busy, &victim)) return false;
+    IndexEntry erased;
+    index_.Erase(victim, &erased);
+    busy_.insert(victim);
+    victims->emplace_back(victim, now >= erased.expiry);
+  }
+  return true;
+}
+
+void DiskTier::RemoveVictims(const std::vector<std::pair<ObjectKey, bool>>& victims) {
+  for (const auto& [key, expired] : victims) {
+    if (base::Status s = fs_.Remove(PathOf(key)); !s.ok()) FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, expired] : victims) {
+    busy_.erase(key);
+    ++(expired ? stats_.expirations : stats_.evictions);
+  }
+}
+
+void DiskTier::Write(const ObjectHeader& header, const Payload& payload) {
+  const int64_t now = clock_.NowUnixSeconds();
+  const int64_t file_bytes = static_cast<int64_t>(EncodedHeaderBytes(header) + payload->size());
+  std::vector<std::pair<ObjectKey, bool>> victims;
+  bool fits = false;
+  uint64_t epoch = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    epoch = failure_epoch_;
+    if (WritesAllowed(now)) fits = MakeRoom(file_bytes, now, &victims);
+    if (fits) {
+      reserved_bytes_ += file_bytes;
+    } else {
+      ++stats_.writes_dropped;
+      busy_.erase(header.key);
+    }
+  }
+  RemoveVictims(victims);
+  if (!fits) return;
+  OnWriteResult(header, file_bytes, epoch, WriteObject(fs_, PathOf(header.key), header, *payload));
+}
+
+void DiskTier::OnWriteResult(const ObjectHeader& header, int64_t file_bytes, uint64_t epoch,
+                             const base::Status& status) {
+  const int64_t now = clock_.NowUnixSeconds();
+  std::lock_guard<std::mutex> lock(mu_);
+  reserved_bytes_ -= file_bytes;
+  busy_.erase(header.key);
+  if (status.ok()) {
+    Upsert(header.key, EntryFor(header, file_bytes, now));
+    stats_.bytes_written += file_bytes;
+    if (!stats_.writable && epoch == failure_epoch_) {  // not a write that was already in flight
+      stats_.writable = true;
+      stats_.write_disabled_reason.clear();
+      FS_LOG(kInfo, "kvstore: {} tier {}: writes succeed again, re-enabled", TierName(options_.tier), options_.root);
+    }
+    return;
+  }
+  ++stats_.write_errors;
+  ++failure_epoch_;
+  retry_at_ = now + options_.write_retry_seconds;
+  bytes_at_failure_ = index_.bytes() + reserved_bytes_;
+  if (stats_.writable) {
+    stats_.writable = false;
+    stats_.write_disabled_reason = status.error().ToString();
+    FS_LOG(kWarning, "kvstore: {} tier {}: write failed ({}); writes disabled, reads continue, retrying in {} s",
+           TierName(options_.tier), options_.root, stats_.write_disabled_reason, options_.write_retry_seconds);
+  }
+}
+
+DiskTier::ReadResult DiskTier::Read(const ObjectKey& key, bool probe) {
+  const int64_t now = clock_.NowUnixSeconds();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.Find(key) == nullptr && !probe) {
+      ++stats_.misses;
+      return {};
+    }
+  }
+  const std::string path = PathOf(key);
+  ReadOutcome out = ReadObject(fs_, path, ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/true});
+  ReadResult result;
+  result.verdict = out.verdict;
+  if (out.verdict == Verdict::kCorrupt || out.verdict == Verdict::kForeign || out.verdict == Verdict::kExpired) {
+    RemoveBad(&key, path, out.verdict, out.detail);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (out.verdict != Verdict::kOk) {
+    ++stats_.misses;
+    if (out.verdict == Verdict::kMissing && !busy_.count(key)) index_.Erase(key);
+    if (out.verdict == Verdict::kIoError) {
+      ++stats_.read_errors;
+      FS_LOG(kWarning, "kvstore: reading {}: {}", path, out.detail);
+    }
+    return result;
+  }
+  Upsert(key, EntryFor(out.header, out.file_bytes, now));  // the file's expiry is authoritative
+  index_.Touch(key, now, 1);
+  ++stats_.hits;
+  stats_.bytes_read += out.file_bytes;
+  result.file_bytes = out.file_bytes;
+  result.header = std::move(out.header);
+  result.payload = std::make_shared<const std::string>(std::move(out.payload));
+  return result;
+}
+
+void DiskTier::Prefetch(const ObjectKey& key) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (index_.Find(key) == nullptr) return;
+  }
+  auto file = fs_.OpenForRead(PathOf(key));
+  if (file.ok()) (*file)->WillReadAll();
+}
+
+int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* cancel) {
+  int64_t total = 0;
+  auto busy = [this](const ObjectKey& k) { return busy_.count(k) > 0; };
+  for (;;) {
+    std::vector<ObjectKey> batch;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      batch = index_.Expired(clock_.NowUnixSeconds(), kGcBatch, busy);
+      for (const ObjectKey& key : batch) {
+        index_.Erase(key);
+        busy_.insert(key);
+      }
+    }
+    if (batch.empty()) break;
+    bool cancelled = false;
+    std::vector<Found> renewed;
+    for (const ObjectKey& key : batch) {
+      if (!cancelled) cancelled = !limiter.Acquire(1, cancel);  // once cancelled, finish the batch unpaced
+      if (options_.tier == Tier::kShared && StillLive(key, &renewed)) continue;
+      if (base::Status s = fs_.Remove(PathOf(key)); !s.ok()) FS_LOG(kWarning, "kvstore: gc: {}", s.error().ToString());
+    }
+    const int64_t deleted = static_cast<int64_t>(batch.size() - renewed.size());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const ObjectKey& key : batch) busy_.erase(key);
+      for (const Found& f : renewed) Upsert(f.key, f.entry);
+      stats_.expirations += deleted;
+    }
+    total += deleted;
+    if (cancelled) break;
+  }
+  return total;
+}
+
+bool DiskTier::StillLive(const ObjectKey& key, std::vector<Found>* renewed) {
+  const int64_t now = clock_.NowUnixSeconds();
+  ReadOutcome out = ReadObject(fs_, PathOf(key), ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/false});
+  if (out.verdict != Verdict::kOk) return false;
+  renewed->push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
+  return true;
+}
+
+void DiskTier::Touch(const ObjectKey& key, int64_t now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  index_.Touch(key, now, 1);
+}
+
+TierStats DiskTier::Stats() const {
+  const int64_t now = clock_.NowUnixSeconds();
+  std::lock_guard<std::mutex> lock(mu_);
+  TierStats s = stats_;
+  s.objects = index_.size();
+  s.bytes = index_.bytes();
+  s.gc_backlog = index_.CountExpired(now);
+  s.read_bytes_per_second = meter_.measured() ? meter_.BytesPerSecond() : 0;
+  return s;
+}
+
+void DiskTier::AddClassStats(std::vector<ClassStats>* classes) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int t = static_cast<int>(options_.tier);
+  for (size_t i = 0; i < classes->size(); ++i) {
+    const uint8_t id = i + 1 == classes->size() ? kOtherClass : static_cast<uint8_t>(i);
+    (*classes)[i].objects[t] += index_.class_objects(id);
+    (*classes)[i].bytes[t] += index_.class_bytes(id);
+  }
+}
+
+}  // namespace flashserve::kvstore

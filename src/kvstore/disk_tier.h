@@ -1,0 +1,114 @@
+// DiskTier: one directory tier of the KV store (L2 local or L3 shared): its index rebuilt by
+// scanning <root>/<fingerprint>, checked reads, budgeted atomic writes with expired-first then
+// least-valuable eviction, rate-limited GC, and write disabling after errors. Thread-safe; KvStore
+// calls it from I/O threads, the GC thread and (index lookups only) the engine thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "base/clock.h"
+#include "kvstore/file_system.h"
+#include "kvstore/io_pool.h"
+#include "kvstore/kv_store.h"
+#include "kvstore/object_file.h"
+#include "kvstore/tier_index.h"
+
+namespace flashserve::kvstore {
+
+struct DiskTierOptions {
+  Tier tier = Tier::kDisk;
+  std::string root;
+  std::string fingerprint;
+  int64_t capacity_bytes = 0;
+  int64_t write_retry_seconds = 30;
+  double prior_bytes_per_second = 1e9;
+};
+
+class DiskTier {
+ public:
+  DiskTier(DiskTierOptions options, const ClassTable& classes, FileSystem& fs, const base::Clock& clock);
+
+  // Creates <root>/<fingerprint>.
+  base::Status Prepare();
+  // Indexes the directory with num_threads threads. A full scan replaces the index; an
+  // incremental one (L3 rescans) adds new objects and drops entries whose files vanished.
+  // Corrupt and foreign objects are deleted and counted; stale temporary files are deleted.
+  void Scan(int num_threads, bool full);
+
+  // Indexed and unexpired (no I/O).
+  bool Holds(const ObjectKey& key, int64_t now) const;
+  // Whether a write-through with this expiry is worth queuing (false when the tier holds the key
+  // with an expiry within `slack`, a write is queued, or writes are disabled: then counted dropped).
+  bool ShouldWrite(const ObjectKey& key, int64_t file_bytes, int64_t expiry, int64_t slack);
+  // Releases a write ShouldWrite admitted that will not be queued after all (counted dropped).
+  void AbandonWrite(const ObjectKey& key);
+  // Writes an object queued by ShouldWrite, evicting to fit the budget first.
+  void Write(const ObjectHeader& header, const Payload& payload);
+
+  struct ReadResult {
+    Verdict verdict = Verdict::kMissing;
+    ObjectHeader header;
+    Payload payload;
+    int64_t file_bytes = 0;
+  };
+  // Reads and checks an object. Unindexed keys are read only when probe is set. Bad objects are
+  // deleted and counted; a missing file drops its index entry.
+  ReadResult Read(const ObjectKey& key, bool probe);
+
+  // Starts reading an indexed object into the page cache without waiting (a Fetch issues this
+  // for all its keys first, so the disk sees a deep queue). No-op for unindexed keys.
+  void Prefetch(const ObjectKey& key);
+  // Deletes expired objects, paced by limiter; stops early when *cancel. Returns how many.
+  int64_t CollectExpired(RateLimiter& limiter, const std::atomic<bool>* cancel);
+  void Touch(const ObjectKey& key, int64_t now);
+
+  TierStats Stats() const;
+  void AddClassStats(std::vector<ClassStats>* classes) const;
+  // Fetch bandwidth from this tier (KvStore measures whole Fetch calls: parallel reads,
+  // readahead and stragglers included).
+  void RecordFetch(int64_t bytes, double seconds) { meter_.Record(bytes, seconds); }
+  double BytesPerSecond() const { return meter_.BytesPerSecond(); }
+  const std::string& root() const { return options_.root; }
+
+ private:
+  struct Found {
+    ObjectKey key;
+    IndexEntry entry;
+  };
+  std::string PathOf(const ObjectKey& key) const;
+  std::string FingerprintDir() const;
+  void ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found);
+  void ScanLeaf(const std::string& dir, std::vector<Found>* found);
+  void RemoveBad(const ObjectKey* key, const std::string& path, Verdict verdict, const std::string& detail);
+  IndexEntry EntryFor(const ObjectHeader& header, int64_t file_bytes, int64_t last_use) const;
+  void Upsert(const ObjectKey& key, const IndexEntry& fresh);  // mu_ held; keeps hits and recency
+  // L3 GC: another worker may have rewritten an expired object with a later expiry.
+  bool StillLive(const ObjectKey& key, std::vector<Found>* renewed);
+  bool WritesAllowed(int64_t now) const;  // mu_ held
+  void OnWriteResult(const ObjectHeader& header, int64_t file_bytes, uint64_t epoch, const base::Status& status);
+  // Picks victims (expired first) until bytes fit; false when they cannot. mu_ held.
+  bool MakeRoom(int64_t bytes, int64_t now, std::vector<std::pair<ObjectKey, bool>>* victims);
+  void RemoveVictims(const std::vector<std::pair<ObjectKey, bool>>& victims);
+
+  const DiskTierOptions options_;
+  const ClassTable& classes_;
+  FileSystem& fs_;
+  const base::Clock& clock_;
+  BandwidthMeter meter_;
+
+  mutable std::mutex mu_;
+  TierIndex index_;
+  std::unordered_set<ObjectKey, ObjectKeyHasher> busy_;  // queued or being written / deleted
+  int64_t reserved_bytes_ = 0;                           // writes in flight
+  TierStats stats_;                                      // counters only; sizes come from index_
+  int64_t retry_at_ = 0;
+  int64_t bytes_at_failure_ = 0;
+  uint64_t failure_epoch_ = 0;  // bumped per failure: only a write started after it re-enables
+};
+
+}  // namespace flashserve::kvstore

@@ -1,0 +1,59 @@
+// The file-system seam under the KV store's directory tiers and tools: atomic whole-object writes
+// (temporary file + rename), positioned reads, listing and removal. FileSystem::Posix() is the real
+// one; tests wrap it to inject faults (disk full, read errors). Implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+
+namespace flashserve::kvstore {
+
+class ReadableFile {
+ public:
+  virtual ~ReadableFile() = default;
+  virtual int64_t size() const = 0;
+  // Reads exactly n bytes at offset; a short read (the file shrank) is kDataLoss.
+  virtual base::Status ReadAt(int64_t offset, size_t n, char* out) = 0;
+  // Hint: the whole file will be read soon (start the I/O now, in large requests).
+  virtual void WillReadAll() {}
+};
+
+enum class EntryType : uint8_t { kFile, kDirectory, kOther };  // kOther: symlinks, sockets, ...
+
+struct DirEntry {
+  std::string name;
+  EntryType type = EntryType::kOther;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+  // Writes header then payload to "<path>.tmp.<unique>" and renames it over path, creating missing
+  // parent directories. On failure nothing is left behind. No space / quota / file too large =
+  // kResourceExhausted, other failures kIoError. No fsync: a torn object after a crash fails its
+  // checksum and is treated as corrupt.
+  virtual base::Status WriteAtomic(const std::string& path, std::string_view header, std::string_view payload) = 0;
+  // Opens a regular file read-only without following a final symlink. Missing = kNotFound; a
+  // symlink or anything but a regular file = kDataLoss.
+  virtual base::Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) = 0;
+  // Removes a file (never a directory); a missing file is OK.
+  virtual base::Status Remove(const std::string& path) = 0;
+  virtual base::Status CreateDirs(const std::string& path) = 0;
+  // Entries of a directory without "." and ".."; symlinks are kOther. Missing = kNotFound.
+  virtual base::Result<std::vector<DirEntry>> List(const std::string& dir) = 0;
+  // Last modification time in Unix seconds, without following symlinks.
+  virtual base::Result<int64_t> ModifiedTime(const std::string& path) = 0;
+
+  // The process-wide POSIX implementation.
+  static FileSystem* Posix();
+};
+
+// True for names written by WriteAtomic before their rename ("<name>.tmp.<unique>").
+bool IsTemporaryName(std::string_view name);
+
+}  // namespace flashserve::kvstore

@@ -1,0 +1,436 @@
+// KvStore (kvstore/kv_store.h): L1 in this file, L2/L3 in disk_tier.cc, threads in io_pool.cc.
+#include "kvstore/kv_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <limits>
+#include <mutex>
+#include <set>
+#include <span>
+#include <thread>
+
+#include "base/log.h"
+#include "kvstore/disk_tier.h"
+#include "kvstore/io_pool.h"
+#include "kvstore/tier_index.h"
+
+namespace flashserve::kvstore {
+namespace {
+
+constexpr double kDiskPriorBytesPerSecond = 1e9;  // until fetches are measured
+constexpr double kSharedPriorBytesPerSecond = 2.5e8;
+
+}  // namespace
+
+struct KvStore::Impl {
+  Impl(const StoreConfig& c, const base::Clock& clk)
+      : config(c),
+        clock(clk),
+        fs(c.file_system != nullptr ? *c.file_system : *FileSystem::Posix()),
+        classes(c.Classes()),
+        default_class(classes.Id(c.default_ttl_class)),
+        gc_limiter(c.gc_max_deletes_per_second) {
+    memory_stats.capacity = c.memory_bytes;
+  }
+
+  DiskTier* disk(Tier t) const { return tiers[static_cast<int>(t)].get(); }
+  uint8_t ResolveClass(const std::string& name);
+  bool InsertMemory(const ObjectKey& key, Payload payload, int64_t tokens, int64_t expiry, uint8_t class_id,
+                    bool pin);
+  void Prefetch(std::span<const ObjectKey> keys);
+  // Whether key is in L1 afterwards; adds the bytes read from disk to *bytes_read[tier].
+  bool FetchOne(const ObjectKey& key, bool pin, int64_t* bytes_read);
+  // Loads keys[begin, end) (readahead for all first), adding the bytes read per tier.
+  void FetchChunk(const std::vector<ObjectKey>& keys, size_t begin, size_t end, bool pin, std::vector<uint8_t>* present,
+                  std::atomic<int64_t>* bytes_read);
+  void RecordFetch(const std::atomic<int64_t>* bytes_read, int64_t start_nanos);
+  void QueueWrite(DiskTier* tier, const ObjectHeader& header, const Payload& payload, int64_t slack);
+  int64_t CollectGarbage();
+  void GcLoop();
+  void LogIndex(const DiskTier& tier) const;
+
+  const StoreConfig config;
+  const base::Clock& clock;
+  FileSystem& fs;
+  const ClassTable classes;
+  const uint8_t default_class;
+  std::unique_ptr<DiskTier> tiers[kNumTiers];  // [kDisk], [kShared]; null when off
+
+  mutable std::mutex mem_mu;
+  TierIndex memory;
+  TierStats memory_stats;  // counters
+
+  std::unique_ptr<IoPool> io;
+  std::atomic<int64_t> pending_writes{0}, pending_write_bytes{0};
+  RateLimiter gc_limiter;
+  std::atomic<bool> closing{false};
+  std::mutex gc_mu;
+  std::condition_variable gc_wake;
+  std::thread gc_thread;
+  std::mutex warn_mu;
+  std::set<std::string> warned_classes;
+};
+
+uint8_t KvStore::Impl::ResolveClass(const std::string& name) {
+  if (name.empty()) return default_class;
+  const uint8_t id = classes.Id(name);
+  if (id != kOtherClass) return id;
+  std::lock_guard<std::mutex> lock(warn_mu);
+  if (warned_classes.insert(name).second) {
+    FS_LOG(kWarning, "kvstore: unknown TTL class '{}', using '{}'", name, config.default_ttl_class);
+  }
+  return default_class;
+}
+
+bool KvStore::Impl::InsertMemory(const ObjectKey& key, Payload payload, int64_t tokens, int64_t expiry,
+                                 uint8_t class_id, bool pin) {
+  const int64_t now = clock.NowUnixSeconds();
+  const int64_t size = static_cast<int64_t>(payload->size());
+  std::vector<Payload> evicted;  // released after the lock
+  std::lock_guard<std::mutex> lock(mem_mu);
+  if (const IndexEntry* e = memory.Find(key)) {
+    if (expiry > e->expiry) memory.SetExpiry(key, expiry);
+    memory.Touch(key, now, 0);
+    if (pin) memory.AddPins(key, 1);
+    return true;
+  }
+  if (size > config.memory_bytes) return false;
+  while (memory.bytes() + size > config.memory_bytes) {
+    ObjectKey victim;
+    if (!memory.PickVictim(now, nullptr, &victim)) return false;  // everything left is pinned
+    IndexEntry erased;
+    memory.Erase(victim, &erased);
+    ++(now >= erased.expiry ? memory_stats.expirations : memory_stats.evictions);
+    evicted.push_back(std::move(erased.payload));
+  }
+  IndexEntry entry;
+  entry.bytes = size;
+  entry.tokens = tokens;
+  entry.expiry = expiry;
+  entry.last_use = now;
+  entry.ttl_class = class_id;
+  entry.pins = pin ? 1 : 0;
+  entry.payload = std::move(payload);
+  memory.Insert(key, std::move(entry));
+  memory_stats.bytes_written += size;
+  return true;
+}
+
+void KvStore::Impl::QueueWrite(DiskTier* tier, const ObjectHeader& header, const Payload& payload, int64_t slack) {
+  const int64_t size = static_cast<int64_t>(payload->size());
+  const int64_t file_bytes = static_cast<int64_t>(EncodedHeaderBytes(header)) + size;
+  if (!tier->ShouldWrite(header.key, file_bytes, header.expiry_unix, slack)) return;
+  if (pending_write_bytes.load() + size > config.max_pending_write_bytes) {
+    tier->AbandonWrite(header.key);  // counted as dropped
+    return;
+  }
+  pending_writes.fetch_add(1);
+  pending_write_bytes.fetch_add(size);
+  const bool queued = io->Submit(IoPool::Priority::kWrite, [this, tier, header, payload, size] {
+    tier->Write(header, payload);
+    pending_writes.fetch_sub(1);
+    pending_write_bytes.fetch_sub(size);
+  });
+  if (!queued) {
+    tier->AbandonWrite(header.key);
+    pending_writes.fetch_sub(1);
+    pending_write_bytes.fetch_sub(size);
+  }
+}
+
+void KvStore::Impl::FetchChunk(const std::vector<ObjectKey>& keys, size_t begin, size_t end, bool pin,
+                               std::vector<uint8_t>* present, std::atomic<int64_t>* bytes_read) {
+  if (end - begin > 1) Prefetch(std::span(keys).subspan(begin, end - begin));
+  int64_t bytes[kNumTiers] = {0, 0, 0};
+  for (size_t i = begin; i < end; ++i) (*present)[i] = FetchOne(keys[i], pin, bytes) ? 1 : 0;
+  for (int t = 0; t < kNumTiers; ++t) bytes_read[t].fetch_add(bytes[t]);
+}
+
+void KvStore::Impl::RecordFetch(const std::atomic<int64_t>* bytes_read, int64_t start_nanos) {
+  const int64_t shared = bytes_read[static_cast<int>(Tier::kShared)].load();
+  const int64_t total = bytes_read[static_cast<int>(Tier::kDisk)].load() + shared;
+  if (total == 0) return;
+  // The whole Fetch's wall time is charged to the slowest tier it read from.
+  disk(shared > 0 ? Tier::kShared : Tier::kDisk)
+      ->RecordFetch(total, static_cast<double>(clock.NowNanos() - start_nanos) * 1e-9);
+}
+
+void KvStore::Impl::Prefetch(std::span<const ObjectKey> keys) {
+  const int64_t now = clock.NowUnixSeconds();
+  for (const ObjectKey& key : keys) {
+    {
+      std::lock_guard<std::mutex> lock(mem_mu);
+      const IndexEntry* e = memory.Find(key);
+      if (e != nullptr && now < e->expiry) continue;
+    }
+    for (Tier t : {Tier::kDisk, Tier::kShared}) {
+      if (disk(t) != nullptr && disk(t)->Holds(key, now)) {
+        disk(t)->Prefetch(key);
+        break;
+      }
+    }
+  }
+}
+
+bool KvStore::Impl::FetchOne(const ObjectKey& key, bool pin, int64_t* bytes_read) {
+  {
+    const int64_t now = clock.NowUnixSeconds();
+    std::lock_guard<std::mutex> lock(mem_mu);
+    const IndexEntry* e = memory.Find(key);
+    if (e != nullptr && now < e->expiry) {
+      memory.Touch(key, now, 0);
+      if (pin) memory.AddPins(key, 1);
+      return true;
+    }
+  }
+  for (Tier t : {Tier::kDisk, Tier::kShared}) {
+    DiskTier* tier = disk(t);
+    if (tier == nullptr) continue;
+    DiskTier::ReadResult r = tier->Read(key, /*probe=*/t == Tier::kShared && config.shared_probe_on_miss);
+    if (r.verdict != Verdict::kOk) continue;
+    bytes_read[static_cast<int>(t)] += r.file_bytes;
+    const bool in_memory = InsertMemory(key, r.payload, r.header.tokens, r.header.expiry_unix,
+                                        classes.Id(r.header.ttl_class), pin);
+    if (t == Tier::kShared && disk(Tier::kDisk) != nullptr) {
+      QueueWrite(disk(Tier::kDisk), r.header, r.payload, /*slack=*/0);  // keep a local copy of a shared hit
+    }
+    return in_memory;
+  }
+  return false;
+}
+
+void KvStore::Impl::LogIndex(const DiskTier& tier) const {
+  const TierStats s = tier.Stats();
+  FS_LOG(kInfo, "kvstore: indexed {} objects ({:.1f} MB) under {} in {:.3f} s ({:.0f} objects/s)", s.indexed_objects,
+         static_cast<double>(s.bytes) / 1e6, tier.root(), s.index_seconds,
+         static_cast<double>(s.indexed_objects) / std::max(s.index_seconds, 1e-9));
+}
+
+int64_t KvStore::Impl::CollectGarbage() {
+  const int64_t now = clock.NowUnixSeconds();
+  int64_t deleted = 0;
+  std::vector<Payload> dropped;  // released after the lock
+  {
+    std::lock_guard<std::mutex> lock(mem_mu);
+    for (const ObjectKey& key : memory.Expired(now, SIZE_MAX, nullptr)) {
+      IndexEntry erased;
+      memory.Erase(key, &erased);
+      dropped.push_back(std::move(erased.payload));
+      ++memory_stats.expirations;
+      ++deleted;
+    }
+  }
+  for (Tier t : {Tier::kDisk, Tier::kShared}) {
+    if (disk(t) != nullptr) deleted += disk(t)->CollectExpired(gc_limiter, &closing);
+  }
+  return deleted;
+}
+
+void KvStore::Impl::GcLoop() {
+  const auto interval = std::chrono::milliseconds(std::clamp<int64_t>(config.gc_delay_seconds * 1000 / 4, 100, 60000));
+  double next_rescan = base::MonotonicSeconds() + static_cast<double>(config.shared_rescan_seconds);
+  std::unique_lock<std::mutex> lock(gc_mu);
+  while (!closing.load()) {
+    gc_wake.wait_for(lock, interval, [this] { return closing.load(); });
+    if (closing.load()) break;
+    lock.unlock();
+    const int64_t deleted = CollectGarbage();
+    if (deleted > 0) FS_LOG(kDebug, "kvstore: gc deleted {} expired objects", deleted);
+    if (disk(Tier::kShared) != nullptr && config.shared_rescan_seconds > 0 && base::MonotonicSeconds() >= next_rescan) {
+      disk(Tier::kShared)->Scan(1, /*full=*/false);
+      next_rescan = base::MonotonicSeconds() + static_cast<double>(config.shared_rescan_seconds);
+    }
+    lock.lock();
+  }
+}
+
+KvStore::KvStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+KvStore::~KvStore() { Close(); }
+
+base::Result<std::unique_ptr<KvStore>> KvStore::Open(const StoreConfig& config, const base::Clock& clock) {
+  FS_RETURN_IF_ERROR(config.Validate());
+  auto impl = std::make_unique<Impl>(config, clock);
+  const struct {
+    Tier tier;
+    const std::string& dir;
+    int64_t bytes;
+    double prior;
+  } dirs[] = {{Tier::kDisk, config.disk_dir, config.disk_bytes, kDiskPriorBytesPerSecond},
+              {Tier::kShared, config.shared_dir, config.shared_bytes, kSharedPriorBytesPerSecond}};
+  for (const auto& d : dirs) {
+    if (d.dir.empty()) continue;
+    DiskTierOptions options{d.tier, d.dir, config.fingerprint, d.bytes, config.write_retry_seconds, d.prior};
+    auto tier = std::make_unique<DiskTier>(options, impl->classes, impl->fs, clock);
+    FS_RETURN_IF_ERROR(tier->Prepare());
+    tier->Scan(config.io_threads, /*full=*/true);
+    impl->LogIndex(*tier);
+    impl->tiers[static_cast<int>(d.tier)] = std::move(tier);
+  }
+  impl->io = std::make_unique<IoPool>(config.io_threads);
+  Impl* raw = impl.get();
+  if (config.background_gc) raw->gc_thread = std::thread([raw] { raw->GcLoop(); });
+  return std::unique_ptr<KvStore>(new KvStore(std::move(impl)));
+}
+
+Payload KvStore::GetMemory(const ObjectKey& key) {
+  const int64_t now = impl_->clock.NowUnixSeconds();
+  std::lock_guard<std::mutex> lock(impl_->mem_mu);
+  const IndexEntry* e = impl_->memory.Find(key);
+  if (e == nullptr || now >= e->expiry) {
+    ++impl_->memory_stats.misses;
+    return nullptr;
+  }
+  Payload payload = e->payload;
+  impl_->memory.Touch(key, now, 0);
+  ++impl_->memory_stats.hits;
+  impl_->memory_stats.bytes_read += static_cast<int64_t>(payload->size());
+  return payload;
+}
+
+std::optional<Tier> KvStore::Locate(const ObjectKey& key) const {
+  const int64_t now = impl_->clock.NowUnixSeconds();
+  {
+    std::lock_guard<std::mutex> lock(impl_->mem_mu);
+    const IndexEntry* e = impl_->memory.Find(key);
+    if (e != nullptr && now < e->expiry) return Tier::kMemory;
+  }
+  for (Tier t : {Tier::kDisk, Tier::kShared}) {
+    if (impl_->disk(t) != nullptr && impl_->disk(t)->Holds(key, now)) return t;
+  }
+  return std::nullopt;
+}
+
+void KvStore::Fetch(std::vector<ObjectKey> keys, std::function<void(std::vector<bool>)> done, bool pin) {
+  struct State {
+    std::vector<ObjectKey> keys;
+    std::vector<uint8_t> present;
+    std::atomic<size_t> remaining{0};
+    std::atomic<int64_t> bytes_read[kNumTiers] = {0, 0, 0};
+    int64_t start_nanos = 0;
+    std::function<void(std::vector<bool>)> done;
+    bool pin = false;
+  };
+  auto state = std::make_shared<State>();
+  state->start_nanos = impl_->clock.NowNanos();
+  state->keys = std::move(keys);
+  state->present.assign(state->keys.size(), 0);
+  state->done = std::move(done);
+  state->pin = pin;
+  const size_t n = state->keys.size();
+  const size_t num_chunks = std::max<size_t>(1, std::min<size_t>(n, static_cast<size_t>(impl_->io->num_threads())));
+  state->remaining.store(num_chunks);
+  Impl* impl = impl_.get();
+  auto finish = [impl, state] {
+    if (state->remaining.fetch_sub(1) != 1) return;
+    impl->RecordFetch(state->bytes_read, state->start_nanos);
+    state->done(std::vector<bool>(state->present.begin(), state->present.end()));
+  };
+  for (size_t c = 0; c < num_chunks; ++c) {
+    const size_t begin = n * c / num_chunks, end = n * (c + 1) / num_chunks;
+    auto task = [impl, state, begin, end, finish] {
+      impl->FetchChunk(state->keys, begin, end, state->pin, &state->present, state->bytes_read);
+      finish();
+    };
+    if (impl->closing.load() || !impl->io->Submit(IoPool::Priority::kRead, task)) finish();  // closed: misses
+  }
+}
+
+void KvStore::Put(const ObjectKey& key, Payload payload, int64_t tokens, const std::string& ttl_class) {
+  if (payload == nullptr) return;
+  const int64_t now = impl_->clock.NowUnixSeconds();
+  const uint8_t class_id = impl_->ResolveClass(ttl_class);
+  const TtlClass& cls = impl_->classes.classes()[class_id];
+  const int64_t expiry = now + cls.seconds;
+  impl_->InsertMemory(key, payload, tokens, expiry, class_id, /*pin=*/false);
+  if (impl_->closing.load()) return;
+  ObjectHeader header;
+  header.key = key;
+  header.fingerprint = impl_->config.fingerprint;
+  header.ttl_class = cls.name;
+  header.tokens = tokens;
+  header.created_unix = now;
+  header.expiry_unix = expiry;
+  for (Tier t : {Tier::kDisk, Tier::kShared}) {
+    if (impl_->disk(t) != nullptr) impl_->QueueWrite(impl_->disk(t), header, payload, cls.seconds / 4);
+  }
+}
+
+bool KvStore::Pin(const ObjectKey& key) {
+  const int64_t now = impl_->clock.NowUnixSeconds();
+  bool pinned = false;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mem_mu);
+    if (impl_->memory.Find(key) != nullptr) {
+      impl_->memory.Touch(key, now, 1);
+      impl_->memory.AddPins(key, 1);
+      pinned = true;
+    }
+  }
+  for (Tier t : {Tier::kDisk, Tier::kShared}) {
+    if (impl_->disk(t) != nullptr) impl_->disk(t)->Touch(key, now);
+  }
+  return pinned;
+}
+
+void KvStore::Unpin(const ObjectKey& key) {
+  std::lock_guard<std::mutex> lock(impl_->mem_mu);
+  impl_->memory.AddPins(key, -1);
+}
+
+StoreStats KvStore::Stats() const {
+  StoreStats stats;
+  const int64_t now = impl_->clock.NowUnixSeconds();
+  for (const TtlClass& c : impl_->classes.classes()) stats.classes.push_back({c.name, c.seconds, {}, {}});
+  stats.classes.push_back({"other", 0, {}, {}});
+  {
+    std::lock_guard<std::mutex> lock(impl_->mem_mu);
+    TierStats& m = stats.tiers[0];
+    m = impl_->memory_stats;
+    m.objects = impl_->memory.size();
+    m.bytes = impl_->memory.bytes();
+    m.pinned = impl_->memory.pinned();
+    m.gc_backlog = impl_->memory.CountExpired(now);
+    for (size_t i = 0; i < stats.classes.size(); ++i) {
+      const uint8_t id = i + 1 == stats.classes.size() ? kOtherClass : static_cast<uint8_t>(i);
+      stats.classes[i].objects[0] = impl_->memory.class_objects(id);
+      stats.classes[i].bytes[0] = impl_->memory.class_bytes(id);
+    }
+  }
+  for (Tier t : {Tier::kDisk, Tier::kShared}) {
+    const DiskTier* tier = impl_->disk(t);
+    if (tier == nullptr) {
+      stats.tiers[static_cast<int>(t)].writable = false;
+      stats.tiers[static_cast<int>(t)].write_disabled_reason = "not configured";
+      continue;
+    }
+    stats.tiers[static_cast<int>(t)] = tier->Stats();
+    tier->AddClassStats(&stats.classes);
+  }
+  stats.pending_writes = impl_->pending_writes.load();
+  stats.pending_write_bytes = impl_->pending_write_bytes.load();
+  return stats;
+}
+
+int64_t KvStore::CollectGarbage() { return impl_->CollectGarbage(); }
+
+double KvStore::PredictFetchSeconds(Tier tier, int64_t bytes) const {
+  if (tier == Tier::kMemory) return 0;
+  const DiskTier* d = impl_->disk(tier);
+  if (d == nullptr) return std::numeric_limits<double>::infinity();
+  return static_cast<double>(bytes) / d->BytesPerSecond();
+}
+
+void KvStore::Flush() {
+  if (!impl_->closing.load()) impl_->io->Drain();
+}
+
+void KvStore::Close() {
+  if (impl_ == nullptr || impl_->closing.exchange(true)) return;
+  impl_->gc_wake.notify_all();
+  if (impl_->gc_thread.joinable()) impl_->gc_thread.join();
+  impl_->io->Stop();  // runs every queued write first
+}
+
+}  // namespace flashserve::kvstore

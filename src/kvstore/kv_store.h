@@ -1,0 +1,143 @@
+// KvStore: the persistent, tiered prefix-cache store (design.md section 5): L1 host DRAM, L2 a
+// local directory, L3 a directory shared by many workers, with TTL classes, GC and checksums.
+// Called by serve (engine thread), its own I/O threads and its GC thread; every method is thread-safe.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "kv/block_hash.h"
+
+namespace flashserve::kvstore {
+
+class FileSystem;
+
+enum class ObjectKind : uint8_t { kBlock = 1, kBoundary = 2 };   // a 128-token block / a boundary snapshot at its end
+enum class Tier : uint8_t { kMemory = 0, kDisk = 1, kShared = 2 }; // L1 host DRAM, L2 local dir, L3 shared dir
+constexpr int kNumTiers = 3;
+
+struct ObjectKey {
+  ObjectKind kind = ObjectKind::kBlock;
+  kv::BlockHash hash{};
+  auto operator<=>(const ObjectKey&) const = default;
+};
+
+struct ObjectKeyHasher {
+  size_t operator()(const ObjectKey& key) const;
+};
+
+struct TtlClass {
+  std::string name;  // [a-z0-9_-], 1..32 characters
+  int64_t seconds = 0;
+};
+
+// The defaults: agent 3 days, chat 7 days.
+std::vector<TtlClass> DefaultTtlClasses();
+const char* TierName(Tier tier);        // "memory", "disk", "shared"
+const char* KindName(ObjectKind kind);  // "block", "boundary" (also the object file suffix)
+
+struct StoreConfig {
+  std::string fingerprint;                  // model fingerprint (hex); objects of another one are foreign
+  int64_t memory_bytes = 1 << 30;           // L1 budget
+  std::string disk_dir;  int64_t disk_bytes = 0;      // L2 (empty dir = off), private to this process
+  std::string shared_dir; int64_t shared_bytes = 0;   // L3 (empty dir = off), mounted by many workers (NFS/CephFS/3FS)
+  std::vector<TtlClass> ttl_classes;        // empty = defaults
+  std::string default_ttl_class = "chat";
+  int64_t gc_delay_seconds = 3600;          // expired objects are deleted within this delay
+  int64_t gc_max_deletes_per_second = 200;  // so GC never stalls foreground reads
+  int io_threads = 2;
+  // Additions beyond the core contract.
+  bool background_gc = true;                // false: GC runs only through CollectGarbage() (tests, tools)
+  int64_t shared_rescan_seconds = 300;      // re-index L3 this often to see other workers' objects (0 = never)
+  bool shared_probe_on_miss = true;         // Fetch checks the L3 directory for keys its index lacks
+  int64_t write_retry_seconds = 30;         // a tier whose writes failed is retried after this back-off
+  int64_t max_pending_write_bytes = 256 << 20;  // write-through backlog cap; beyond it writes are dropped
+  FileSystem* file_system = nullptr;        // the file-system seam (null = POSIX); not owned
+
+  base::Status Validate() const;
+  // The effective classes (ttl_classes or the defaults).
+  std::vector<TtlClass> Classes() const;
+};
+
+struct TierStats {
+  int64_t objects = 0, bytes = 0, capacity = 0, hits = 0, misses = 0, bytes_read = 0, bytes_written = 0,
+          evictions = 0, expirations = 0, corrupt = 0, write_errors = 0, gc_backlog = 0;
+  bool writable = true;
+  std::string write_disabled_reason;
+  // Additions.
+  int64_t foreign = 0;          // objects of another model found under this model's folder (deleted)
+  int64_t read_errors = 0;      // I/O errors on read (a miss; the object is kept)
+  int64_t writes_dropped = 0;   // write-throughs skipped (tier disabled, backlog full, no room)
+  int64_t pinned = 0;           // L1 objects pinned by running sequences
+  double read_bytes_per_second = 0;  // measured Fetch bandwidth (0 = no fetch read this tier yet)
+  int64_t indexed_objects = 0;  // objects found by the last directory scan
+  double index_seconds = 0;     // how long that scan took
+};
+
+struct ClassStats {
+  std::string name;
+  int64_t seconds = 0;
+  int64_t objects[kNumTiers] = {0, 0, 0};
+  int64_t bytes[kNumTiers] = {0, 0, 0};
+};
+
+struct StoreStats {
+  TierStats tiers[kNumTiers];
+  std::vector<ClassStats> classes;  // configured classes, then "other" (classes found on disk only)
+  int64_t pending_writes = 0, pending_write_bytes = 0;
+};
+
+using Payload = std::shared_ptr<const std::string>;
+
+class KvStore {
+ public:
+  // Validates the config, creates <dir>/<fingerprint> for each configured directory, indexes what
+  // is already there (in parallel, logging objects/s) and starts the I/O and GC threads.
+  static base::Result<std::unique_ptr<KvStore>> Open(const StoreConfig& config, const base::Clock& clock);
+  ~KvStore();
+  KvStore(const KvStore&) = delete;
+  KvStore& operator=(const KvStore&) = delete;
+
+  // L1 only, never does I/O (engine thread). Null when absent or expired.
+  Payload GetMemory(const ObjectKey& key);
+  // Fastest tier holding an unexpired copy per the in-memory indexes, no I/O.
+  std::optional<Tier> Locate(const ObjectKey& key) const;
+  // Loads objects held only in L2/L3 into L1 on I/O threads, then calls done (on an I/O thread)
+  // with, per key, whether it is now in L1. Corrupt / truncated / foreign / expired objects count
+  // as misses and are deleted (and counted). With pin, every key reported present is pinned once
+  // (the caller Unpins it), so it cannot be evicted before the caller reads it.
+  void Fetch(std::vector<ObjectKey> keys, std::function<void(std::vector<bool>)> done, bool pin = false);
+  // Inserts into L1 and writes through to L2 (and L3) asynchronously, tagged with its TTL class
+  // (empty = default; unknown = default, logged once) and the prompt tokens it covers. Expiry is
+  // now + the class TTL; a Put of a held key extends its expiry (disk copies are rewritten only
+  // when that moves expiry by more than a quarter of the TTL).
+  void Put(const ObjectKey& key, Payload payload, int64_t tokens, const std::string& ttl_class);
+  // Refreshes recency / hit counts in every tier and pins the L1 copy (a pinned object is never
+  // evicted from L1). Returns whether an L1 copy was pinned; Unpin only what was pinned.
+  bool Pin(const ObjectKey& key);
+  void Unpin(const ObjectKey& key);  // releases one pin
+  StoreStats Stats() const;
+  // Deletes expired objects now (all tiers, disk deletes rate-limited); returns how many.
+  int64_t CollectGarbage();
+  // Predicted seconds to fetch `bytes` from a tier: bytes / the moving average of real Fetch
+  // bandwidth (bytes read / Fetch wall time, all I/O threads together; a prior until the first).
+  double PredictFetchSeconds(Tier tier, int64_t bytes) const;
+  // Blocks until every queued write-through and fetch has finished.
+  void Flush();
+  // Flushes pending writes and stops the threads; later Fetches report misses, Puts stay in L1.
+  void Close();
+
+ private:
+  struct Impl;
+  explicit KvStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flashserve::kvstore

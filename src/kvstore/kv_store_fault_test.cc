@@ -1,0 +1,390 @@
+// KvStore under faults: corrupt, truncated and foreign objects, a full disk, read errors, a full
+// write backlog, stale temporary files, bad directories, and concurrent readers and writers.
+#include <gtest/gtest.h>
+#include <sys/time.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <random>
+
+#include "kvstore/kv_store.h"
+#include "kvstore/object_file.h"
+#include "kvstore/test_util.h"
+
+namespace flashserve::kvstore {
+namespace {
+
+using testing::BaseConfig;
+using testing::FakeClock;
+using testing::FaultFileSystem;
+using testing::Key;
+using testing::kFingerprint;
+using testing::MakePayload;
+using testing::TempDir;
+
+std::unique_ptr<KvStore> OpenOrDie(const StoreConfig& config, const base::Clock& clock) {
+  auto store = KvStore::Open(config, clock);
+  EXPECT_TRUE(store.ok()) << store.error().ToString();
+  return std::move(store).value();
+}
+
+std::vector<bool> FetchSync(KvStore& store, std::vector<ObjectKey> keys, bool pin = false) {
+  std::promise<std::vector<bool>> promise;
+  store.Fetch(std::move(keys), [&](std::vector<bool> present) { promise.set_value(std::move(present)); }, pin);
+  return promise.get_future().get();
+}
+
+bool Exists(const std::string& path) { return std::filesystem::exists(path); }
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void WriteAll(const std::string& path, const std::string& data) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << data;
+}
+
+// Writes Key(i) for i < n through a store and closes it; returns the paths.
+std::vector<std::string> WriteObjects(const StoreConfig& config, const base::Clock& clock, int n) {
+  auto store = OpenOrDie(config, clock);
+  std::vector<std::string> paths;
+  for (int i = 0; i < n; ++i) {
+    store->Put(Key(i), MakePayload(i), 128, "");
+    paths.push_back(ObjectPath(config.disk_dir, config.fingerprint, Key(i)));
+  }
+  return paths;
+}
+
+TEST(KvStoreFaultTest, CorruptPayloadByteIsAMissDeletedAndCounted) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  auto paths = WriteObjects(config, clock, 2);
+  std::string bytes = ReadAll(paths[0]);
+  bytes[bytes.size() / 2] ^= 0x10;
+  WriteAll(paths[0], bytes);
+  auto store = OpenOrDie(config, clock);
+  EXPECT_EQ(store->Locate(Key(0)), Tier::kDisk);  // a header-only scan cannot see payload damage
+  EXPECT_EQ(FetchSync(*store, {Key(0), Key(1)}), (std::vector<bool>{false, true}));
+  EXPECT_EQ(store->GetMemory(Key(0)), nullptr);
+  EXPECT_FALSE(Exists(paths[0]));
+  EXPECT_FALSE(store->Locate(Key(0)).has_value());
+  const TierStats s = store->Stats().tiers[1];
+  EXPECT_EQ(s.corrupt, 1);
+  EXPECT_EQ(s.misses, 1);
+  EXPECT_EQ(s.hits, 1);
+}
+
+TEST(KvStoreFaultTest, CorruptHeaderAndTruncatedObjectsAreDeletedAtOpen) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  auto paths = WriteObjects(config, clock, 3);
+  std::string bytes = ReadAll(paths[0]);
+  bytes[20] ^= 0x01;
+  WriteAll(paths[0], bytes);
+  bytes = ReadAll(paths[1]);
+  WriteAll(paths[1], bytes.substr(0, bytes.size() - 100));
+  auto store = OpenOrDie(config, clock);
+  EXPECT_FALSE(Exists(paths[0]));
+  EXPECT_FALSE(Exists(paths[1]));
+  EXPECT_EQ(store->Stats().tiers[1].corrupt, 2);
+  EXPECT_EQ(store->Stats().tiers[1].objects, 1);
+  EXPECT_EQ(FetchSync(*store, {Key(0), Key(1), Key(2)}), (std::vector<bool>{false, false, true}));
+}
+
+TEST(KvStoreFaultTest, ObjectTruncatedWhileOpenIsAMiss) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  config.memory_bytes = 1500;  // one object: the second Put evicts the first from L1
+  auto store = OpenOrDie(config, clock);
+  store->Put(Key(0), MakePayload(0), 128, "");
+  store->Put(Key(1), MakePayload(1), 128, "");
+  store->Flush();
+  const std::string path = ObjectPath(config.disk_dir, kFingerprint, Key(0));
+  const std::string bytes = ReadAll(path);
+  WriteAll(path, bytes.substr(0, bytes.size() - 1));
+  EXPECT_EQ(FetchSync(*store, {Key(0)}), std::vector<bool>{false});
+  EXPECT_FALSE(Exists(path));
+  EXPECT_EQ(store->Stats().tiers[1].corrupt, 1);
+}
+
+TEST(KvStoreFaultTest, ForeignFingerprintIsNeverServed) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig other = BaseConfig(dir);
+  other.fingerprint = "aaaa";
+  other.shared_dir = dir.Sub("l3");
+  other.shared_bytes = 1 << 24;
+  auto paths = WriteObjects(other, clock, 2);
+  StoreConfig mine = other;
+  mine.fingerprint = "bbbb";
+  // An object of model aaaa placed where model bbbb looks for it, in L2 and in L3.
+  WriteAll(ObjectPath(mine.disk_dir, mine.fingerprint, Key(0)), ReadAll(paths[0]));
+  auto store = OpenOrDie(mine, clock);
+  EXPECT_EQ(store->Stats().tiers[1].foreign, 1);  // found by the scan
+  EXPECT_FALSE(Exists(ObjectPath(mine.disk_dir, mine.fingerprint, Key(0))));
+  const std::string shared_copy = ObjectPath(mine.shared_dir, mine.fingerprint, Key(1));
+  WriteAll(shared_copy, ReadAll(ObjectPath(other.shared_dir, other.fingerprint, Key(1))));
+  EXPECT_EQ(FetchSync(*store, {Key(0), Key(1)}), (std::vector<bool>{false, false}));  // L3 probe
+  EXPECT_EQ(store->Stats().tiers[2].foreign, 1);
+  EXPECT_FALSE(Exists(shared_copy));
+  EXPECT_TRUE(Exists(paths[0]));  // model aaaa's own objects are left alone
+  EXPECT_TRUE(Exists(ObjectPath(other.shared_dir, other.fingerprint, Key(1))));
+}
+
+TEST(KvStoreFaultTest, DiskFullStopsWritingSaysSoAndKeepsServingReads) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  StoreConfig config = BaseConfig(dir);
+  config.file_system = &fs;
+  config.memory_bytes = 2000;  // two objects: older ones are served from disk
+  auto store = OpenOrDie(config, clock);
+  fs.quota_bytes = 3 * 1200;   // room for three objects (1000 B payload + header)
+  for (int i = 0; i < 5; ++i) {
+    store->Put(Key(i), MakePayload(i), 128, "");
+    store->Flush();
+  }
+  StoreStats stats = store->Stats();
+  EXPECT_EQ(fs.writes.load(), 3);
+  EXPECT_FALSE(stats.tiers[1].writable);
+  EXPECT_NE(stats.tiers[1].write_disabled_reason.find("No space left"), std::string::npos);
+  EXPECT_EQ(stats.tiers[1].write_errors, 1);
+  EXPECT_EQ(stats.tiers[1].writes_dropped, 1);  // key 4: not attempted while disabled
+  EXPECT_EQ(FetchSync(*store, {Key(0), Key(1), Key(2)}), (std::vector<bool>(3, true)));  // reads continue
+  fs.quota_bytes = INT64_MAX;  // space freed, but the back-off has not passed
+  store->Put(Key(5), MakePayload(5), 128, "");
+  store->Flush();
+  EXPECT_EQ(fs.writes.load(), 3);
+  clock.Advance(config.write_retry_seconds);
+  store->Put(Key(6), MakePayload(6), 128, "");
+  store->Flush();
+  stats = store->Stats();
+  EXPECT_EQ(fs.writes.load(), 4);
+  EXPECT_TRUE(stats.tiers[1].writable);
+  EXPECT_TRUE(stats.tiers[1].write_disabled_reason.empty());
+  EXPECT_TRUE(Exists(ObjectPath(config.disk_dir, kFingerprint, Key(6))));
+}
+
+TEST(KvStoreFaultTest, WritesRetryEarlyWhenUsageDrops) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  StoreConfig config = BaseConfig(dir);
+  config.file_system = &fs;
+  config.ttl_classes = {{"short", 10}, {"chat", 86400}};
+  config.default_ttl_class = "chat";
+  config.io_threads = 1;  // writes in Put order: the fifth one fails
+  auto store = OpenOrDie(config, clock);
+  fs.quota_bytes = 4 * 1200;
+  for (int i = 0; i < 4; ++i) store->Put(Key(i), MakePayload(i), 128, "short");
+  store->Put(Key(4), MakePayload(4), 128, "");
+  store->Flush();
+  ASSERT_FALSE(store->Stats().tiers[1].writable);
+  clock.Advance(11);  // the short objects expire; GC frees their space well before the back-off ends
+  EXPECT_EQ(store->CollectGarbage(), 8);
+  fs.quota_bytes = INT64_MAX;
+  store->Put(Key(5), MakePayload(5), 128, "");
+  store->Flush();
+  EXPECT_TRUE(store->Stats().tiers[1].writable);
+  EXPECT_TRUE(Exists(ObjectPath(config.disk_dir, kFingerprint, Key(5))));
+}
+
+TEST(KvStoreFaultTest, ReadErrorsAreMissesAndKeepTheObject) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  StoreConfig config = BaseConfig(dir);
+  config.file_system = &fs;
+  auto paths = WriteObjects(config, clock, 1);
+  auto store = OpenOrDie(config, clock);
+  fs.fail_reads = true;
+  EXPECT_EQ(FetchSync(*store, {Key(0)}), std::vector<bool>{false});
+  EXPECT_EQ(store->Stats().tiers[1].read_errors, 1);
+  EXPECT_TRUE(Exists(paths[0]));
+  fs.fail_reads = false;
+  EXPECT_EQ(FetchSync(*store, {Key(0)}), std::vector<bool>{true});
+}
+
+TEST(KvStoreFaultTest, FullWriteBacklogDropsWriteThroughs) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  StoreConfig config = BaseConfig(dir);
+  config.file_system = &fs;
+  config.io_threads = 1;
+  config.max_pending_write_bytes = 1500;
+  auto store = OpenOrDie(config, clock);
+  fs.block_writes = true;
+  store->Put(Key(0), MakePayload(0), 128, "");
+  store->Put(Key(1), MakePayload(1), 128, "");  // 2000 pending bytes > 1500: dropped
+  EXPECT_EQ(store->Stats().pending_writes, 1);
+  fs.block_writes = false;
+  store->Flush();
+  EXPECT_EQ(store->Stats().tiers[1].writes_dropped, 1);
+  EXPECT_EQ(fs.writes.load(), 1);
+  EXPECT_NE(store->GetMemory(Key(1)), nullptr);  // still served from memory
+}
+
+TEST(KvStoreFaultTest, StaleTemporaryFilesAreRemovedAtOpen) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  const std::string object = ObjectPath(config.disk_dir, kFingerprint, Key(0));
+  const std::string stale = object + ".tmp.dead.1", fresh = object + ".tmp.live.2";
+  WriteAll(stale, "partial");
+  WriteAll(fresh, "partial");
+  const timeval old_times[2] = {{clock.NowUnixSeconds() - 7200, 0}, {clock.NowUnixSeconds() - 7200, 0}};
+  ASSERT_EQ(::utimes(stale.c_str(), old_times), 0);
+  auto store = OpenOrDie(config, clock);
+  EXPECT_FALSE(Exists(stale));
+  EXPECT_TRUE(Exists(fresh));  // may belong to a live writer
+  EXPECT_EQ(store->Stats().tiers[1].objects, 0);
+}
+
+TEST(KvStoreFaultTest, ScanDeletesMisplacedObjectsAndIgnoresSymlinks) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  auto paths = WriteObjects(config, clock, 2);
+  const std::string name = std::filesystem::path(paths[0]).filename().string();
+  const std::string misplaced = config.disk_dir + "/" + kFingerprint + "/00/00/" + name;
+  WriteAll(misplaced, ReadAll(paths[0]));
+  std::filesystem::remove(paths[0]);
+  const std::string outside = dir.Sub("outside.block");
+  WriteAll(outside, ReadAll(paths[1]));
+  std::filesystem::remove(paths[1]);
+  std::filesystem::create_symlink(outside, paths[1]);  // an object path that points out of the root
+  auto store = OpenOrDie(config, clock);
+  EXPECT_FALSE(Exists(misplaced));
+  EXPECT_EQ(store->Stats().tiers[1].corrupt, 1);
+  EXPECT_EQ(store->Stats().tiers[1].objects, 0);  // the symlink is not indexed
+  EXPECT_EQ(FetchSync(*store, {Key(0), Key(1)}), (std::vector<bool>{false, false}));
+  EXPECT_TRUE(Exists(outside));  // never followed, never deleted
+}
+
+TEST(KvStoreFaultTest, ObjectLargerThanTheTierIsNotWritten) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  config.disk_bytes = 500;
+  auto store = OpenOrDie(config, clock);
+  store->Put(Key(0), MakePayload(0), 128, "");
+  store->Flush();
+  EXPECT_EQ(store->Stats().tiers[1].writes_dropped, 1);
+  EXPECT_FALSE(Exists(ObjectPath(config.disk_dir, kFingerprint, Key(0))));
+  EXPECT_NE(store->GetMemory(Key(0)), nullptr);
+}
+
+TEST(KvStoreFaultTest, OpenReportsBadConfigAndUnusableDirectories) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  config.fingerprint = "NOT-HEX";
+  EXPECT_EQ(KvStore::Open(config, clock).error().code(), base::ErrorCode::kInvalidArgument);
+  WriteAll(dir.Sub("file"), "x");
+  config = BaseConfig(dir);
+  config.disk_dir = dir.Sub("file/l2");
+  auto store = KvStore::Open(config, clock);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.error().message().find("disk tier"), std::string::npos) << store.error().ToString();
+}
+
+TEST(KvStoreFaultTest, FetchPinsPredictsAndCloseFlushes) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  config.memory_bytes = 2000;
+  auto paths = WriteObjects(config, clock, 50);  // closed right after the Puts: all flushed
+  for (const std::string& p : paths) EXPECT_TRUE(Exists(p)) << p;
+  auto store = OpenOrDie(config, clock);
+  const double prior = store->PredictFetchSeconds(Tier::kDisk, 1'000'000);
+  EXPECT_DOUBLE_EQ(prior, 1e6 / 1e9);
+  EXPECT_EQ(store->PredictFetchSeconds(Tier::kMemory, 1'000'000), 0);
+  EXPECT_TRUE(std::isinf(store->PredictFetchSeconds(Tier::kShared, 1)));
+  EXPECT_EQ(FetchSync(*store, {Key(0)}, /*pin=*/true), std::vector<bool>{true});
+  EXPECT_EQ(store->Stats().tiers[0].pinned, 1);
+  EXPECT_EQ(FetchSync(*store, {Key(1), Key(2), Key(3)}), (std::vector<bool>(3, true)));
+  EXPECT_NE(store->GetMemory(Key(0)), nullptr);  // pinned: survived two later loads into a 2-object L1
+  store->Unpin(Key(0));
+  EXPECT_EQ(store->Stats().tiers[0].pinned, 0);
+  const TierStats disk = store->Stats().tiers[1];
+  EXPECT_GT(disk.read_bytes_per_second, 0);
+  EXPECT_EQ(disk.bytes_read, 4 * (disk.bytes / 50));
+  const double measured = store->PredictFetchSeconds(Tier::kDisk, 1'000'000);
+  EXPECT_DOUBLE_EQ(measured, 1e6 / disk.read_bytes_per_second);
+  EXPECT_DOUBLE_EQ(store->PredictFetchSeconds(Tier::kDisk, 2'000'000), 2 * measured);
+  store->Close();
+  EXPECT_EQ(FetchSync(*store, {Key(4)}), std::vector<bool>{false});  // closed: a miss, no I/O
+  store->Put(Key(99), MakePayload(99), 128, "");
+  EXPECT_FALSE(Exists(ObjectPath(config.disk_dir, kFingerprint, Key(99))));
+}
+
+TEST(KvStoreFaultTest, ConcurrentReadersAndWriters) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  config.memory_bytes = 20 * 1000;  // both tiers evict under this load
+  config.disk_bytes = 40 * 1200;
+  config.io_threads = 3;
+  auto store = OpenOrDie(config, clock);
+  constexpr int kKeys = 64;
+  std::atomic<int> bad{0};
+  auto check = [&](int k, const Payload& p) {
+    if (p != nullptr && *p != *MakePayload(k)) ++bad;
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int op = 0; op < 400; ++op) {
+        const int k = static_cast<int>(rng() % kKeys);
+        switch (rng() % 5) {
+          case 0: store->Put(Key(k), MakePayload(k), 128, ""); break;
+          case 1: check(k, store->GetMemory(Key(k))); break;
+          case 2: {
+            const std::vector<bool> present = FetchSync(*store, {Key(k), Key((k + 1) % kKeys)}, /*pin=*/true);
+            check(k, store->GetMemory(Key(k)));
+            if (present[0]) store->Unpin(Key(k));
+            if (present[1]) store->Unpin(Key((k + 1) % kKeys));
+            break;
+          }
+          case 3:
+            if (store->Pin(Key(k))) store->Unpin(Key(k));
+            break;
+          default: (void)store->Locate(Key(k)); (void)store->Stats(); break;
+        }
+      }
+    });
+  }
+  std::atomic<bool> stop{false};
+  std::thread gc([&] {
+    while (!stop.load()) {
+      clock.Advance(3600);  // objects expire as the test runs
+      store->CollectGarbage();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  for (std::thread& t : threads) t.join();
+  stop = true;
+  gc.join();
+  store->Flush();
+  EXPECT_EQ(bad.load(), 0);
+  const StoreStats stats = store->Stats();
+  EXPECT_EQ(stats.tiers[0].pinned, 0);
+  EXPECT_LE(stats.tiers[0].bytes, config.memory_bytes);
+  EXPECT_LE(stats.tiers[1].bytes, config.disk_bytes);
+  EXPECT_EQ(stats.pending_writes, 0);
+  EXPECT_GT(stats.tiers[1].bytes_written, 0);
+  for (int k = 0; k < kKeys; ++k) check(k, store->GetMemory(Key(k)));
+  EXPECT_EQ(bad.load(), 0);
+}
+
+}  // namespace
+}  // namespace flashserve::kvstore

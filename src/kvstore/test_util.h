@@ -1,0 +1,117 @@
+// Test-only helpers for the kvstore tests: a settable clock, a temporary directory under /tmp,
+// a fault-injecting FileSystem (byte quota that fails writes like a full disk, failing reads),
+// and key / payload makers. Thread-safe where the tests share them across threads.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "base/clock.h"
+#include "kvstore/file_system.h"
+#include "kvstore/kv_store.h"
+
+namespace flashserve::kvstore::testing {
+
+// Unix time is set by the test; durations come from the real monotonic clock.
+class FakeClock final : public base::Clock {
+ public:
+  // Starts at the real time, so file modification times written by the tests are comparable.
+  FakeClock() : now_(base::SystemClock().NowUnixSeconds()) {}
+  explicit FakeClock(int64_t unix_seconds) : now_(unix_seconds) {}
+  int64_t NowUnixSeconds() const override { return now_.load(); }
+  int64_t NowNanos() const override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+  void Set(int64_t unix_seconds) { now_.store(unix_seconds); }
+  void Advance(int64_t seconds) { now_.fetch_add(seconds); }
+
+ private:
+  std::atomic<int64_t> now_;
+};
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = "/tmp/fs_kvstore_test_XXXXXX";
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Wraps the POSIX file system. Writes beyond the byte quota fail the way a full disk does
+// (kResourceExhausted, nothing left behind); reads fail with kIoError while fail_reads is set.
+class FaultFileSystem final : public FileSystem {
+ public:
+  std::atomic<int64_t> quota_bytes{INT64_MAX};
+  std::atomic<bool> fail_reads{false};
+  std::atomic<int64_t> writes{0};
+  std::atomic<bool> block_writes{false};  // writers wait while set
+
+  base::Status WriteAtomic(const std::string& path, std::string_view header, std::string_view payload) override {
+    const int64_t size = static_cast<int64_t>(header.size() + payload.size());
+    if (quota_bytes.fetch_sub(size) < size) {
+      quota_bytes.fetch_add(size);
+      return base::Error(base::ErrorCode::kResourceExhausted, "cannot write " + path + ": No space left on device");
+    }
+    while (block_writes.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ++writes;
+    return posix_->WriteAtomic(path, header, payload);
+  }
+  base::Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override {
+    if (fail_reads.load()) {
+      return base::Error(base::ErrorCode::kIoError, "cannot open " + path + ": Input/output error");
+    }
+    return posix_->OpenForRead(path);
+  }
+  base::Status Remove(const std::string& path) override { return posix_->Remove(path); }
+  base::Status CreateDirs(const std::string& path) override { return posix_->CreateDirs(path); }
+  base::Result<std::vector<DirEntry>> List(const std::string& dir) override { return posix_->List(dir); }
+  base::Result<int64_t> ModifiedTime(const std::string& path) override { return posix_->ModifiedTime(path); }
+
+ private:
+  FileSystem* posix_ = FileSystem::Posix();
+};
+
+inline ObjectKey Key(int i, ObjectKind kind = ObjectKind::kBlock) {
+  ObjectKey key;
+  key.kind = kind;
+  key.hash = kv::Sha256("key-" + std::to_string(i));
+  return key;
+}
+
+inline Payload MakePayload(int i, size_t bytes = 1000) {
+  std::string s(bytes, '\0');
+  for (size_t j = 0; j < bytes; ++j) s[j] = static_cast<char>((i * 131 + static_cast<int>(j) * 7) & 0xff);
+  return std::make_shared<const std::string>(std::move(s));
+}
+
+constexpr char kFingerprint[] = "00ff00ff";
+
+inline StoreConfig BaseConfig(const TempDir& dir, bool with_disk = true) {
+  StoreConfig c;
+  c.fingerprint = kFingerprint;
+  c.memory_bytes = 1 << 20;
+  if (with_disk) {
+    c.disk_dir = dir.Sub("l2");
+    c.disk_bytes = 1 << 24;
+  }
+  c.background_gc = false;
+  return c;
+}
+
+}  // namespace flashserve::kvstore::testing
