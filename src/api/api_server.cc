@@ -21,6 +21,9 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   context_.tokenizer = &tokenizer;
   context_.metrics = &metrics_;
   context_.ids = &ids_;
+  keys_ = ApiKeyRing(config.api_keys);
+  context_.keys = &keys_;
+  router_.SetKeys(&keys_);
   context_.options = config.routes;
   context_.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -31,10 +34,10 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   // DeepSeek's base URL has no /v1; both spellings are served.
   for (const char* prefix : {"/v1", ""}) {
     const std::string p = prefix;
-    router_.Add("POST", p + "/chat/completions", "/v1/chat/completions", bind(HandleChatCompletions));
-    router_.Add("POST", p + "/completions", "/v1/completions", bind(HandleCompletions));
-    router_.Add("GET", p + "/models", "/v1/models", bind(HandleListModels));
-    router_.Add("GET", p + "/models/*", "/v1/models/{id}", bind(HandleGetModel));
+    router_.Add("POST", p + "/chat/completions", "/v1/chat/completions", bind(HandleChatCompletions), true);
+    router_.Add("POST", p + "/completions", "/v1/completions", bind(HandleCompletions), true);
+    router_.Add("GET", p + "/models", "/v1/models", bind(HandleListModels), true);
+    router_.Add("GET", p + "/models/*", "/v1/models/{id}", bind(HandleGetModel), true);
   }
   router_.Add("GET", "/health", "/health", bind(HandleHealth));
   router_.Add("GET", "/metrics", "/metrics", bind(HandleMetrics));

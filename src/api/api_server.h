@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "api/api_keys.h"
 #include "api/http_server.h"
 #include "api/metrics.h"
 #include "api/response_json.h"
@@ -19,6 +20,7 @@ namespace flashserve::api {
 struct ApiConfig {
   HttpServerConfig http;
   RouteOptions routes;
+  std::vector<ApiKey> api_keys;  // empty: no authentication
   base::Status Validate() const;
 };
 
@@ -41,6 +43,7 @@ class ApiServer {
   ApiConfig config_;
   ApiMetrics metrics_;
   IdSource ids_;
+  ApiKeyRing keys_;
   RouteContext context_;
   Router router_;
   std::unique_ptr<HttpServer> http_;

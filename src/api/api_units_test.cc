@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "api/api_keys.h"
 #include "api/api_error.h"
 #include "api/http_wire.h"
 #include "api/metrics.h"
@@ -280,6 +281,40 @@ TEST(MetricsTest, ApiMetricsExportServiceStats) {
   EXPECT_NE(text.find("flashserve_http_requests_total{route=\"/v1/chat/completions\",status=\"429\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("flashserve_time_to_first_token_seconds_count 1\n"), std::string::npos);
   EXPECT_NE(text.find("flashserve_inter_token_latency_seconds_count 1\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashserve::api
+
+namespace flashserve::api {
+namespace {
+
+TEST(ApiKeysTest, ParsesSpecsAndMatchesBearerOrHeader) {
+  auto plain = ParseApiKey("sk-abcdefgh");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->tenant, "");
+  auto full = ParseApiKey("sk-12345678:acme:agent");
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->tenant, "acme");
+  EXPECT_EQ(full->ttl_class, "agent");
+  EXPECT_FALSE(ParseApiKey("short").ok());
+  EXPECT_FALSE(ParseApiKey("sk-12345678:bad tenant").ok());
+  EXPECT_FALSE(ParseApiKey("sk-12345678:acme:").ok());
+  ApiKeyRing ring({*plain, *full});
+  HttpRequest r;
+  EXPECT_EQ(ring.Find(r), nullptr);
+  r.headers = {{"Authorization", "Bearer sk-12345678"}};
+  ASSERT_NE(ring.Find(r), nullptr);
+  EXPECT_EQ(ring.Find(r)->tenant, "acme");
+  r.headers = {{"x-api-key", "sk-abcdefgh"}};
+  ASSERT_NE(ring.Find(r), nullptr);
+  r.headers = {{"Authorization", "Bearer sk-abcdefgX"}};
+  EXPECT_EQ(ring.Find(r), nullptr);
+  // Tenants are cache namespaces: different tenants never share one, a key without a tenant
+  // gets its own.
+  EXPECT_EQ(ApiKeyRing::Namespace(*full), "tenant:acme");
+  EXPECT_NE(ApiKeyRing::Namespace(*plain), ApiKeyRing::Namespace(*full));
+  EXPECT_FALSE(ApiKeyRing().enabled());
 }
 
 }  // namespace

@@ -102,6 +102,12 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Diale
   request.stop_token_ids = std::move(options.stop_token_ids);
   request.ignore_eos = options.ignore_eos;
   request.ttl_class = options.cache_ttl;
+  if (ctx.keys != nullptr && ctx.keys->enabled()) {
+    if (const ApiKey* key = ctx.keys->Find(exchange->request())) {
+      request.cache_namespace = ApiKeyRing::Namespace(*key);
+      if (request.ttl_class.empty()) request.ttl_class = key->ttl_class;
+    }
+  }
 
   JobDeps deps{ctx.service, ctx.tokenizer, ctx.metrics, ctx.ids};
   GenerationJob::Create(std::move(job), deps, exchange)->Start(std::move(request));

@@ -334,3 +334,76 @@ TEST_F(HttpServerTest, MetricsCountRequestsAndTokens) {
 
 }  // namespace
 }  // namespace flashserve::api
+
+namespace flashserve::api {
+namespace {
+
+TEST(HttpServerKeysTest, GenerationRoutesNeedAKeyAndTheKeyChoosesTenantAndRetention) {
+  auto tok = testing::ByteTokenizer();
+  FakeService service;
+  service.reply = Bytes("Hi");
+  ApiConfig config;
+  config.http.port = 0;
+  config.api_keys = {ParseApiKey("sk-acme-0001:acme:agent").value(), ParseApiKey("sk-beta-0002:beta").value()};
+  ApiServer server(config, service, *tok);
+  ASSERT_TRUE(server.Start().ok());
+  service.StartThread(std::chrono::microseconds(0));
+  Client c(server.port());
+  c.Send(Post("/v1/chat/completions", ChatBody(false)));
+  Response r = c.Read();
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error"]["type"], "authentication_error");
+  c.Send(Post("/v1/chat/completions", ChatBody(false), "Authorization: Bearer sk-wrong-0000\r\n"));
+  EXPECT_EQ(c.Read().status, 401);
+  c.Send(Get("/health"));  // health and metrics stay open
+  EXPECT_EQ(c.Read().status, 200);
+  c.Send(Post("/v1/chat/completions", ChatBody(false), "Authorization: Bearer sk-acme-0001\r\n"));
+  ASSERT_EQ(c.Read().status, 200);
+  c.Send(Post("/v1/chat/completions", ChatBody(false), "x-api-key: sk-beta-0002\r\n"));
+  ASSERT_EQ(c.Read().status, 200);
+  nlohmann::json explicit_ttl = nlohmann::json::parse(ChatBody(false));
+  explicit_ttl["cache_ttl"] = "chat";
+  c.Send(Post("/v1/chat/completions", explicit_ttl.dump(), "Authorization: Bearer sk-acme-0001\r\n"));
+  ASSERT_EQ(c.Read().status, 200);
+  service.StopThread();
+  server.Stop();
+  ASSERT_EQ(service.submitted.size(), 3u);
+  EXPECT_EQ(service.submitted[0].cache_namespace, "tenant:acme");
+  EXPECT_EQ(service.submitted[0].ttl_class, "agent");  // the key's default
+  EXPECT_EQ(service.submitted[1].cache_namespace, "tenant:beta");
+  EXPECT_EQ(service.submitted[1].ttl_class, "");       // server default
+  EXPECT_EQ(service.submitted[2].ttl_class, "chat");   // the request's own choice wins
+}
+
+}  // namespace
+}  // namespace flashserve::api
+
+namespace flashserve::api {
+namespace {
+
+TEST(HttpServerTimeoutTest, IdleTimeoutNeverCutsAResponseInProgress) {
+  auto tok = testing::ByteTokenizer();
+  FakeService service;
+  service.reply = Bytes("twenty-bytes-replyyy");
+  ApiConfig config;
+  config.http.port = 0;
+  config.http.idle_timeout_seconds = 1;
+  ApiServer server(config, service, *tok);
+  ASSERT_TRUE(server.Start().ok());
+  service.StartThread(std::chrono::microseconds(150000));  // ~3 s of streaming
+  Client c(server.port());
+  c.Send(Post("/v1/chat/completions", ChatBody(true)));
+  Response r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  ASSERT_GE(r.body.size(), 14u);
+  EXPECT_EQ(r.body.substr(r.body.size() - 14), "data: [DONE]\n\n");
+  c.Send(Post("/v1/chat/completions", ChatBody(false)));  // non-streamed, also longer than the timeout
+  r = c.Read();
+  EXPECT_EQ(r.status, 200);
+  service.StopThread();
+  server.Stop();
+}
+
+}  // namespace
+}  // namespace flashserve::api

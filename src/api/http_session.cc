@@ -116,6 +116,10 @@ void Session::OnHeader(beast::error_code ec) {
 void Session::OnRequest(beast::error_code ec) {
   if (ec) return OnReadError(ec);
   reading_ = false;
+  // The idle deadline covers waiting for a request only. Disarm it now, while no operation is
+  // pending (a stream's timer cannot be reset under a pending write): a response may take
+  // minutes in the queue and stream for longer.
+  stream_.expires_never();
   http::request<http::string_body> msg = parser_->release();
   HttpRequest req;
   req.method = std::string(msg.method_string());
@@ -210,6 +214,7 @@ void Session::OnWrite(beast::error_code ec) {
   }
   out_bytes_ -= static_cast<int64_t>(out_.front().size());
   out_.pop_front();
+  if (responding_) stream_.expires_never();  // e.g. a 100-continue write that overlapped the body read
   if (!out_.empty()) return DoWrite();
   if (!responding_) Continue();
 }

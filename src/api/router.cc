@@ -75,8 +75,8 @@ bool Router::Route::Matches(const std::string& p) const {
   return p == path;
 }
 
-void Router::Add(std::string method, std::string path, std::string label, Handler handler) {
-  routes_.push_back(Route{std::move(method), std::move(path), std::move(label), std::move(handler)});
+void Router::Add(std::string method, std::string path, std::string label, Handler handler, bool needs_key) {
+  routes_.push_back(Route{std::move(method), std::move(path), std::move(label), std::move(handler), needs_key});
 }
 
 void Router::Handle(std::shared_ptr<Exchange> exchange) const {
@@ -87,6 +87,14 @@ void Router::Handle(std::shared_ptr<Exchange> exchange) const {
     if (r.method == req.method) {
       auto metered = std::make_shared<MeteredExchange>(std::move(exchange), metrics_, r.label);
       metered->Init();
+      if (r.needs_key && keys_ != nullptr && keys_->enabled() && keys_->Find(req) == nullptr) {
+        ApiError e = InvalidRequest("Incorrect or missing API key: send \"Authorization: Bearer <key>\"", "",
+                                    "invalid_api_key");
+        e.status = 401;
+        e.type = "authentication_error";
+        metered->Respond(ErrorResponse(e));
+        return;
+      }
       r.handler(metered);
       return;
     }

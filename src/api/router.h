@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/api_keys.h"
 #include "api/exchange.h"
 #include "api/metrics.h"
 
@@ -21,7 +22,9 @@ class Router {
 
   // `path` is matched exactly, or as a prefix when it ends in '*'. `label` names the route in
   // metrics (e.g. "/v1/chat/completions" for its aliases too).
-  void Add(std::string method, std::string path, std::string label, Handler handler);
+  void Add(std::string method, std::string path, std::string label, Handler handler, bool needs_key = false);
+  // Routes added with needs_key answer 401 unless the request presents one of these keys.
+  void SetKeys(const ApiKeyRing* keys) { keys_ = keys; }
   // Dispatches (unknown path: 404, known path with another method: 405 + Allow).
   void Handle(std::shared_ptr<Exchange> exchange) const;
 
@@ -29,10 +32,12 @@ class Router {
   struct Route {
     std::string method, path, label;
     Handler handler;
+    bool needs_key = false;
     bool Matches(const std::string& p) const;
   };
   std::vector<Route> routes_;
   ApiMetrics* metrics_;
+  const ApiKeyRing* keys_ = nullptr;
 };
 
 }  // namespace flashserve::api

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/api_keys.h"
 #include "api/exchange.h"
 #include "api/metrics.h"
 #include "api/request_options.h"
@@ -27,6 +28,7 @@ struct RouteOptions {
 
 struct RouteContext {
   serve::Service* service = nullptr;
+  const ApiKeyRing* keys = nullptr;  // null or empty: no authentication
   const tokenizer::Tokenizer* tokenizer = nullptr;
   ApiMetrics* metrics = nullptr;
   IdSource* ids = nullptr;

@@ -15,6 +15,7 @@
 
 #include "api/api_server.h"
 #include "app/cli_util.h"
+#include "app/serve_flags.h"
 #include "app/commands.h"
 #include "base/log.h"
 #include "base/thread_pool.h"
@@ -36,23 +37,6 @@ constexpr char kDemoName[] = "deepseek-v4-demo";
 constexpr uint64_t kDemoSeed = 1234;
 constexpr char kTokenizerRel[] = "third_party/tokenizer/deepseek_v3/tokenizer.json";
 
-kvstore::StoreConfig DefaultStoreConfig() {
-  kvstore::StoreConfig c;
-  c.disk_bytes = int64_t{16} << 30;
-  c.shared_bytes = int64_t{64} << 30;
-  return c;
-}
-
-struct ServeFlags {
-  std::string model, host = "127.0.0.1", served_name, tokenizer, encoding = "v4";
-  int port = 8000;
-  serve::ServerConfig server;
-  kvstore::StoreConfig store = DefaultStoreConfig();
-  std::string ttl_spec = "agent=3d,chat=7d";
-  api::ApiConfig api;
-  engine::EngineOptions engine;
-  bool no_qat = false;
-};
 
 // The DeepSeek tokenizer installed by scripts/setup.sh: searched in the folders above the
 // executable (a build tree inside the checkout) and in an install prefix's share/flashserve.
@@ -162,19 +146,6 @@ sigset_t BlockStopSignals() {
   return set;
 }
 
-// The prefix-cache store: L1 always (budget --kv-dram-bytes), L2 / L3 when their folders are given.
-base::Result<std::unique_ptr<kvstore::KvStore>> OpenStore(ServeFlags& f, const engine::Model& model) {
-  static const base::SystemClock clock;
-  FS_ASSIGN_OR_RETURN(f.store.ttl_classes, ParseTtlClasses(f.ttl_spec));
-  f.store.fingerprint = serve::ModelFingerprint(model, f.engine.qat);
-  f.store.memory_bytes = f.server.prefix_cache_bytes;
-  if (f.store.memory_bytes <= 0 && f.store.disk_dir.empty() && f.store.shared_dir.empty())
-    return std::unique_ptr<kvstore::KvStore>();
-  auto store = kvstore::KvStore::Open(f.store, clock);
-  if (!store.ok()) return store.error().WithContext("opening the KV store");
-  return std::move(store).value();
-}
-
 int RunServe(ServeFlags f) {
   const bool demo = f.model.empty();
   std::string tokenizer_path = f.tokenizer;
@@ -208,6 +179,7 @@ int RunServe(ServeFlags f) {
 
   auto store = OpenStore(f, *model);
   if (!store.ok()) return PrintError(store.error());
+  if (base::Status s = LoadApiKeys(&f); !s.ok()) return PrintError(s.error());
   sigset_t stop_signals = BlockStopSignals();
   serve::Server server(*model, f.engine, f.server, std::move(store).value());
   api::ApiServer api(f.api, server, **tok);
@@ -228,20 +200,6 @@ int RunServe(ServeFlags f) {
 }
 
 }  // namespace
-
-void AddKvFlags(CLI::App* cmd, ServeFlags* f) {
-  kvstore::StoreConfig& k = f->store;
-  cmd->add_option("--kv-dram-bytes,--prefix-cache-bytes", f->server.prefix_cache_bytes,
-                  "L1 (host memory) prefix-cache budget (0 disables L1)")->capture_default_str();
-  cmd->add_option("--kv-dir", k.disk_dir, "L2: local directory that keeps cached prefixes across restarts");
-  cmd->add_option("--kv-disk-bytes", k.disk_bytes, "L2 byte budget")->capture_default_str();
-  cmd->add_option("--kv-shared-dir", k.shared_dir, "L3: directory shared by many workers (NFS, CephFS, 3FS)");
-  cmd->add_option("--kv-shared-bytes", k.shared_bytes, "L3 byte budget")->capture_default_str();
-  cmd->add_option("--kv-ttl", f->ttl_spec, "Retention classes, name=duration (s/m/h/d)")->capture_default_str();
-  cmd->add_option("--kv-default-ttl", k.default_ttl_class, "Class for requests without cache_ttl")->capture_default_str();
-  cmd->add_option("--kv-gc-delay", k.gc_delay_seconds, "Seconds within which expired objects are deleted")->capture_default_str();
-  cmd->add_option("--kv-io-threads", k.io_threads, "KV-store I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
-}
 
 void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   auto f = std::make_shared<ServeFlags>();
@@ -265,7 +223,7 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--max-body-bytes", f->api.http.max_body_bytes, "Largest request body (bigger: 413)")->capture_default_str();
   cmd->add_option("--idle-timeout", f->api.http.idle_timeout_seconds, "Seconds before an idle keep-alive connection is closed")->capture_default_str();
   cmd->add_option("--io-threads", f->api.http.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 256))->capture_default_str();
-  AddKvFlags(cmd, f.get());
+  AddStoreAndKeyFlags(cmd, f.get());
   AddEngineFlags(cmd, &f->engine, &f->no_qat);
   cmd->callback([f, run] { *run = [f] { return RunServe(*f); }; });
 }

@@ -1,0 +1,48 @@
+// Flags of `flashserve serve` and the set-up steps that turn them into the prefix-cache store
+// and the API keys. Used by cmd_serve.cc on the main thread only.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/api_server.h"
+#include "base/result.h"
+#include "engine/model.h"
+#include "engine/options.h"
+#include "kvstore/kv_store.h"
+#include "serve/server.h"
+
+namespace flashserve::app {
+
+inline kvstore::StoreConfig DefaultStoreConfig() {
+  kvstore::StoreConfig c;
+  c.disk_bytes = int64_t{16} << 30;
+  c.shared_bytes = int64_t{64} << 30;
+  return c;
+}
+
+struct ServeFlags {
+  std::string model, host = "127.0.0.1", served_name, tokenizer, encoding = "v4";
+  int port = 8000;
+  serve::ServerConfig server;
+  kvstore::StoreConfig store = DefaultStoreConfig();
+  std::string ttl_spec = "agent=3d,chat=7d";
+  std::vector<std::string> api_keys;
+  std::string api_keys_file;
+  api::ApiConfig api;
+  engine::EngineOptions engine;
+  bool no_qat = false;
+};
+
+// The prefix-cache store: L1 always (budget --kv-dram-bytes), L2 / L3 when their folders are
+// given; null when every tier is off.
+base::Result<std::unique_ptr<kvstore::KvStore>> OpenStore(ServeFlags& f, const engine::Model& model);
+// --api-key specs and the lines of --api-keys-file into f->api.api_keys.
+base::Status LoadApiKeys(ServeFlags* f);
+// The --kv-* and --api-key* flags.
+void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f);
+
+}  // namespace flashserve::app

@@ -1,0 +1,74 @@
+// Set-up of the prefix-cache store and the API keys for `flashserve serve` (app/serve_flags.h).
+#include <algorithm>
+
+#include "app/cli_util.h"
+#include "app/serve_flags.h"
+#include "base/file_util.h"
+#include "base/log.h"
+
+namespace flashserve::app {
+
+using base::Error;
+using base::ErrorCode;
+
+// The prefix-cache store: L1 always (budget --kv-dram-bytes), L2 / L3 when their folders are given.
+base::Result<std::unique_ptr<kvstore::KvStore>> OpenStore(ServeFlags& f, const engine::Model& model) {
+  static const base::SystemClock clock;
+  FS_ASSIGN_OR_RETURN(f.store.ttl_classes, ParseTtlClasses(f.ttl_spec));
+  f.store.fingerprint = serve::ModelFingerprint(model, f.engine.qat);
+  f.store.memory_bytes = f.server.prefix_cache_bytes;
+  if (f.store.memory_bytes <= 0 && f.store.disk_dir.empty() && f.store.shared_dir.empty())
+    return std::unique_ptr<kvstore::KvStore>();
+  auto store = kvstore::KvStore::Open(f.store, clock);
+  if (!store.ok()) return store.error().WithContext("opening the KV store");
+  return std::move(store).value();
+}
+
+// --api-key specs and the lines of --api-keys-file ("KEY[:TENANT[:TTL_CLASS]]", # comments).
+base::Status LoadApiKeys(ServeFlags* f) {
+  std::vector<std::string> specs = f->api_keys;
+  if (!f->api_keys_file.empty()) {
+    FS_ASSIGN_OR_RETURN(std::string text, base::ReadFileToString(f->api_keys_file));
+    size_t pos = 0;
+    while (pos < text.size()) {
+      const size_t end = std::min(text.find('\n', pos), text.size());
+      std::string line = text.substr(pos, end - pos);
+      pos = end + 1;
+      line.erase(0, line.find_first_not_of(" \t\r"));
+      line.erase(line.find_last_not_of(" \t\r") + 1);
+      if (!line.empty() && line[0] != '#') specs.push_back(line);
+    }
+  }
+  const std::vector<kvstore::TtlClass> classes = f->store.Classes();
+  for (const std::string& spec : specs) {
+    auto key = api::ParseApiKey(spec);
+    if (!key.ok()) return key.error();
+    const bool known = key->ttl_class.empty() || std::any_of(classes.begin(), classes.end(), [&](const kvstore::TtlClass& c) {
+      return c.name == key->ttl_class;
+    });
+    if (!known) return Error(ErrorCode::kInvalidArgument, "API key TTL class '" + key->ttl_class + "' is not one of --kv-ttl");
+    f->api.api_keys.push_back(*key);
+  }
+  if (!f->api.api_keys.empty()) FS_LOG(kInfo, "serve: {} API keys; generation routes need one", f->api.api_keys.size());
+  return base::Status::Ok();
+}
+
+void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f) {
+  kvstore::StoreConfig& k = f->store;
+  cmd->add_option("--kv-dram-bytes,--prefix-cache-bytes", f->server.prefix_cache_bytes,
+                  "L1 (host memory) prefix-cache budget (0 disables L1)")->capture_default_str();
+  cmd->add_option("--kv-dir", k.disk_dir, "L2: local directory that keeps cached prefixes across restarts");
+  cmd->add_option("--kv-disk-bytes", k.disk_bytes, "L2 byte budget")->capture_default_str();
+  cmd->add_option("--kv-shared-dir", k.shared_dir, "L3: directory shared by many workers (NFS, CephFS, 3FS)");
+  cmd->add_option("--kv-shared-bytes", k.shared_bytes, "L3 byte budget")->capture_default_str();
+  cmd->add_option("--kv-ttl", f->ttl_spec, "Retention classes, name=duration (s/m/h/d)")->capture_default_str();
+  cmd->add_option("--kv-default-ttl", k.default_ttl_class, "Class for requests without cache_ttl")->capture_default_str();
+  cmd->add_option("--kv-gc-delay", k.gc_delay_seconds, "Seconds within which expired objects are deleted")->capture_default_str();
+  cmd->add_option("--kv-io-threads", k.io_threads, "KV-store I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
+  cmd->add_option("--api-key", f->api_keys, "Accepted key KEY[:TENANT[:TTL_CLASS]] (repeatable; none = no auth). "
+                  "The tenant is the key's prefix-cache namespace, TTL_CLASS its default retention");
+  cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one KEY[:TENANT[:TTL_CLASS]] per line")
+      ->check(CLI::ExistingFile);
+}
+
+}  // namespace flashserve::app
