@@ -27,8 +27,10 @@ constexpr uintptr_t kPrefetchLead = 4096;
 constexpr uintptr_t kWarmBytes = 16384;
 
 // y[i, o0 + j] for MR activation rows xs[i] and NR weight rows o0 + j: the register tile.
-template <class V, int MR, int NR, class Src>
-inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t cols, float* const* ys, bool prefetch) {
+// kPrefetch: the first pass over these weights (a template parameter, so that later passes
+// carry no prefetch bookkeeping in their registers).
+template <class V, int MR, int NR, bool kPrefetch, class Src>
+inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t cols, float* const* ys) {
   using F = typename V::F;
   constexpr int L = V::kLanes, kVecs = Src::kStep / L;
   typename Src::Cursor rows[NR];
@@ -36,12 +38,12 @@ inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t col
   F acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = V::Zero();
-  // Weight rows streamed from memory (the first pass over them) are prefetched into L2, a cache
-  // line at a time spread over the tile's steps: the bytes the next tile reads, kPrefetchLead
-  // further on. Hardware prefetchers stop at page boundaries and a row is often exactly a page.
-  constexpr int kLines = Src::kStepBytes > 0 ? (NR * Src::kStepBytes + 63) / 64 : 0;  // per step
+  // Weight rows streamed from memory (the first pass over them) are prefetched into L2, kLines
+  // cache lines per step: the bytes the next tile reads, kPrefetchLead further on. Hardware
+  // prefetchers stop at page boundaries and a row is often exactly a page.
+  constexpr int kLines = kPrefetch && Src::kStepBytes > 0 ? (NR * Src::kStepBytes + 63) / 64 : 0;
   uintptr_t pf = 0, pf_end = 0;
-  if (kLines > 0 && prefetch) {
+  if constexpr (kLines > 0) {
     const uintptr_t end = reinterpret_cast<uintptr_t>(src.RowStart(INT64_MAX));
     pf = (reinterpret_cast<uintptr_t>(src.RowStart(o0 + NR)) + kPrefetchLead) & ~uintptr_t{63};
     pf_end = std::min(end, reinterpret_cast<uintptr_t>(src.RowStart(o0 + 2 * NR)) + kPrefetchLead);
@@ -88,9 +90,13 @@ void RowGroup(const Src& src, const MatMulArgs& a, int64_t i0, int64_t r0, int64
     ys[t] = a.y + (i0 + t) * a.ldy;
   }
   int64_t o = r0;
-  const bool prefetch = i0 == 0;
-  for (; o + NR <= r1; o += NR) Tile<V, MR, NR>(src, o, xs, a.cols, ys, prefetch);
-  for (; o < r1; ++o) Tile<V, MR, 1>(src, o, xs, a.cols, ys, prefetch);
+  if (i0 == 0) {  // the first pass over these weights streams them from memory
+    for (; o + NR <= r1; o += NR) Tile<V, MR, NR, true>(src, o, xs, a.cols, ys);
+    for (; o < r1; ++o) Tile<V, MR, 1, true>(src, o, xs, a.cols, ys);
+  } else {
+    for (; o + NR <= r1; o += NR) Tile<V, MR, NR, false>(src, o, xs, a.cols, ys);
+    for (; o < r1; ++o) Tile<V, MR, 1, false>(src, o, xs, a.cols, ys);
+  }
 }
 
 // Activation rows [i0, i0 + count) against weight rows [r0, r1), count <= max(kWideMr, kMaxMr):
