@@ -21,7 +21,7 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   context_.tokenizer = &tokenizer;
   context_.metrics = &metrics_;
   context_.ids = &ids_;
-  keys_ = ApiKeyRing(config.api_keys);
+  keys_ = net::ApiKeyRing(config.api_keys);
   context_.keys = &keys_;
   router_.SetKeys(&keys_);
   context_.options = config.routes;
@@ -41,8 +41,8 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   }
   router_.Add("GET", "/health", "/health", bind(HandleHealth));
   router_.Add("GET", "/metrics", "/metrics", bind(HandleMetrics));
-  http_ = std::make_unique<HttpServer>(
-      config.http, [this](std::shared_ptr<Exchange> exchange) { router_.Handle(std::move(exchange)); },
+  http_ = std::make_unique<net::HttpServer>(
+      config.http, [this](std::shared_ptr<net::Exchange> exchange) { router_.Handle(std::move(exchange)); },
       [this](int status) { metrics_.RecordRequest("other", status, 0.0); });
 }
 

@@ -5,8 +5,8 @@
 
 #include <memory>
 
-#include "api/api_keys.h"
-#include "api/http_server.h"
+#include "net/api_keys.h"
+#include "net/http_server.h"
 #include "api/metrics.h"
 #include "api/response_json.h"
 #include "api/router.h"
@@ -18,9 +18,9 @@
 namespace flashserve::api {
 
 struct ApiConfig {
-  HttpServerConfig http;
+  net::HttpServerConfig http;
   RouteOptions routes;
-  std::vector<ApiKey> api_keys;  // empty: no authentication
+  std::vector<net::ApiKey> api_keys;  // empty: no authentication
   base::Status Validate() const;
 };
 
@@ -43,10 +43,10 @@ class ApiServer {
   ApiConfig config_;
   ApiMetrics metrics_;
   IdSource ids_;
-  ApiKeyRing keys_;
+  net::ApiKeyRing keys_;
   RouteContext context_;
   Router router_;
-  std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<net::HttpServer> http_;
 };
 
 }  // namespace flashserve::api

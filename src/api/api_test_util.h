@@ -1,6 +1,6 @@
 // Test doubles for the api tests (not part of fs_api): a byte-level tokenizer where token id ==
 // byte value plus the DeepSeek control tokens, a scripted serve::Service whose events are
-// delivered by the test (or by a background "engine" thread), and an in-memory Exchange.
+// delivered by the test (or by a background "engine" thread), and an in-memory net::Exchange.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/exchange.h"
+#include "net/exchange.h"
 #include "encoding/prompt.h"
 #include "serve/service.h"
 #include "tokenizer/bpe.h"
@@ -198,16 +198,16 @@ class FakeService final : public serve::Service {
   std::thread thread_;
 };
 
-// An Exchange that records the response; Post-ed tasks wait for RunTasks().
-class FakeExchange final : public Exchange {
+// A net::Exchange that records the response; Post-ed tasks wait for RunTasks().
+class FakeExchange final : public net::Exchange {
  public:
   explicit FakeExchange(std::string body, std::string method = "POST", std::string path = "/v1/chat/completions") {
     request_.method = std::move(method);
     request_.path = request_.target = std::move(path);
     request_.body = std::move(body);
   }
-  const HttpRequest& request() const override { return request_; }
-  void Respond(HttpResponse r) override {
+  const net::HttpRequest& request() const override { return request_; }
+  void Respond(net::HttpResponse r) override {
     if (closed()) return;
     ended = true;
     status = r.status;
@@ -256,11 +256,11 @@ class FakeExchange final : public Exchange {
   int status = 0;
   std::string content_type;
   std::string body;
-  HeaderList headers;
+  net::HeaderList headers;
   bool streaming = false, ended = false, gone = false;
 
  private:
-  HttpRequest request_;
+  net::HttpRequest request_;
   std::mutex mu_;
   std::deque<std::function<void()>> tasks_;
   std::function<void()> on_close_;

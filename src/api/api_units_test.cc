@@ -3,9 +3,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "api/api_keys.h"
-#include "api/api_error.h"
-#include "api/http_wire.h"
+#include "net/api_keys.h"
+#include "net/api_error.h"
+#include "net/http_wire.h"
 #include "api/metrics.h"
 #include "api/request_options.h"
 #include "api/response_json.h"
@@ -38,7 +38,7 @@ TEST(ApiErrorTest, MapsEveryErrorCodeToItsStatus) {
       {ErrorCode::kBadTokenizer, 500, "server_error", "internal_error"},
   };
   for (const Case& c : cases) {
-    ApiError e = FromError(base::Error(c.code, "m"));
+    net::ApiError e = net::FromError(base::Error(c.code, "m"));
     EXPECT_EQ(e.status, c.status) << base::ErrorCodeName(c.code);
     EXPECT_EQ(e.type, c.type) << base::ErrorCodeName(c.code);
     EXPECT_EQ(e.code, c.api_code) << base::ErrorCodeName(c.code);
@@ -47,19 +47,19 @@ TEST(ApiErrorTest, MapsEveryErrorCodeToItsStatus) {
 }
 
 TEST(ApiErrorTest, BodyHasTheOpenAiShapeWithNulls) {
-  Json body = Json::parse(ErrorBody(InvalidRequest("bad temperature", "temperature")));
+  Json body = Json::parse(net::ErrorBody(net::InvalidRequest("bad temperature", "temperature")));
   EXPECT_EQ(body["error"]["message"], "bad temperature");
   EXPECT_EQ(body["error"]["type"], "invalid_request_error");
   EXPECT_EQ(body["error"]["param"], "temperature");
   EXPECT_TRUE(body["error"]["code"].is_null());
-  HttpResponse r = ErrorResponse(FromError(base::Error(ErrorCode::kResourceExhausted, "full")));
+  net::HttpResponse r = net::ErrorResponse(net::FromError(base::Error(ErrorCode::kResourceExhausted, "full")));
   EXPECT_EQ(r.status, 429);
   ASSERT_EQ(r.headers.size(), 1u);
   EXPECT_EQ(r.headers[0].first, "Retry-After");
-  EXPECT_TRUE(ErrorResponse(InvalidRequest("x")).headers.empty());
+  EXPECT_TRUE(net::ErrorResponse(net::InvalidRequest("x")).headers.empty());
 }
 
-std::optional<ApiError> Parse(const std::string& text, GenerationOptions* out, Dialect d = Dialect::kChat) {
+std::optional<net::ApiError> Parse(const std::string& text, GenerationOptions* out, Dialect d = Dialect::kChat) {
   Json body;
   if (auto e = ParseJsonBody(text, &body)) return e;
   return ParseGenerationOptions(body, d, 1000, out);
@@ -208,20 +208,20 @@ TEST(StopMatcherTest, EarliestOfSeveralStopsWinsAndUtf8StaysWhole) {
 }
 
 TEST(HttpWireTest, HeadsChunksAndSseFrames) {
-  EXPECT_EQ(ResponseHead(200, "application/json", 2, true, {}),
+  EXPECT_EQ(net::ResponseHead(200, "application/json", 2, true, {}),
             "HTTP/1.1 200 OK\r\nServer: flashserve\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
             "Connection: keep-alive\r\n\r\n");
-  const std::string chunked = ResponseHead(429, "text/event-stream", -1, false, {{"Retry-After", "1"}});
+  const std::string chunked = net::ResponseHead(429, "text/event-stream", -1, false, {{"Retry-After", "1"}});
   EXPECT_NE(chunked.find("HTTP/1.1 429 Too Many Requests\r\n"), std::string::npos);
   EXPECT_NE(chunked.find("Transfer-Encoding: chunked\r\n"), std::string::npos);
   EXPECT_NE(chunked.find("Connection: close\r\nRetry-After: 1\r\n\r\n"), std::string::npos);
   EXPECT_EQ(chunked.find("Content-Length"), std::string::npos);
-  EXPECT_EQ(Chunk(std::string(26, 'a')), "1a\r\n" + std::string(26, 'a') + "\r\n");
-  EXPECT_EQ(Chunk(""), "");
-  EXPECT_EQ(LastChunk(), "0\r\n\r\n");
-  EXPECT_EQ(SseData(R"({"a":1})"), "data: {\"a\":1}\n\n");
-  EXPECT_EQ(SseDone(), "data: [DONE]\n\n");
-  EXPECT_STREQ(StatusReason(413), "Payload Too Large");
+  EXPECT_EQ(net::Chunk(std::string(26, 'a')), "1a\r\n" + std::string(26, 'a') + "\r\n");
+  EXPECT_EQ(net::Chunk(""), "");
+  EXPECT_EQ(net::LastChunk(), "0\r\n\r\n");
+  EXPECT_EQ(net::SseData(R"({"a":1})"), "data: {\"a\":1}\n\n");
+  EXPECT_EQ(net::SseDone(), "data: [DONE]\n\n");
+  EXPECT_STREQ(net::StatusReason(413), "Payload Too Large");
 }
 
 TEST(ResponseJsonTest, UsageHitsAndMissesAddUpToThePrompt) {
@@ -290,18 +290,18 @@ namespace flashserve::api {
 namespace {
 
 TEST(ApiKeysTest, ParsesSpecsAndMatchesBearerOrHeader) {
-  auto plain = ParseApiKey("sk-abcdefgh");
+  auto plain = net::ParseApiKey("sk-abcdefgh");
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(plain->tenant, "");
-  auto full = ParseApiKey("sk-12345678:acme:agent");
+  auto full = net::ParseApiKey("sk-12345678:acme:agent");
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(full->tenant, "acme");
   EXPECT_EQ(full->ttl_class, "agent");
-  EXPECT_FALSE(ParseApiKey("short").ok());
-  EXPECT_FALSE(ParseApiKey("sk-12345678:bad tenant").ok());
-  EXPECT_FALSE(ParseApiKey("sk-12345678:acme:").ok());
-  ApiKeyRing ring({*plain, *full});
-  HttpRequest r;
+  EXPECT_FALSE(net::ParseApiKey("short").ok());
+  EXPECT_FALSE(net::ParseApiKey("sk-12345678:bad tenant").ok());
+  EXPECT_FALSE(net::ParseApiKey("sk-12345678:acme:").ok());
+  net::ApiKeyRing ring({*plain, *full});
+  net::HttpRequest r;
   EXPECT_EQ(ring.Find(r), nullptr);
   r.headers = {{"Authorization", "Bearer sk-12345678"}};
   ASSERT_NE(ring.Find(r), nullptr);
@@ -312,9 +312,9 @@ TEST(ApiKeysTest, ParsesSpecsAndMatchesBearerOrHeader) {
   EXPECT_EQ(ring.Find(r), nullptr);
   // Tenants are cache namespaces: different tenants never share one, a key without a tenant
   // gets its own.
-  EXPECT_EQ(ApiKeyRing::Namespace(*full), "tenant:acme");
-  EXPECT_NE(ApiKeyRing::Namespace(*plain), ApiKeyRing::Namespace(*full));
-  EXPECT_FALSE(ApiKeyRing().enabled());
+  EXPECT_EQ(net::ApiKeyRing::Namespace(*full), "tenant:acme");
+  EXPECT_NE(net::ApiKeyRing::Namespace(*plain), net::ApiKeyRing::Namespace(*full));
+  EXPECT_FALSE(net::ApiKeyRing().enabled());
 }
 
 }  // namespace

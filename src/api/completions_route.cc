@@ -1,6 +1,6 @@
 // POST /v1/completions: plain text completion of a prompt string or token-id array, without
 // chat encoding (api/routes.h).
-#include "api/api_error.h"
+#include "net/api_error.h"
 #include "api/routes.h"
 
 namespace flashserve::api {
@@ -9,9 +9,9 @@ namespace {
 
 // The prompt as ids: a string (BOS + its tokens, control-token text recognised), an array of
 // token ids, or a one-element array of either. Batched prompts are refused.
-std::optional<ApiError> PromptIds(const RouteContext& ctx, const Json& body, std::vector<int32_t>* ids) {
+std::optional<net::ApiError> PromptIds(const RouteContext& ctx, const Json& body, std::vector<int32_t>* ids) {
   auto it = body.find("prompt");
-  if (it == body.end() || it->is_null()) return InvalidRequest("you must provide a prompt parameter", "prompt");
+  if (it == body.end() || it->is_null()) return net::InvalidRequest("you must provide a prompt parameter", "prompt");
   const Json* p = &*it;
   if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
   const serve::ModelInfo info = ctx.service->Info();
@@ -20,25 +20,25 @@ std::optional<ApiError> PromptIds(const RouteContext& ctx, const Json& body, std
     for (int32_t id : ctx.tokenizer->Encode(p->get<std::string>())) ids->push_back(id);
     return std::nullopt;
   }
-  if (!p->is_array()) return InvalidRequest(std::string("prompt: expected a string or an array of token ids, got ") + JsonTypeName(*p), "prompt");
-  if (p->empty()) return InvalidRequest("prompt: must not be empty", "prompt");
+  if (!p->is_array()) return net::InvalidRequest(std::string("prompt: expected a string or an array of token ids, got ") + JsonTypeName(*p), "prompt");
+  if (p->empty()) return net::InvalidRequest("prompt: must not be empty", "prompt");
   for (const Json& t : *p) {
-    if (t.is_string() || t.is_array()) return InvalidRequest("prompt: batched prompts are not supported; send one prompt per request", "prompt");
+    if (t.is_string() || t.is_array()) return net::InvalidRequest("prompt: batched prompts are not supported; send one prompt per request", "prompt");
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= info.vocab_size)
-      return InvalidRequest("prompt: token ids must be integers in [0, " + std::to_string(info.vocab_size) + ")", "prompt");
+      return net::InvalidRequest("prompt: token ids must be integers in [0, " + std::to_string(info.vocab_size) + ")", "prompt");
     ids->push_back(t.get<int32_t>());
   }
   return std::nullopt;
 }
 
 // Fields of the legacy API this server does not implement.
-std::optional<ApiError> Unsupported(const Json& body, int n) {
+std::optional<net::ApiError> Unsupported(const Json& body, int n) {
   if (auto it = body.find("echo"); it != body.end() && it->is_boolean() && it->get<bool>())
-    return InvalidRequest("echo: not supported", "echo", "unsupported_parameter");
+    return net::InvalidRequest("echo: not supported", "echo", "unsupported_parameter");
   if (auto it = body.find("suffix"); it != body.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()))
-    return InvalidRequest("suffix: not supported", "suffix", "unsupported_parameter");
+    return net::InvalidRequest("suffix: not supported", "suffix", "unsupported_parameter");
   if (auto it = body.find("best_of"); it != body.end() && !it->is_null() && !(it->is_number_integer() && it->get<int64_t>() == n))
-    return InvalidRequest("best_of: only best_of == n is supported", "best_of", "unsupported_parameter");
+    return net::InvalidRequest("best_of: only best_of == n is supported", "best_of", "unsupported_parameter");
   return std::nullopt;
 }
 
@@ -48,9 +48,9 @@ void HandleCompletions(const RouteContext& ctx, const ExchangePtr& exchange) {
   Json body;
   GenerationOptions options;
   if (!ReadGenerationBody(ctx, *exchange, Dialect::kCompletion, &body, &options)) return;
-  if (auto error = Unsupported(body, options.n)) return exchange->Respond(ErrorResponse(*error));
+  if (auto error = Unsupported(body, options.n)) return exchange->Respond(net::ErrorResponse(*error));
   std::vector<int32_t> ids;
-  if (auto error = PromptIds(ctx, body, &ids)) return exchange->Respond(ErrorResponse(*error));
+  if (auto error = PromptIds(ctx, body, &ids)) return exchange->Respond(net::ErrorResponse(*error));
   StartGeneration(ctx, exchange, Dialect::kCompletion, std::move(options), std::move(ids), false, "prompt");
 }
 

@@ -1,7 +1,7 @@
 // Token events -> text, tool calls, logprobs, stop strings -> JSON / SSE (api/generation_job.h).
 #include "api/generation_job.h"
 
-#include "api/http_wire.h"
+#include "net/http_wire.h"
 #include "api/stop_matcher.h"
 #include "base/clock.h"
 #include "encoding/output_parser.h"
@@ -49,11 +49,11 @@ void AppendCompletionLogprobs(const Json& from, Json& to) {
 
 }  // namespace
 
-std::shared_ptr<GenerationJob> GenerationJob::Create(JobOptions options, JobDeps deps, std::shared_ptr<Exchange> exchange) {
+std::shared_ptr<GenerationJob> GenerationJob::Create(JobOptions options, JobDeps deps, std::shared_ptr<net::Exchange> exchange) {
   return std::shared_ptr<GenerationJob>(new GenerationJob(std::move(options), deps, std::move(exchange)));
 }
 
-GenerationJob::GenerationJob(JobOptions options, JobDeps deps, std::shared_ptr<Exchange> exchange)
+GenerationJob::GenerationJob(JobOptions options, JobDeps deps, std::shared_ptr<net::Exchange> exchange)
     : options_(std::move(options)), deps_(deps), exchange_(std::move(exchange)) {}
 
 GenerationJob::~GenerationJob() = default;
@@ -73,14 +73,14 @@ void GenerationJob::Start(protocol::GenerateRequest request) {
     if (auto self = weak.lock()) self->OnClientGone();
   });
   auto self = shared_from_this();
-  std::shared_ptr<Exchange> exchange = exchange_;
+  std::shared_ptr<net::Exchange> exchange = exchange_;
   base::Status s = deps_.service->Submit(std::move(request), [self, exchange](const protocol::GenerateEvent& e) {
     exchange->Post([self, e] { self->OnEvent(e); });
   });
   if (!s.ok()) {
     finished_ = true;
     const bool context = s.error().code() == base::ErrorCode::kContextOverflow;
-    exchange_->Respond(ErrorResponse(FromError(s.error(), context ? options_.prompt_param : "")));
+    exchange_->Respond(net::ErrorResponse(net::FromError(s.error(), context ? options_.prompt_param : "")));
     return;
   }
   if (!options_.stream) return;
@@ -117,14 +117,14 @@ void GenerationJob::OnEvent(const protocol::GenerateEvent& e) {
       }
       FinishChoice(c, reason);
     } else if (c.finish_reason.empty() && e.finish == FinishReason::kCancelled) {
-      ApiError err;
+      net::ApiError err;
       err.status = 503;
       err.type = "server_error";
       err.code = "cancelled";
       err.message = "the request was cancelled" + (e.error.empty() ? std::string() : ": " + e.error);
       Fail(err);
     } else if (c.finish_reason.empty() && e.finish == FinishReason::kError) {
-      Fail(FromError(base::Error(base::ErrorCode::kInternal, e.error.empty() ? "generation failed" : e.error)));
+      Fail(net::FromError(base::Error(base::ErrorCode::kInternal, e.error.empty() ? "generation failed" : e.error)));
     }
   }
   if (e.request_done) OnRequestDone(e.usage);
@@ -244,7 +244,7 @@ void GenerationJob::Emit(Choice& c, const TextDelta& d, Json logprobs, const std
   WriteSse(ChatChunk(options_.meta, Json::array({std::move(choice)}), options_.include_usage));
 }
 
-void GenerationJob::Fail(ApiError error) {
+void GenerationJob::Fail(net::ApiError error) {
   if (!failure_) failure_ = std::move(error);
 }
 
@@ -252,9 +252,9 @@ void GenerationJob::OnRequestDone(const protocol::Usage& usage) {
   finished_ = true;
   if (client_gone_ || exchange_->closed()) return;
   if (failure_) {
-    if (!options_.stream) return exchange_->Respond(ErrorResponse(*failure_));
-    exchange_->Write(SseData(ErrorBody(*failure_)));
-    exchange_->Write(SseDone());
+    if (!options_.stream) return exchange_->Respond(net::ErrorResponse(*failure_));
+    exchange_->Write(net::SseData(net::ErrorBody(*failure_)));
+    exchange_->Write(net::SseDone());
     return exchange_->EndStream();
   }
   for (auto& c : choices_) {
@@ -270,12 +270,12 @@ void GenerationJob::OnRequestDone(const protocol::Usage& usage) {
       chunk["usage"] = UsageJson(usage);
       WriteSse(chunk);
     }
-    exchange_->Write(SseDone());
+    exchange_->Write(net::SseDone());
     return exchange_->EndStream();
   }
   Json choices = Json::array();
   for (const auto& c : choices_) choices.push_back(ChoiceJson(*c));
-  HttpResponse r;
+  net::HttpResponse r;
   r.body = Dump(chat ? ChatCompletion(options_.meta, std::move(choices), usage)
                      : TextCompletion(options_.meta, std::move(choices), &usage, false));
   exchange_->Respond(std::move(r));
@@ -296,6 +296,6 @@ Json GenerationJob::ChoiceJson(const Choice& c) const {
   return {{"index", c.index}, {"message", std::move(message)}, {"logprobs", std::move(lp)}, {"finish_reason", finish}};
 }
 
-void GenerationJob::WriteSse(const Json& payload) { exchange_->Write(SseData(Dump(payload))); }
+void GenerationJob::WriteSse(const Json& payload) { exchange_->Write(net::SseData(Dump(payload))); }
 
 }  // namespace flashserve::api

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "api/api_error.h"
-#include "api/exchange.h"
+#include "net/api_error.h"
+#include "net/exchange.h"
 #include "api/metrics.h"
 #include "api/request_options.h"
 #include "api/response_json.h"
@@ -41,7 +41,7 @@ struct JobDeps {
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  public:
-  static std::shared_ptr<GenerationJob> Create(JobOptions options, JobDeps deps, std::shared_ptr<Exchange> exchange);
+  static std::shared_ptr<GenerationJob> Create(JobOptions options, JobDeps deps, std::shared_ptr<net::Exchange> exchange);
   ~GenerationJob();
 
   // On the exchange strand: submits `request` (its id must be meta.id). A refused submit is
@@ -52,7 +52,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   struct Choice;
   struct TextDelta;
 
-  GenerationJob(JobOptions options, JobDeps deps, std::shared_ptr<Exchange> exchange);
+  GenerationJob(JobOptions options, JobDeps deps, std::shared_ptr<net::Exchange> exchange);
   void OnEvent(const protocol::GenerateEvent& event);
   void OnClientGone();
   void OnTokens(Choice& c, const std::vector<protocol::TokenOutput>& tokens);
@@ -60,13 +60,13 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void FinishChoice(Choice& c, const std::string& reason);
   void Emit(Choice& c, const TextDelta& delta, Json logprobs, const std::string& finish_reason);
   void OnRequestDone(const protocol::Usage& usage);
-  void Fail(ApiError error);
+  void Fail(net::ApiError error);
   Json ChoiceJson(const Choice& c) const;
   void WriteSse(const Json& payload);
 
   JobOptions options_;
   JobDeps deps_;
-  std::shared_ptr<Exchange> exchange_;
+  std::shared_ptr<net::Exchange> exchange_;
   std::string request_id_;
   std::vector<std::unique_ptr<Choice>> choices_;
   int num_open_ = 0;
@@ -74,7 +74,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   bool client_gone_ = false;
   bool first_token_seen_ = false;
   bool finished_ = false;
-  std::optional<ApiError> failure_;
+  std::optional<net::ApiError> failure_;
 };
 
 }  // namespace flashserve::api

@@ -5,35 +5,35 @@
 #include <algorithm>
 #include <chrono>
 
-#include "api/api_error.h"
+#include "net/api_error.h"
 #include "api/generation_job.h"
 #include "api/routes.h"
 #include "tokenizer/utf8.h"
 
 namespace flashserve::api {
 
-bool ReadGenerationBody(const RouteContext& ctx, Exchange& exchange, Dialect dialect, Json* body,
+bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialect dialect, Json* body,
                         GenerationOptions* options) {
   const std::string& text = exchange.request().body;
   base::Status utf8 = tokenizer::ValidateUtf8(text);
   if (!utf8.ok()) {
-    exchange.Respond(ErrorResponse(InvalidRequest("the request body is not valid UTF-8: " + utf8.error().message(), "", "invalid_utf8")));
+    exchange.Respond(net::ErrorResponse(net::InvalidRequest("the request body is not valid UTF-8: " + utf8.error().message(), "", "invalid_utf8")));
     return false;
   }
   if (auto error = ParseJsonBody(text, body)) {
-    exchange.Respond(ErrorResponse(*error));
+    exchange.Respond(net::ErrorResponse(*error));
     return false;
   }
   const serve::ModelInfo info = ctx.service->Info();
   if (auto error = ParseGenerationOptions(*body, dialect, info.vocab_size, options)) {
-    exchange.Respond(ErrorResponse(*error));
+    exchange.Respond(net::ErrorResponse(*error));
     return false;
   }
   if (options->model != info.name) {
-    ApiError e = InvalidRequest(fmt::format("The model '{}' does not exist; this server serves '{}'", options->model, info.name),
+    net::ApiError e = net::InvalidRequest(fmt::format("The model '{}' does not exist; this server serves '{}'", options->model, info.name),
                                 "model", "model_not_found");
     e.status = 404;
-    exchange.Respond(ErrorResponse(e));
+    exchange.Respond(net::ErrorResponse(e));
     return false;
   }
   return true;
@@ -42,14 +42,14 @@ bool ReadGenerationBody(const RouteContext& ctx, Exchange& exchange, Dialect dia
 namespace {
 
 // max_tokens for the request, or the error that refuses it.
-std::optional<ApiError> PickMaxTokens(const serve::ModelInfo& info, const RouteContext& ctx, int64_t num_prompt,
+std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const RouteContext& ctx, int64_t num_prompt,
                                       const char* prompt_param, GenerationOptions& options) {
   const int64_t limit = info.max_context;
   if (options.max_tokens && *options.max_tokens > limit)
-    return InvalidRequest(fmt::format("max_tokens: must be at most {} (the model's context length)", limit), "max_tokens",
+    return net::InvalidRequest(fmt::format("max_tokens: must be at most {} (the model's context length)", limit), "max_tokens",
                           "invalid_value");
   if (num_prompt >= limit) {
-    ApiError e = ContextLengthExceeded(fmt::format(
+    net::ApiError e = net::ContextLengthExceeded(fmt::format(
         "This model's maximum context length is {} tokens. However, your {} resulted in {} tokens. Please reduce the length of the {}.",
         limit, prompt_param, num_prompt, prompt_param));
     e.param = prompt_param;
@@ -57,7 +57,7 @@ std::optional<ApiError> PickMaxTokens(const serve::ModelInfo& info, const RouteC
   }
   const int64_t room = limit - num_prompt;
   if (options.max_tokens && *options.max_tokens > room) {
-    ApiError e = ContextLengthExceeded(fmt::format(
+    net::ApiError e = net::ContextLengthExceeded(fmt::format(
         "This model's maximum context length is {} tokens. However, you requested {} tokens ({} in the {}, {} in the "
         "completion). Please reduce the length of the {} or completion.",
         limit, num_prompt + *options.max_tokens, num_prompt, prompt_param, *options.max_tokens, prompt_param));
@@ -74,7 +74,7 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Diale
                      std::vector<int32_t> prompt, bool thinking, const char* prompt_param) {
   const serve::ModelInfo info = ctx.service->Info();
   if (auto error = PickMaxTokens(info, ctx, static_cast<int64_t>(prompt.size()), prompt_param, options)) {
-    exchange->Respond(ErrorResponse(*error));
+    exchange->Respond(net::ErrorResponse(*error));
     return;
   }
   const bool chat = dialect == Dialect::kChat;
@@ -103,8 +103,8 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Diale
   request.ignore_eos = options.ignore_eos;
   request.ttl_class = options.cache_ttl;
   if (ctx.keys != nullptr && ctx.keys->enabled()) {
-    if (const ApiKey* key = ctx.keys->Find(exchange->request())) {
-      request.cache_namespace = ApiKeyRing::Namespace(*key);
+    if (const net::ApiKey* key = ctx.keys->Find(exchange->request())) {
+      request.cache_namespace = net::ApiKeyRing::Namespace(*key);
       if (request.ttl_class.empty()) request.ttl_class = key->ttl_class;
     }
   }

@@ -344,7 +344,7 @@ TEST(HttpServerKeysTest, GenerationRoutesNeedAKeyAndTheKeyChoosesTenantAndRetent
   service.reply = Bytes("Hi");
   ApiConfig config;
   config.http.port = 0;
-  config.api_keys = {ParseApiKey("sk-acme-0001:acme:agent").value(), ParseApiKey("sk-beta-0002:beta").value()};
+  config.api_keys = {net::ParseApiKey("sk-acme-0001:acme:agent").value(), net::ParseApiKey("sk-beta-0002:beta").value()};
   ApiServer server(config, service, *tok);
   ASSERT_TRUE(server.Start().ok());
   service.StartThread(std::chrono::microseconds(0));

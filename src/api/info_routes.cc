@@ -1,5 +1,5 @@
 // GET /v1/models, /v1/models/{id}, /health, /metrics (api/routes.h).
-#include "api/api_error.h"
+#include "net/api_error.h"
 #include "api/routes.h"
 
 namespace flashserve::api {
@@ -11,8 +11,8 @@ Json ModelJson(const RouteContext& ctx, const serve::ModelInfo& info) {
           {"max_model_len", info.max_context}};
 }
 
-HttpResponse JsonResponse(const Json& body) {
-  HttpResponse r;
+net::HttpResponse JsonResponse(const Json& body) {
+  net::HttpResponse r;
   r.body = Dump(body);
   return r;
 }
@@ -29,9 +29,9 @@ void HandleGetModel(const RouteContext& ctx, const ExchangePtr& exchange) {
   const std::string id = path.substr(path.rfind("/models/") + 8);
   const serve::ModelInfo info = ctx.service->Info();
   if (id != info.name) {
-    ApiError e = InvalidRequest("The model '" + id + "' does not exist", "model", "model_not_found");
+    net::ApiError e = net::InvalidRequest("The model '" + id + "' does not exist", "model", "model_not_found");
     e.status = 404;
-    return exchange->Respond(ErrorResponse(e));
+    return exchange->Respond(net::ErrorResponse(e));
   }
   exchange->Respond(JsonResponse(ModelJson(ctx, info)));
 }
@@ -43,7 +43,7 @@ void HandleHealth(const RouteContext& ctx, const ExchangePtr& exchange) {
 
 void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange) {
   ctx.metrics->SetServiceStats(ctx.service->Stats());
-  HttpResponse r;
+  net::HttpResponse r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = ctx.metrics->Render();
   exchange->Respond(std::move(r));

@@ -16,7 +16,7 @@ class FieldReader {
  public:
   explicit FieldReader(const Json& body) : body_(body) {}
 
-  const std::optional<ApiError>& error() const { return error_; }
+  const std::optional<net::ApiError>& error() const { return error_; }
 
   const Json* Find(const char* key) {
     if (error_) return nullptr;
@@ -59,7 +59,7 @@ class FieldReader {
   }
 
   void Fail(const std::string& param, const std::string& what) {
-    if (!error_) error_ = InvalidRequest(param + ": " + what, param);
+    if (!error_) error_ = net::InvalidRequest(param + ": " + what, param);
   }
 
   static std::optional<int64_t> IntegerValue(const Json& v) {
@@ -86,7 +86,7 @@ class FieldReader {
   }
 
   const Json& body_;
-  std::optional<ApiError> error_;
+  std::optional<net::ApiError> error_;
 };
 
 void ReadStop(FieldReader& r, GenerationOptions* out) {
@@ -171,26 +171,26 @@ const char* JsonTypeName(const nlohmann::ordered_json& value) {
   }
 }
 
-std::optional<ApiError> ParseJsonBody(const std::string& text, nlohmann::ordered_json* out) {
+std::optional<net::ApiError> ParseJsonBody(const std::string& text, nlohmann::ordered_json* out) {
   try {
     *out = Json::parse(text);
   } catch (const Json::exception& e) {
     std::string what = e.what();
     const size_t pos = what.find("] ");
     if (pos != std::string::npos) what = what.substr(pos + 2);
-    return InvalidRequest("the request body is not valid JSON: " + what, "", "invalid_json");
+    return net::InvalidRequest("the request body is not valid JSON: " + what, "", "invalid_json");
   }
   if (!out->is_object())
-    return InvalidRequest(std::string("the request body must be a JSON object, got ") + JsonTypeName(*out), "", "invalid_json");
+    return net::InvalidRequest(std::string("the request body must be a JSON object, got ") + JsonTypeName(*out), "", "invalid_json");
   return std::nullopt;
 }
 
-std::optional<ApiError> ParseGenerationOptions(const nlohmann::ordered_json& body, Dialect dialect,
+std::optional<net::ApiError> ParseGenerationOptions(const nlohmann::ordered_json& body, Dialect dialect,
                                                int64_t vocab_size, GenerationOptions* out) {
   FieldReader r(body);
   const Json* model = r.Find("model");
-  if (!model) return InvalidRequest("you must provide a model parameter", "model");
-  if (!model->is_string()) return InvalidRequest(std::string("model: expected a string, got ") + JsonTypeName(*model), "model");
+  if (!model) return net::InvalidRequest("you must provide a model parameter", "model");
+  if (!model->is_string()) return net::InvalidRequest(std::string("model: expected a string, got ") + JsonTypeName(*model), "model");
   out->model = model->get<std::string>();
   r.Bool("stream", &out->stream);
   if (const Json* so = r.Find("stream_options")) {

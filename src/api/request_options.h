@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/api_error.h"
+#include "net/api_error.h"
 #include "protocol/sampling.h"
 
 namespace flashserve::api {
@@ -37,12 +37,12 @@ struct GenerationOptions {
 // Reads the fields above from a JSON object body. `vocab_size` bounds logit_bias and stop ids.
 // Chat: `logprobs` is a bool and `top_logprobs` 0..20 (needs logprobs). Completions: `logprobs`
 // is an integer 0..5 (the number of alternatives). Returns the first bad field, or nullopt.
-std::optional<ApiError> ParseGenerationOptions(const nlohmann::ordered_json& body, Dialect dialect,
+std::optional<net::ApiError> ParseGenerationOptions(const nlohmann::ordered_json& body, Dialect dialect,
                                                int64_t vocab_size, GenerationOptions* out);
 
 // Parses request text as JSON: a 400 "invalid JSON" ApiError (with the parser's position) for
 // syntax errors, and for a top level that is not an object.
-std::optional<ApiError> ParseJsonBody(const std::string& text, nlohmann::ordered_json* out);
+std::optional<net::ApiError> ParseJsonBody(const std::string& text, nlohmann::ordered_json* out);
 
 // "expected a number, got string"-style description of a JSON value's type.
 const char* JsonTypeName(const nlohmann::ordered_json& value);

@@ -1,26 +1,18 @@
 // Routing and request metrics (api/router.h).
 #include "api/router.h"
 
-#include <strings.h>
-
-#include "api/api_error.h"
+#include "net/api_error.h"
 #include "base/clock.h"
 
 namespace flashserve::api {
-
-std::string HttpRequest::Header(std::string_view name) const {
-  for (const auto& [key, value] : headers)
-    if (key.size() == name.size() && strncasecmp(key.data(), name.data(), name.size()) == 0) return value;
-  return "";
-}
 
 namespace {
 
 // Forwards to the session's exchange and records the status and duration when it ends
 // (status 499 when the client went away first).
-class MeteredExchange final : public Exchange, public std::enable_shared_from_this<MeteredExchange> {
+class MeteredExchange final : public net::Exchange, public std::enable_shared_from_this<MeteredExchange> {
  public:
-  MeteredExchange(std::shared_ptr<Exchange> inner, ApiMetrics* metrics, std::string label)
+  MeteredExchange(std::shared_ptr<net::Exchange> inner, ApiMetrics* metrics, std::string label)
       : inner_(std::move(inner)), metrics_(metrics), label_(std::move(label)) {}
 
   void Init() {
@@ -33,8 +25,8 @@ class MeteredExchange final : public Exchange, public std::enable_shared_from_th
     });
   }
 
-  const HttpRequest& request() const override { return inner_->request(); }
-  void Respond(HttpResponse response) override {
+  const net::HttpRequest& request() const override { return inner_->request(); }
+  void Respond(net::HttpResponse response) override {
     const int status = response.status;
     inner_->Respond(std::move(response));
     Record(status);
@@ -60,7 +52,7 @@ class MeteredExchange final : public Exchange, public std::enable_shared_from_th
     metrics_->RecordRequest(label_, status, base::MonotonicSeconds() - inner_->start_seconds());
   }
 
-  std::shared_ptr<Exchange> inner_;
+  std::shared_ptr<net::Exchange> inner_;
   ApiMetrics* metrics_;
   std::string label_;
   std::function<void()> on_close_;
@@ -79,8 +71,8 @@ void Router::Add(std::string method, std::string path, std::string label, Handle
   routes_.push_back(Route{std::move(method), std::move(path), std::move(label), std::move(handler), needs_key});
 }
 
-void Router::Handle(std::shared_ptr<Exchange> exchange) const {
-  const HttpRequest& req = exchange->request();
+void Router::Handle(std::shared_ptr<net::Exchange> exchange) const {
+  const net::HttpRequest& req = exchange->request();
   std::string allow;
   for (const Route& r : routes_) {
     if (!r.Matches(req.path)) continue;
@@ -88,11 +80,11 @@ void Router::Handle(std::shared_ptr<Exchange> exchange) const {
       auto metered = std::make_shared<MeteredExchange>(std::move(exchange), metrics_, r.label);
       metered->Init();
       if (r.needs_key && keys_ != nullptr && keys_->enabled() && keys_->Find(req) == nullptr) {
-        ApiError e = InvalidRequest("Incorrect or missing API key: send \"Authorization: Bearer <key>\"", "",
+        net::ApiError e = net::InvalidRequest("Incorrect or missing API key: send \"Authorization: Bearer <key>\"", "",
                                     "invalid_api_key");
         e.status = 401;
         e.type = "authentication_error";
-        metered->Respond(ErrorResponse(e));
+        metered->Respond(net::ErrorResponse(e));
         return;
       }
       r.handler(metered);
@@ -102,15 +94,15 @@ void Router::Handle(std::shared_ptr<Exchange> exchange) const {
   }
   MeteredExchange metered(exchange, metrics_, "other");
   if (allow.empty()) {
-    ApiError e = InvalidRequest("Unknown request URL: " + req.method + " " + req.path, "", "unknown_url");
+    net::ApiError e = net::InvalidRequest("Unknown request URL: " + req.method + " " + req.path, "", "unknown_url");
     e.status = 404;
-    metered.Respond(ErrorResponse(e));
+    metered.Respond(net::ErrorResponse(e));
     return;
   }
-  ApiError e = InvalidRequest("Method " + req.method + " is not allowed for " + req.path + " (allowed: " + allow + ")", "",
+  net::ApiError e = net::InvalidRequest("Method " + req.method + " is not allowed for " + req.path + " (allowed: " + allow + ")", "",
                               "method_not_allowed");
   e.status = 405;
-  HttpResponse r = ErrorResponse(e);
+  net::HttpResponse r = net::ErrorResponse(e);
   r.headers.emplace_back("Allow", allow);
   metered.Respond(std::move(r));
 }

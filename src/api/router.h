@@ -8,15 +8,15 @@
 #include <string>
 #include <vector>
 
-#include "api/api_keys.h"
-#include "api/exchange.h"
+#include "net/api_keys.h"
+#include "net/exchange.h"
 #include "api/metrics.h"
 
 namespace flashserve::api {
 
 class Router {
  public:
-  using Handler = std::function<void(const std::shared_ptr<Exchange>&)>;
+  using Handler = std::function<void(const std::shared_ptr<net::Exchange>&)>;
 
   explicit Router(ApiMetrics* metrics) : metrics_(metrics) {}
 
@@ -24,9 +24,9 @@ class Router {
   // metrics (e.g. "/v1/chat/completions" for its aliases too).
   void Add(std::string method, std::string path, std::string label, Handler handler, bool needs_key = false);
   // Routes added with needs_key answer 401 unless the request presents one of these keys.
-  void SetKeys(const ApiKeyRing* keys) { keys_ = keys; }
+  void SetKeys(const net::ApiKeyRing* keys) { keys_ = keys; }
   // Dispatches (unknown path: 404, known path with another method: 405 + Allow).
-  void Handle(std::shared_ptr<Exchange> exchange) const;
+  void Handle(std::shared_ptr<net::Exchange> exchange) const;
 
  private:
   struct Route {
@@ -37,7 +37,7 @@ class Router {
   };
   std::vector<Route> routes_;
   ApiMetrics* metrics_;
-  const ApiKeyRing* keys_ = nullptr;
+  const net::ApiKeyRing* keys_ = nullptr;
 };
 
 }  // namespace flashserve::api

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "api/api_keys.h"
-#include "api/exchange.h"
+#include "net/api_keys.h"
+#include "net/exchange.h"
 #include "api/metrics.h"
 #include "api/request_options.h"
 #include "api/response_json.h"
@@ -28,7 +28,7 @@ struct RouteOptions {
 
 struct RouteContext {
   serve::Service* service = nullptr;
-  const ApiKeyRing* keys = nullptr;  // null or empty: no authentication
+  const net::ApiKeyRing* keys = nullptr;  // null or empty: no authentication
   const tokenizer::Tokenizer* tokenizer = nullptr;
   ApiMetrics* metrics = nullptr;
   IdSource* ids = nullptr;
@@ -36,7 +36,7 @@ struct RouteContext {
   int64_t created = 0;  // server start (Unix seconds), reported by /v1/models
 };
 
-using ExchangePtr = std::shared_ptr<Exchange>;
+using ExchangePtr = std::shared_ptr<net::Exchange>;
 
 void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange);  // POST /v1/chat/completions
 void HandleCompletions(const RouteContext& ctx, const ExchangePtr& exchange);      // POST /v1/completions
@@ -49,7 +49,7 @@ void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange);       
 // the generation fields and the model name; on failure it answers the exchange and returns
 // false. StartGeneration checks the prompt against the context, picks max_tokens and starts
 // a GenerationJob. `prompt_param` names the prompt field in errors ("messages" / "prompt").
-bool ReadGenerationBody(const RouteContext& ctx, Exchange& exchange, Dialect dialect, Json* body,
+bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialect dialect, Json* body,
                         GenerationOptions* options);
 void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Dialect dialect,
                      GenerationOptions options, std::vector<int32_t> prompt, bool thinking,

@@ -41,7 +41,7 @@ base::Status LoadApiKeys(ServeFlags* f) {
   }
   const std::vector<kvstore::TtlClass> classes = f->store.Classes();
   for (const std::string& spec : specs) {
-    auto key = api::ParseApiKey(spec);
+    auto key = net::ParseApiKey(spec);
     if (!key.ok()) return key.error();
     const bool known = key->ttl_class.empty() || std::any_of(classes.begin(), classes.end(), [&](const kvstore::TtlClass& c) {
       return c.name == key->ttl_class;

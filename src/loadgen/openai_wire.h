@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "loadgen/sse_parser.h"
+#include "net/sse_parser.h"
 
 namespace flashserve::loadgen {
 
@@ -77,7 +77,7 @@ class StreamAccumulator {
   bool done() const { return done_; }
 
  private:
-  SseParser sse_;
+  net::SseParser sse_;
   std::vector<std::string> events_;
   std::optional<double> first_token_s_;
   double last_token_s_ = 0.0;

@@ -105,7 +105,7 @@ Json RequestJson(const RequestRecord& r) {
 std::string FormatTable(const BenchReport& r, const RunInfo& info) {
   const BenchConfig& c = *info.config;
   std::string out = fmt::format("{:=^56}\n", " Serving Benchmark Result ");
-  Row(&out, "Endpoint:", c.base_url + std::string(ApiPath(c.api)));
+  Row(&out, "net::Endpoint:", c.base_url + std::string(ApiPath(c.api)));
   Row(&out, "Model:", info.model);
   Row(&out, "Dataset:", fmt::format("{} (seed {}, lengths in {})", DatasetKindName(info.dataset->kind),
                                     info.dataset->seed, info.tokenizer.empty() ? "words" : "tokens"));

@@ -2,7 +2,7 @@
 // on the loop's thread, so nothing here needs a lock.
 #include "loadgen/runner.h"
 
-#include "loadgen/http_client.h"  // first among the Boost users (see its <utility> note)
+#include "net/http_client.h"  // first among the Boost users (see its <utility> note)
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -66,7 +66,7 @@ class Slots {
   std::deque<std::shared_ptr<asio::steady_timer>> waiters_;
 };
 
-void FillFromStream(const HttpOutcome& out, const StreamAccumulator& acc, double start_s, double end_s,
+void FillFromStream(const net::HttpOutcome& out, const StreamAccumulator& acc, double start_s, double end_s,
                     RequestRecord* r) {
   r->outcome = Outcome::kError;
   r->http_status = out.status;
@@ -95,7 +95,7 @@ void FillFromStream(const HttpOutcome& out, const StreamAccumulator& acc, double
 
 class Run {
  public:
-  Run(const BenchConfig& config, const Dataset& dataset, HttpClient& client, ProgressFn progress)
+  Run(const BenchConfig& config, const Dataset& dataset, net::HttpClient& client, ProgressFn progress)
       : config_(config), dataset_(dataset), client_(client), progress_(std::move(progress)),
         slots_(config.max_concurrency > 0 ? config.max_concurrency : INT32_MAX) {}
 
@@ -127,7 +127,7 @@ class Run {
 
   const BenchConfig& config_;
   const Dataset& dataset_;
-  HttpClient& client_;
+  net::HttpClient& client_;
   ProgressFn progress_;
   Slots slots_;
   std::chrono::steady_clock::time_point start_;
@@ -147,7 +147,7 @@ asio::awaitable<void> Run::Main(asio::any_io_executor executor) {
 }
 
 asio::awaitable<void> Run::ResolveModel() {
-  HttpOutcome out = co_await client_.Get("/v1/models");
+  net::HttpOutcome out = co_await client_.Get("/v1/models");
   std::string why;
   if (out.transport) {
     why = out.transport->message();
@@ -223,7 +223,7 @@ asio::awaitable<RequestRecord> Run::RunRequest(int64_t job_idx, int32_t turn_idx
   r.start_s = Now();
   for (int32_t attempt = 0;; ++attempt) {
     StreamAccumulator acc;
-    HttpOutcome out = co_await client_.Post(std::string(ApiPath(config_.api)), body,
+    net::HttpOutcome out = co_await client_.Post(std::string(ApiPath(config_.api)), body,
                                             [&](std::string_view piece) { acc.OnBytes(piece, Now()); });
     double end_s = Now();
     if (out.status == 429) {
@@ -255,16 +255,16 @@ base::Status BenchConfig::Validate() const {
   if (max_retries < 0) return bad("max-retries must be >= 0");
   if (!(timeout_s > 0) || std::isinf(timeout_s)) return bad("timeout must be > 0 seconds");
   if (!(temperature >= 0)) return bad("temperature must be >= 0");
-  return ParseBaseUrl(base_url).status();
+  return net::ParseBaseUrl(base_url).status();
 }
 
 base::Result<RunResult> RunBenchmark(const BenchConfig& config, const Dataset& dataset, ProgressFn progress) {
   FS_RETURN_IF_ERROR(config.Validate());
   if (dataset.num_jobs() == 0 && config.duration_s <= 0)
     return base::MakeError(base::ErrorCode::kInvalidArgument, "an unlimited number of requests needs a duration");
-  FS_ASSIGN_OR_RETURN(Endpoint endpoint, ParseBaseUrl(config.base_url));
+  FS_ASSIGN_OR_RETURN(net::Endpoint endpoint, net::ParseBaseUrl(config.base_url));
   asio::io_context io;
-  HttpClient client(io.get_executor(), endpoint, config.api_key, config.timeout_s);
+  net::HttpClient client(io.get_executor(), endpoint, config.api_key, config.timeout_s);
   Run run(config, dataset, client, std::move(progress));
   try {
     co_spawn(io, run.Main(io.get_executor()), [&run](std::exception_ptr e) {

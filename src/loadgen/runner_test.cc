@@ -16,7 +16,7 @@
 #include <sstream>
 #include <thread>
 
-#include "loadgen/http_client.h"
+#include "net/http_client.h"
 #include "loadgen/runner.h"
 
 namespace flashserve::loadgen {
@@ -474,21 +474,21 @@ TEST(RunnerTest, RejectsBadConfigs) {
 }
 
 TEST(ParseBaseUrlTest, SplitsHostPortAndPrefix) {
-  auto a = ParseBaseUrl("http://127.0.0.1:8000");
+  auto a = net::ParseBaseUrl("http://127.0.0.1:8000");
   ASSERT_TRUE(a.ok());
   EXPECT_EQ(a->host, "127.0.0.1");
   EXPECT_EQ(a->port, "8000");
   EXPECT_EQ(a->path_prefix, "");
-  auto b = ParseBaseUrl("http://localhost/api/v1/");
+  auto b = net::ParseBaseUrl("http://localhost/api/v1/");
   EXPECT_EQ(b->port, "80");
   EXPECT_EQ(b->path_prefix, "/api");
-  auto c = ParseBaseUrl("http://[::1]:9000");
+  auto c = net::ParseBaseUrl("http://[::1]:9000");
   EXPECT_EQ(c->host, "::1");
   EXPECT_EQ(c->port, "9000");
-  EXPECT_FALSE(ParseBaseUrl("http://:80").ok());
-  EXPECT_FALSE(ParseBaseUrl("http://h:0").ok());
-  EXPECT_FALSE(ParseBaseUrl("http://h:99999").ok());
-  EXPECT_FALSE(ParseBaseUrl("ftp://h").ok());
+  EXPECT_FALSE(net::ParseBaseUrl("http://:80").ok());
+  EXPECT_FALSE(net::ParseBaseUrl("http://h:0").ok());
+  EXPECT_FALSE(net::ParseBaseUrl("http://h:99999").ok());
+  EXPECT_FALSE(net::ParseBaseUrl("ftp://h").ok());
 }
 
 }  // namespace

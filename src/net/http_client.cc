@@ -1,6 +1,6 @@
 // Pooled keep-alive HTTP/1.1 client on Boost.Beast (see http_client.h). Every Beast/Asio call
 // completes through redirect_error, so failures arrive as error codes, never exceptions.
-#include "loadgen/http_client.h"
+#include "net/http_client.h"
 
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <limits>
 
-namespace flashserve::loadgen {
+namespace flashserve::net {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -204,4 +204,4 @@ asio::awaitable<bool> HttpClient::RunExchange(Connection& conn, Exchange& exchan
   co_return parser.keep_alive();
 }
 
-}  // namespace flashserve::loadgen
+}  // namespace flashserve::net

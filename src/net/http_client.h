@@ -1,6 +1,6 @@
 // Keep-alive HTTP/1.1 client for one base URL, on a single-threaded Asio executor: POSTs a JSON
 // body and hands each piece of the response body to a callback as soon as it arrives. Used by
-// runner. Every call runs on the executor's thread; idle connections are pooled and reused.
+// the benchmark client and the router. Runs on the executor's thread; idle connections are reused.
 #pragma once
 
 #include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without including it
@@ -18,7 +18,7 @@
 
 #include "base/result.h"
 
-namespace flashserve::loadgen {
+namespace flashserve::net {
 
 struct Endpoint {
   std::string host;
@@ -72,4 +72,4 @@ class HttpClient {
   int64_t num_connections_opened_ = 0;
 };
 
-}  // namespace flashserve::loadgen
+}  // namespace flashserve::net

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
@@ -51,4 +51,4 @@ class Exchange {
   virtual double start_seconds() const = 0;
 };
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

@@ -1,7 +1,7 @@
 // Server-Sent Events line and event assembly (see sse_parser.h).
-#include "loadgen/sse_parser.h"
+#include "net/sse_parser.h"
 
-namespace flashserve::loadgen {
+namespace flashserve::net {
 
 void SseParser::Feed(std::string_view bytes, std::vector<std::string>* events) {
   size_t pos = 0;
@@ -48,4 +48,4 @@ void SseParser::EndLine(std::vector<std::string>* events) {
   line_.clear();
 }
 
-}  // namespace flashserve::loadgen
+}  // namespace flashserve::net

@@ -6,9 +6,9 @@
 #include <string>
 #include <string_view>
 
-#include "api/exchange.h"
+#include "net/exchange.h"
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 // "OK", "Bad Request", ... ("Unknown" for codes not in the table).
 const char* StatusReason(int status);
@@ -28,4 +28,4 @@ std::string LastChunk();
 std::string SseData(std::string_view payload);
 std::string SseDone();
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

@@ -1,5 +1,5 @@
 // HTTP/1.1 server on Boost.Beast/Asio: acceptor, I/O thread pool, one strand per connection,
-// keep-alive, chunked streaming, body limit (413), disconnect detection. Owned by ApiServer;
+// keep-alive, chunked streaming, body limit (413), disconnect detection. Owned by ApiServer and the router;
 // Start/Stop from one controlling thread; the handler runs on the connection's strand.
 #pragma once
 
@@ -8,10 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "api/exchange.h"
+#include "net/exchange.h"
 #include "base/result.h"
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 struct HttpServerConfig {
   std::string host = "127.0.0.1";
@@ -50,4 +50,4 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

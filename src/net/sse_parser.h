@@ -1,13 +1,13 @@
 // Incremental Server-Sent Events parser: body bytes in (split anywhere), complete `data`
-// payloads out. Used by StreamAccumulator for every streamed response. One instance per stream;
-// not thread-safe.
+// payloads out. Used by the benchmark client and the router for streamed responses. One
+// instance per stream; not thread-safe.
 #pragma once
 
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace flashserve::loadgen {
+namespace flashserve::net {
 
 // Follows the WHATWG event-stream rules that matter to a client: lines end in CRLF, LF or CR
 // (a CRLF split across two Feed calls is one line end); `data:` lines of one event are joined
@@ -29,4 +29,4 @@ class SseParser {
   bool after_cr_ = false;   // the last byte was CR: an LF right after it ends nothing new
 };
 
-}  // namespace flashserve::loadgen
+}  // namespace flashserve::net

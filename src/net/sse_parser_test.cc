@@ -1,9 +1,9 @@
 // SseParser: line endings, multi-line data, comments and fields, and byte-boundary splits.
-#include "loadgen/sse_parser.h"
+#include "net/sse_parser.h"
 
 #include <gtest/gtest.h>
 
-namespace flashserve::loadgen {
+namespace flashserve::net {
 namespace {
 
 std::vector<std::string> FeedPieces(const std::vector<std::string_view>& pieces) {
@@ -67,4 +67,4 @@ TEST(SseParserTest, BlankLinesWithoutDataDispatchNothing) {
 }
 
 }  // namespace
-}  // namespace flashserve::loadgen
+}  // namespace flashserve::net

@@ -1,12 +1,12 @@
-// API keys (api/api_keys.h).
-#include "api/api_keys.h"
+// API keys (net/api_keys.h).
+#include "net/api_keys.h"
 
 #include <strings.h>
 
 #include <cctype>
 #include <functional>
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 using base::Error;
 using base::ErrorCode;
@@ -61,4 +61,4 @@ std::string ApiKeyRing::Namespace(const ApiKey& key) {
                             : "tenant:" + key.tenant;
 }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

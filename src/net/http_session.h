@@ -15,21 +15,21 @@
 #include <optional>
 #include <string>
 
-#include "api/exchange.h"
-#include "api/http_server.h"
+#include "net/exchange.h"
+#include "net/http_server.h"
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
-namespace net = boost::asio;
+namespace asio = boost::asio;
 using tcp = boost::asio::ip::tcp;
 
 class SessionExchange;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, std::shared_ptr<net::io_context> ioc, const HttpServerConfig& config,
+  Session(tcp::socket socket, std::shared_ptr<asio::io_context> ioc, const HttpServerConfig& config,
           const HttpServer::Handler& handler, const HttpServer::RejectObserver& on_rejected,
           std::shared_ptr<std::atomic<int64_t>> open_exchanges);
   ~Session();
@@ -57,7 +57,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void ClientGone();
   void DoClose();
 
-  std::shared_ptr<net::io_context> ioc_;  // keeps the context alive while this session lives
+  std::shared_ptr<asio::io_context> ioc_;  // keeps the context alive while this session lives
   beast::tcp_stream stream_;
   const HttpServerConfig config_;
   const HttpServer::Handler handler_;
@@ -77,4 +77,4 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<SessionExchange> exchange_;  // the current request
 };
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

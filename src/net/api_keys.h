@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "api/exchange.h"
+#include "net/exchange.h"
 #include "base/result.h"
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 struct ApiKey {
   std::string key;
@@ -38,4 +38,4 @@ class ApiKeyRing {
   std::vector<ApiKey> keys_;
 };
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

@@ -1,15 +1,15 @@
-// Beast/Asio HTTP/1.1 server: acceptor, I/O threads, sessions (api/http_server.h, http_session.h).
-#include "api/http_server.h"
+// Beast/Asio HTTP/1.1 server: acceptor, I/O threads, sessions (net/http_server.h, http_session.h).
+#include "net/http_server.h"
 
 #include <list>
 #include <mutex>
 #include <thread>
 #include <vector>
 
-#include "api/http_session.h"
+#include "net/http_session.h"
 #include "base/log.h"
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 base::Status HttpServerConfig::Validate() const {
   using base::Error;
@@ -27,13 +27,13 @@ struct HttpServer::Impl {
       : config(std::move(c)),
         handler(std::move(h)),
         on_rejected(std::move(r)),
-        ioc(std::make_shared<net::io_context>(config.io_threads)),
-        acceptor(net::make_strand(*ioc)) {}
+        ioc(std::make_shared<asio::io_context>(config.io_threads)),
+        acceptor(asio::make_strand(*ioc)) {}
 
   void Accept() {
-    acceptor.async_accept(net::make_strand(*ioc), [this](beast::error_code ec, tcp::socket socket) {
+    acceptor.async_accept(asio::make_strand(*ioc), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
-        if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+        if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
         FS_LOG(kWarning, "http: accept failed: {}", ec.message());
         Accept();
         return;
@@ -55,9 +55,9 @@ struct HttpServer::Impl {
   HttpServerConfig config;
   Handler handler;
   RejectObserver on_rejected;
-  std::shared_ptr<net::io_context> ioc;  // shared with sessions, which may outlive the server
+  std::shared_ptr<asio::io_context> ioc;  // shared with sessions, which may outlive the server
   tcp::acceptor acceptor;
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   std::mutex mu;  // guards sessions
   std::list<std::weak_ptr<Session>> sessions;
@@ -84,9 +84,9 @@ base::Status HttpServer::Start() {
   const tcp::endpoint endpoint = results.begin()->endpoint();
   tcp::acceptor& a = impl_->acceptor;
   a.open(endpoint.protocol(), ec);
-  if (!ec) a.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) a.set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) a.bind(endpoint, ec);
-  if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
+  if (!ec) a.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) {
     return Error(ErrorCode::kUnavailable, "cannot listen on " + endpoint.address().to_string() + ":" +
                                               std::to_string(endpoint.port()) + ": " + ec.message());
@@ -112,7 +112,7 @@ base::Status HttpServer::Start() {
 int HttpServer::port() const { return impl_->port; }
 
 void HttpServer::StopAccepting() {
-  net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
+  asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
     beast::error_code ec;
     impl->acceptor.close(ec);
   });
@@ -144,4 +144,4 @@ void HttpServer::Stop() {
   }
 }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

@@ -1,9 +1,9 @@
-// Error mapping and OpenAI-style error bodies (api/api_error.h).
-#include "api/api_error.h"
+// Error mapping and OpenAI-style error bodies (net/api_error.h).
+#include "net/api_error.h"
 
 #include <nlohmann/json.hpp>
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 using base::ErrorCode;
 
@@ -86,4 +86,4 @@ HttpResponse ErrorResponse(const ApiError& error) {
   return r;
 }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

@@ -1,9 +1,18 @@
-// HTTP/1.1 heads, chunk framing and SSE frames (api/http_wire.h).
-#include "api/http_wire.h"
+// HTTP/1.1 heads, chunk framing and SSE frames (net/http_wire.h).
+#include "net/http_wire.h"
+
+#include <strings.h>
 
 #include <fmt/format.h>
 
-namespace flashserve::api {
+namespace flashserve::net {
+
+std::string HttpRequest::Header(std::string_view name) const {
+  for (const auto& [key, value] : headers)
+    if (key.size() == name.size() && strncasecmp(key.data(), name.data(), name.size()) == 0) return value;
+  return "";
+}
+
 
 const char* StatusReason(int status) {
   switch (status) {
@@ -53,4 +62,4 @@ std::string SseData(std::string_view payload) { return fmt::format("data: {}\n\n
 
 std::string SseDone() { return "data: [DONE]\n\n"; }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

@@ -1,12 +1,12 @@
-// One HTTP/1.1 connection and its exchanges (api/http_session.h).
-#include "api/http_session.h"
+// One HTTP/1.1 connection and its exchanges (net/http_session.h).
+#include "net/http_session.h"
 
-#include "api/api_error.h"
-#include "api/http_wire.h"
+#include "net/api_error.h"
+#include "net/http_wire.h"
 #include "base/clock.h"
 #include "base/log.h"
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 namespace {
 constexpr size_t kHeaderLimit = 64 * 1024;
@@ -19,7 +19,7 @@ constexpr int kLingerSeconds = 2;
 // current exchange and the connection is up; otherwise it is dropped.
 class SessionExchange final : public Exchange {
  public:
-  SessionExchange(std::shared_ptr<Session> session, HttpRequest request, double start, net::any_io_executor executor)
+  SessionExchange(std::shared_ptr<Session> session, HttpRequest request, double start, asio::any_io_executor executor)
       : session_(std::move(session)), request_(std::move(request)), start_(start), executor_(std::move(executor)) {}
 
   const HttpRequest& request() const override { return request_; }
@@ -49,7 +49,7 @@ class SessionExchange final : public Exchange {
   bool closed() const override {
     return ended_ || gone_ || session_->closed_ || session_->exchange_.get() != this;
   }
-  void Post(std::function<void()> task) override { net::post(executor_, std::move(task)); }
+  void Post(std::function<void()> task) override { asio::post(executor_, std::move(task)); }
   void SetCloseHandler(std::function<void()> handler) override { on_close_ = std::move(handler); }
   double start_seconds() const override { return start_; }
 
@@ -66,7 +66,7 @@ class SessionExchange final : public Exchange {
   std::shared_ptr<Session> session_;
   HttpRequest request_;
   double start_;
-  net::any_io_executor executor_;
+  asio::any_io_executor executor_;
   std::function<void()> on_close_;
   bool streaming_ = false;
   bool ended_ = false;     // the response ended
@@ -74,7 +74,7 @@ class SessionExchange final : public Exchange {
   bool finished_ = false;  // counted out
 };
 
-Session::Session(tcp::socket socket, std::shared_ptr<net::io_context> ioc, const HttpServerConfig& config,
+Session::Session(tcp::socket socket, std::shared_ptr<asio::io_context> ioc, const HttpServerConfig& config,
                  const HttpServer::Handler& handler, const HttpServer::RejectObserver& on_rejected,
                  std::shared_ptr<std::atomic<int64_t>> open_exchanges)
     : ioc_(std::move(ioc)),
@@ -87,11 +87,11 @@ Session::Session(tcp::socket socket, std::shared_ptr<net::io_context> ioc, const
 Session::~Session() = default;
 
 void Session::Run() {
-  net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
 }
 
 void Session::Close() {
-  net::post(stream_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
+  asio::post(stream_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
 }
 
 void Session::ReadHeader() {
@@ -149,8 +149,8 @@ void Session::OnRequest(beast::error_code ec) {
 
 void Session::OnReadError(beast::error_code ec) {
   reading_ = false;
-  if (ec == http::error::end_of_stream || ec == net::error::eof || ec == net::error::connection_reset ||
-      ec == net::error::operation_aborted || ec == beast::error::timeout) {
+  if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
+      ec == asio::error::operation_aborted || ec == beast::error::timeout) {
     return DoClose();
   }
   if (ec == http::error::body_limit) {
@@ -172,7 +172,7 @@ void Session::Watch() {
 void Session::OnWatch(beast::error_code ec, size_t bytes) {
   watching_ = false;
   if (closed_) return;
-  if (!ec || ec == net::error::operation_aborted) {
+  if (!ec || ec == asio::error::operation_aborted) {
     if (!ec) buffer_.commit(bytes);
     if (responding_) {
       if (!ec) Watch();
@@ -200,7 +200,7 @@ void Session::Enqueue(std::string bytes) {
 
 void Session::DoWrite() {
   writing_ = true;
-  net::async_write(stream_, net::buffer(out_.front()),
+  asio::async_write(stream_, asio::buffer(out_.front()),
                    [self = shared_from_this()](beast::error_code ec, size_t) { self->OnWrite(ec); });
 }
 
@@ -287,4 +287,4 @@ void Session::DoClose() {
   stream_.close();
 }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net

@@ -5,10 +5,10 @@
 
 #include <string>
 
-#include "api/exchange.h"
+#include "net/exchange.h"
 #include "base/result.h"
 
-namespace flashserve::api {
+namespace flashserve::net {
 
 struct ApiError {
   int status = 400;
@@ -33,4 +33,4 @@ std::string ErrorBody(const ApiError& error);
 // A complete response for the error (429 carries Retry-After, 405 the caller adds Allow).
 HttpResponse ErrorResponse(const ApiError& error);
 
-}  // namespace flashserve::api
+}  // namespace flashserve::net
