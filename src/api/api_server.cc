@@ -39,6 +39,9 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
     router_.Add("GET", p + "/models", "/v1/models", bind(HandleListModels), true);
     router_.Add("GET", p + "/models/*", "/v1/models/{id}", bind(HandleGetModel), true);
   }
+  router_.Add("GET", "/v1/load", "/v1/load", bind(HandleLoad), true);
+  router_.Add("GET", "/v1/kv/events", "/v1/kv/events", bind(HandleKvEvents), true);
+  router_.Add("GET", "/v1/kv/snapshot", "/v1/kv/snapshot", bind(HandleKvSnapshot), true);
   router_.Add("GET", "/health", "/health", bind(HandleHealth));
   router_.Add("GET", "/metrics", "/metrics", bind(HandleMetrics));
   http_ = std::make_unique<net::HttpServer>(

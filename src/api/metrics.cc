@@ -140,6 +140,9 @@ void ApiMetrics::RecordRequest(const std::string& route, int status, double seco
 void ApiMetrics::RecordTimeToFirstToken(double seconds) {
   registry_.Histo("flashserve_time_to_first_token_seconds", "Request read to first generated token", kTtftBuckets)
       .Observe(seconds);
+  double old = recent_ttft_.load(std::memory_order_relaxed);
+  while (!recent_ttft_.compare_exchange_weak(old, old > 0 ? 0.8 * old + 0.2 * seconds : seconds)) {
+  }
 }
 
 void ApiMetrics::RecordInterTokenLatency(double seconds) {

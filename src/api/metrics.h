@@ -90,9 +90,12 @@ class ApiMetrics {
   void SetServiceStats(const serve::ServiceStats& stats);
   void SetKvTierStats(const serve::ServiceStats& stats);
   std::string Render() const { return registry_.Render(); }
+  // Moving average of the time to first token (0 before the first), for the router's load view.
+  double RecentTimeToFirstToken() const { return recent_ttft_.load(std::memory_order_relaxed); }
 
  private:
   MetricsRegistry registry_;
+  std::atomic<double> recent_ttft_{0};
 };
 
 }  // namespace flashserve::api

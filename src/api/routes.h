@@ -24,6 +24,7 @@ struct RouteOptions {
   // max_tokens when the request gives none; clipped to the context left after the prompt.
   int64_t default_max_tokens = 4096;
   std::string system_fingerprint = "fp_flashserve";
+  std::string role = "both";  // reported to the router: both | prefill | decode
 };
 
 struct RouteContext {
@@ -44,6 +45,11 @@ void HandleListModels(const RouteContext& ctx, const ExchangePtr& exchange);    
 void HandleGetModel(const RouteContext& ctx, const ExchangePtr& exchange);         // GET /v1/models/{id}
 void HandleHealth(const RouteContext& ctx, const ExchangePtr& exchange);           // GET /health
 void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange);          // GET /metrics
+// The router's view of this worker (protocol/cluster.h): load report, KV events since
+// ?after=N (&limit=M), index snapshot. Without a prefix cache the KV routes answer 404.
+void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange);             // GET /v1/load
+void HandleKvEvents(const RouteContext& ctx, const ExchangePtr& exchange);         // GET /v1/kv/events
+void HandleKvSnapshot(const RouteContext& ctx, const ExchangePtr& exchange);       // GET /v1/kv/snapshot
 
 // Shared by the two generation routes. ReadGenerationBody checks UTF-8, parses the JSON and
 // the generation fields and the model name; on failure it answers the exchange and returns

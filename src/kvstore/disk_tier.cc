@@ -376,4 +376,16 @@ void DiskTier::AddClassStats(std::vector<ClassStats>* classes) const {
   }
 }
 
+void DiskTier::SetObserver(TierIndex::Observer observer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  index_.SetObserver(std::move(observer));
+}
+
+void DiskTier::ForEachObject(int64_t now, const std::function<void(const ObjectKey&, int64_t)>& fn) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  index_.ForEach([&](const ObjectKey& key, const IndexEntry& e) {
+    if (now < e.expiry) fn(key, e.expiry);
+  });
+}
+
 }  // namespace flashserve::kvstore

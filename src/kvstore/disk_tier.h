@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <unordered_set>
@@ -68,6 +69,10 @@ class DiskTier {
   void Touch(const ObjectKey& key, int64_t now);
 
   TierStats Stats() const;
+  // KV events: see TierIndex::Observer (set before Scan to announce what a scan finds).
+  void SetObserver(TierIndex::Observer observer);
+  // Calls fn for every indexed, unexpired object (under the tier's lock: fn must be quick).
+  void ForEachObject(int64_t now, const std::function<void(const ObjectKey&, int64_t expiry)>& fn) const;
   void AddClassStats(std::vector<ClassStats>* classes) const;
   // Fetch bandwidth from this tier (KvStore measures whole Fetch calls: parallel reads,
   // readahead and stragglers included).

@@ -12,6 +12,7 @@
 
 #include "base/log.h"
 #include "kvstore/disk_tier.h"
+#include "kvstore/event_log.h"
 #include "kvstore/io_pool.h"
 #include "kvstore/tier_index.h"
 
@@ -30,8 +31,14 @@ struct KvStore::Impl {
         fs(c.file_system != nullptr ? *c.file_system : *FileSystem::Posix()),
         classes(c.Classes()),
         default_class(classes.Id(c.default_ttl_class)),
-        gc_limiter(c.gc_max_deletes_per_second) {
+        gc_limiter(c.gc_max_deletes_per_second),
+        events(static_cast<size_t>(c.event_log_capacity), NewEpoch()) {
     memory_stats.capacity = c.memory_bytes;
+    memory.SetObserver(ObserverFor(Tier::kMemory));
+  }
+
+  TierIndex::Observer ObserverFor(Tier tier) {
+    return [this, tier](const ObjectKey& key, bool stored, int64_t expiry) { events.Append(tier, key, stored, expiry); };
   }
 
   DiskTier* disk(Tier t) const { return tiers[static_cast<int>(t)].get(); }
@@ -70,6 +77,7 @@ struct KvStore::Impl {
   std::thread gc_thread;
   std::mutex warn_mu;
   std::set<std::string> warned_classes;
+  EventLog events;
 };
 
 uint8_t KvStore::Impl::ResolveClass(const std::string& name) {
@@ -264,6 +272,7 @@ base::Result<std::unique_ptr<KvStore>> KvStore::Open(const StoreConfig& config, 
     DiskTierOptions options{d.tier, d.dir, config.fingerprint, d.bytes, config.write_retry_seconds, d.prior};
     auto tier = std::make_unique<DiskTier>(options, impl->classes, impl->fs, clock);
     FS_RETURN_IF_ERROR(tier->Prepare());
+    tier->SetObserver(impl->ObserverFor(d.tier));
     tier->Scan(config.io_threads, /*full=*/true);
     impl->LogIndex(*tier);
     impl->tiers[static_cast<int>(d.tier)] = std::move(tier);
@@ -420,6 +429,31 @@ double KvStore::PredictFetchSeconds(Tier tier, int64_t bytes) const {
   const DiskTier* d = impl_->disk(tier);
   if (d == nullptr) return std::numeric_limits<double>::infinity();
   return static_cast<double>(bytes) / d->BytesPerSecond();
+}
+
+protocol::KvEventPage KvStore::Events(uint64_t after, size_t max) const { return impl_->events.Since(after, max); }
+
+protocol::KvSnapshot KvStore::Snapshot() const {
+  protocol::KvSnapshot snapshot;
+  snapshot.epoch = impl_->events.epoch();
+  snapshot.seq = impl_->events.last_seq();  // before listing: later changes come again as events
+  const int64_t now = impl_->clock.NowUnixSeconds();
+  auto add = [&snapshot](Tier tier) {
+    return [&snapshot, tier](const ObjectKey& key, int64_t expiry) {
+      snapshot.objects.push_back({static_cast<protocol::KvTier>(tier), static_cast<protocol::KvObjectKind>(key.kind),
+                                  key.hash, expiry});
+    };
+  };
+  {
+    std::lock_guard<std::mutex> lock(impl_->mem_mu);
+    auto fn = add(Tier::kMemory);
+    impl_->memory.ForEach([&](const ObjectKey& key, const IndexEntry& e) {
+      if (now < e.expiry) fn(key, e.expiry);
+    });
+  }
+  for (Tier t : {Tier::kDisk, Tier::kShared})
+    if (const DiskTier* tier = impl_->disk(t)) tier->ForEachObject(now, add(t));
+  return snapshot;
 }
 
 void KvStore::Flush() {

@@ -14,6 +14,7 @@
 #include "base/clock.h"
 #include "base/result.h"
 #include "kv/block_hash.h"
+#include "protocol/cluster.h"
 
 namespace flashserve::kvstore {
 
@@ -59,6 +60,7 @@ struct StoreConfig {
   bool shared_probe_on_miss = true;         // Fetch checks the L3 directory for keys its index lacks
   int64_t write_retry_seconds = 30;         // a tier whose writes failed is retried after this back-off
   int64_t max_pending_write_bytes = 256 << 20;  // write-through backlog cap; beyond it writes are dropped
+  int64_t event_log_capacity = 1 << 16;     // KV events kept for the router (older ones: resync)
   FileSystem* file_system = nullptr;        // the file-system seam (null = POSIX); not owned
 
   base::Status Validate() const;
@@ -129,6 +131,10 @@ class KvStore {
   // Predicted seconds to fetch `bytes` from a tier: bytes / the moving average of real Fetch
   // bandwidth (bytes read / Fetch wall time, all I/O threads together; a prior until the first).
   double PredictFetchSeconds(Tier tier, int64_t bytes) const;
+  // KV events for the router (design.md section 6): numbered changes of what the tiers hold,
+  // since event `after`; and a snapshot of every unexpired object as of its `seq`.
+  protocol::KvEventPage Events(uint64_t after, size_t max) const;
+  protocol::KvSnapshot Snapshot() const;
   // Blocks until every queued write-through and fetch has finished.
   void Flush();
   // Flushes pending writes and stops the threads; later Fetches report misses, Puts stay in L1.

@@ -41,14 +41,17 @@ void TierIndex::Unlink(const ObjectKey& key, const IndexEntry& e) {
 
 void TierIndex::Insert(const ObjectKey& key, IndexEntry entry) {
   auto it = entries_.find(key);
+  bool announce = true;
   if (it != entries_.end()) {
     entry.pins = it->second.pins;
+    announce = entry.expiry != it->second.expiry;
     Unlink(key, it->second);
     it->second = std::move(entry);
   } else {
     it = entries_.emplace(key, std::move(entry)).first;
   }
   Link(key, it->second);
+  if (observer_ && announce) observer_(key, true, it->second.expiry);
 }
 
 bool TierIndex::Erase(const ObjectKey& key, IndexEntry* erased) {
@@ -57,6 +60,7 @@ bool TierIndex::Erase(const ObjectKey& key, IndexEntry* erased) {
   Unlink(key, it->second);
   if (erased != nullptr) *erased = std::move(it->second);
   entries_.erase(it);
+  if (observer_) observer_(key, false, 0);
   return true;
 }
 
@@ -83,6 +87,7 @@ void TierIndex::SetExpiry(const ObjectKey& key, int64_t expiry) {
   Unlink(key, it->second);
   it->second.expiry = expiry;
   Link(key, it->second);
+  if (observer_) observer_(key, true, expiry);
 }
 
 bool TierIndex::PickVictim(int64_t now, const std::function<bool(const ObjectKey&)>& skip, ObjectKey* victim) const {
@@ -122,7 +127,13 @@ std::vector<ObjectKey> TierIndex::Keys() const {
   return keys;
 }
 
+void TierIndex::ForEach(const std::function<void(const ObjectKey&, const IndexEntry&)>& fn) const {
+  for (const auto& [key, entry] : entries_) fn(key, entry);
+}
+
 void TierIndex::Clear() {
+  if (observer_)
+    for (const auto& [key, entry] : entries_) observer_(key, false, 0);
   entries_.clear();
   by_expiry_.clear();
   by_value_.clear();

@@ -42,6 +42,12 @@ struct IndexEntry {
 
 class TierIndex {
  public:
+  // Told of every object that appears (stored, with its expiry; also when a held object's expiry
+  // changes) or disappears (removed) — the KV events the router follows. Called under the
+  // owner's lock; must not call back into the index.
+  using Observer = std::function<void(const ObjectKey& key, bool stored, int64_t expiry)>;
+  void SetObserver(Observer observer) { observer_ = std::move(observer); }
+
   // Value used to order capacity eviction: recency plus a credit per hit (capped), so an object
   // used often survives one used once somewhat more recently.
   static int64_t Value(const IndexEntry& e);
@@ -67,6 +73,7 @@ class TierIndex {
   int64_t CountExpired(int64_t now) const;
 
   std::vector<ObjectKey> Keys() const;
+  void ForEach(const std::function<void(const ObjectKey&, const IndexEntry&)>& fn) const;
   int64_t size() const { return static_cast<int64_t>(entries_.size()); }
   int64_t bytes() const { return bytes_; }
   int64_t pinned() const { return pinned_; }
@@ -80,6 +87,7 @@ class TierIndex {
   void Unlink(const ObjectKey& key, const IndexEntry& e);
 
   std::unordered_map<ObjectKey, IndexEntry, ObjectKeyHasher> entries_;
+  Observer observer_;
   Order by_expiry_;
   Order by_value_;  // unpinned entries only
   int64_t bytes_ = 0;

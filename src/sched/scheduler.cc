@@ -187,4 +187,10 @@ void Scheduler::Commit(const StepItem& item, std::optional<int32_t> sampled) {
   if (sampled) s->tokens.push_back(*sampled);
 }
 
+int64_t Scheduler::PendingPromptTokens() const {
+  int64_t total = 0;
+  for (const auto& [id, s] : seqs_) total += std::max<int64_t>(0, s.num_prompt - s.num_computed);
+  return total;
+}
+
 }  // namespace flashserve::sched

@@ -88,6 +88,9 @@ class Scheduler {
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
+  // Prompt tokens of queued and running sequences not yet in the engine state (the prefill
+  // work ahead; the router's load view). O(sequences).
+  int64_t PendingPromptTokens() const;
   const SchedConfig& config() const { return config_; }
 
  private:

@@ -41,6 +41,9 @@ TEST(SchedulerTest, DecodesFirstThenChunkedPrefillWithinBudget) {
   EXPECT_EQ(second.items[3].end - second.items[3].begin, 97);  // the rest of the budget
   EXPECT_FALSE(second.items[3].sample);
   EXPECT_EQ(second.num_tokens, 100);
+  EXPECT_EQ(sched.PendingPromptTokens(), 1000);  // not committed yet
+  RunPlan(sched, second);
+  EXPECT_EQ(sched.PendingPromptTokens(), 903);   // the router's view of the prefill work ahead
 }
 
 TEST(SchedulerTest, PrefillChunksEndAtPersistPoints) {

@@ -65,7 +65,8 @@ Server::Server(const engine::Model& model, const engine::EngineOptions& engine_o
   if (config_.max_context <= 0 || config_.max_context > model.config().max_position)
     config_.max_context = model.config().max_position;
   store_ = std::move(store);
-  if (store_) prefix_ = std::make_unique<PrefixStore>(model, ModelFingerprint(model, engine_options.qat), store_.get());
+  fingerprint_ = ModelFingerprint(model, engine_options.qat);
+  if (store_) prefix_ = std::make_unique<PrefixStore>(model, fingerprint_, store_.get());
   stats_.state_pool_capacity = config_.sched.state_pool_bytes;
 }
 
@@ -94,8 +95,14 @@ void Server::Stop() {
 ModelInfo Server::Info() const {
   const model::ModelConfig& c = model_.config();
   return ModelInfo{config_.model_name, c.vocab_size, config_.max_context, static_cast<int32_t>(c.eos_token_id),
-                   static_cast<int32_t>(c.bos_token_id)};
+                   static_cast<int32_t>(c.bos_token_id), fingerprint_};
 }
+
+protocol::KvEventPage Server::KvEvents(uint64_t after, size_t max) const {
+  return store_ ? store_->Events(after, max) : protocol::KvEventPage{};
+}
+
+protocol::KvSnapshot Server::KvSnapshot() const { return store_ ? store_->Snapshot() : protocol::KvSnapshot{}; }
 
 ServiceStats Server::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);

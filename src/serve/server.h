@@ -48,6 +48,9 @@ class Server final : public Service {
   void Cancel(const std::string& request_id) override;
   ServiceStats Stats() const override;
   ModelInfo Info() const override;
+  bool HasKvEvents() const override { return store_ != nullptr; }
+  protocol::KvEventPage KvEvents(uint64_t after, size_t max) const override;
+  protocol::KvSnapshot KvSnapshot() const override;
 
   // Runs one engine step on the calling thread (tests drive the loop without the thread).
   // Returns false when there was nothing to do.
@@ -90,6 +93,7 @@ class Server final : public Service {
   sched::Scheduler sched_;
   std::unique_ptr<kvstore::KvStore> store_;
   std::unique_ptr<PrefixStore> prefix_;
+  std::string fingerprint_;
   double prefill_seconds_per_token_ = 0;  // moving average over prefill-heavy steps
   std::map<std::string, std::shared_ptr<Request>> requests_;  // by request id
   std::map<uint64_t, std::unique_ptr<Choice>> choices_;      // by sequence id

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "protocol/cluster.h"
 #include "protocol/generate.h"
 
 namespace flashserve::serve {
@@ -19,6 +20,7 @@ struct ModelInfo {
   int64_t max_context = 0;   // prompt + generated tokens per sequence
   int32_t eos_token_id = 1;
   int32_t bos_token_id = 0;
+  std::string fingerprint;   // model fingerprint: seeds the prefix-cache block hashes
 };
 
 // One KV-store tier (0 memory, 1 local disk, 2 shared) as seen by /metrics.
@@ -41,6 +43,8 @@ struct ServiceStats {
   int64_t steps_total = 0;          // engine steps that ran work
   int64_t requests_finished_total = 0;
   int64_t requests_rejected_total = 0;
+  int64_t queued_prefill_tokens = 0;       // prompt tokens admitted but not yet computed
+  double prefill_tokens_per_second = 0;    // measured on prefill-heavy steps (0 = none yet)
   KvTierStats kv_tiers[3];
 };
 
@@ -57,6 +61,14 @@ class Service {
   virtual void Cancel(const std::string& request_id) = 0;
   virtual ServiceStats Stats() const = 0;
   virtual ModelInfo Info() const = 0;
+  // KV events and index snapshots for the router (design.md section 6); thread-safe. The
+  // defaults describe a service without a prefix cache.
+  virtual bool HasKvEvents() const { return false; }
+  virtual protocol::KvEventPage KvEvents(uint64_t after, size_t max) const {
+    (void)after, (void)max;
+    return {};
+  }
+  virtual protocol::KvSnapshot KvSnapshot() const { return {}; }
 };
 
 }  // namespace flashserve::serve

@@ -229,6 +229,8 @@ void Server::PublishStats(bool ran_step) {
   stats_.waiting = sched_.num_waiting();
   stats_.state_pool_bytes = sched_.pool_used();
   stats_.preemptions_total = sched_.num_preemptions();
+  stats_.queued_prefill_tokens = sched_.PendingPromptTokens();
+  stats_.prefill_tokens_per_second = prefill_seconds_per_token_ > 0 ? 1.0 / prefill_seconds_per_token_ : 0;
   if (store_) {
     const kvstore::StoreStats st = store_->Stats();
     stats_.prefix_cache_bytes = st.tiers[0].bytes;
