@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "base/file_util.h"
+#include "base/log.h"
 
 namespace flashserve::app {
 
@@ -84,6 +86,60 @@ base::Result<std::vector<kvstore::TtlClass>> ParseTtlClasses(const std::string& 
 int PrintError(const base::Error& error) {
   std::fprintf(stderr, "error: %s\n", error.ToString().c_str());
   return 1;
+}
+
+// The DeepSeek tokenizer installed by scripts/setup.sh: searched in the folders above the
+// executable (a build tree inside the checkout) and in an install prefix's share/flashserve.
+std::string FindDefaultTokenizer() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path dir = fs::canonical("/proc/self/exe", ec).parent_path();
+  for (int up = 0; up < 5 && !dir.empty(); ++up, dir = dir.parent_path()) {
+    for (const fs::path& candidate : {dir / kTokenizerRel, dir / "share/flashserve/tokenizer/deepseek_v3/tokenizer.json"})
+      if (fs::exists(candidate, ec)) return candidate.string();
+    if (dir == dir.parent_path()) break;
+  }
+  return "";
+}
+
+// Loads the tokenizer; when it lacks the V4 control tokens (the DeepSeek-V3 file used by demo
+// models), defines them on placeholder ids. Expected for the demo model; a warning otherwise.
+base::Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::string& path, bool demo) {
+  FS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::Load(path));
+  std::string missing;
+  for (std::string_view t : tokenizer::kV4ControlTokens)
+    if (!tok->TokenId(t)) missing += (missing.empty() ? "" : " ") + std::string(t);
+  if (missing.empty()) return tok;
+  if (demo) {
+    FS_LOG(kDebug, "demo tokenizer: V4 control tokens on placeholder ids: {}", missing);
+  } else {
+    FS_LOG(kWarning, "tokenizer {} lacks the DeepSeek-V4 control tokens {}; defining them on placeholder ids "
+           "(right for generated demo models only)", path, missing);
+  }
+  return tokenizer::Tokenizer::Load(path, tokenizer::LoadOptions{.define_missing_v4_tokens = true});
+}
+
+base::Result<std::vector<net::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file) {
+  std::vector<std::string> specs = flags;
+  if (!file.empty()) {
+    FS_ASSIGN_OR_RETURN(std::string text, base::ReadFileToString(file));
+    size_t pos = 0;
+    while (pos < text.size()) {
+      const size_t end = std::min(text.find('\n', pos), text.size());
+      std::string line = text.substr(pos, end - pos);
+      pos = end + 1;
+      line.erase(0, line.find_first_not_of(" \t\r"));
+      line.erase(line.find_last_not_of(" \t\r") + 1);
+      if (!line.empty() && line[0] != '#') specs.push_back(line);
+    }
+  }
+  std::vector<net::ApiKey> keys;
+  for (const std::string& spec : specs) {
+    auto key = net::ParseApiKey(spec);
+    if (!key.ok()) return key.error();
+    keys.push_back(*key);
+  }
+  return keys;
 }
 
 }  // namespace flashserve::app

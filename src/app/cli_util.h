@@ -13,6 +13,8 @@
 #include "engine/model.h"
 #include "engine/options.h"
 #include "kvstore/kv_store.h"
+#include "net/api_keys.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashserve::app {
 
@@ -29,6 +31,18 @@ std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir);
 
 // "agent=3d,chat=7d" (units s, m, h, d; none = seconds) -> TTL classes.
 base::Result<std::vector<kvstore::TtlClass>> ParseTtlClasses(const std::string& spec);
+
+// The DeepSeek tokenizer installed by scripts/setup.sh (relative to a checkout or an install
+// prefix); "" when missing.
+inline constexpr char kTokenizerRel[] = "third_party/tokenizer/deepseek_v3/tokenizer.json";
+std::string FindDefaultTokenizer();
+// Loads a tokenizer.json; V4 control tokens it lacks are defined on placeholder ids (expected
+// for demo models, logged as a warning otherwise).
+base::Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::string& path, bool demo);
+
+// --api-key specs plus the lines of an --api-keys-file ("" = none; blank lines and # comments
+// skipped), parsed.
+base::Result<std::vector<net::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file);
 
 // Prints "error: <message>" to stderr and returns 1.
 int PrintError(const base::Error& error);

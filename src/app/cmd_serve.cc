@@ -35,21 +35,7 @@ using base::ErrorCode;
 
 constexpr char kDemoName[] = "deepseek-v4-demo";
 constexpr uint64_t kDemoSeed = 1234;
-constexpr char kTokenizerRel[] = "third_party/tokenizer/deepseek_v3/tokenizer.json";
 
-
-// The DeepSeek tokenizer installed by scripts/setup.sh: searched in the folders above the
-// executable (a build tree inside the checkout) and in an install prefix's share/flashserve.
-std::string FindDefaultTokenizer() {
-  std::error_code ec;
-  fs::path dir = fs::canonical("/proc/self/exe", ec).parent_path();
-  for (int up = 0; up < 5 && !dir.empty(); ++up, dir = dir.parent_path()) {
-    for (const fs::path& candidate : {dir / kTokenizerRel, dir / "share/flashserve/tokenizer/deepseek_v3/tokenizer.json"})
-      if (fs::exists(candidate, ec)) return candidate.string();
-    if (dir == dir.parent_path()) break;
-  }
-  return "";
-}
 
 base::Result<fs::path> DemoCacheDir() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
@@ -105,23 +91,6 @@ base::Result<std::string> EnsureDemoModel(const std::string& tokenizer_path, int
     if (!fs::exists(final_dir / "config.json")) return Error(ErrorCode::kIoError, "cannot move the demo model into " + final_dir.string());
   }
   return final_dir.string();
-}
-
-// Loads the tokenizer; when it lacks the V4 control tokens (the DeepSeek-V3 file used by demo
-// models), defines them on placeholder ids. Expected for the demo model; a warning otherwise.
-base::Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::string& path, bool demo) {
-  FS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::Load(path));
-  std::string missing;
-  for (std::string_view t : tokenizer::kV4ControlTokens)
-    if (!tok->TokenId(t)) missing += (missing.empty() ? "" : " ") + std::string(t);
-  if (missing.empty()) return tok;
-  if (demo) {
-    FS_LOG(kDebug, "demo tokenizer: V4 control tokens on placeholder ids: {}", missing);
-  } else {
-    FS_LOG(kWarning, "tokenizer {} lacks the DeepSeek-V4 control tokens {}; defining them on placeholder ids "
-           "(right for generated demo models only)", path, missing);
-  }
-  return tokenizer::Tokenizer::Load(path, tokenizer::LoadOptions{.define_missing_v4_tokens = true});
 }
 
 void PrintBanner(const std::string& name, const std::string& dir, const std::string& host, int port) {

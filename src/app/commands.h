@@ -20,5 +20,6 @@ void RegisterGenerateCommand(CLI::App& app, CommandFn* run);
 void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run);
 void RegisterBenchCommand(CLI::App& app, CommandFn* run);
 void RegisterKvCommand(CLI::App& app, CommandFn* run);
+void RegisterRouterCommand(CLI::App& app, CommandFn* run);
 
 }  // namespace flashserve::app

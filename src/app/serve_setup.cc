@@ -26,28 +26,14 @@ base::Result<std::unique_ptr<kvstore::KvStore>> OpenStore(ServeFlags& f, const e
 
 // --api-key specs and the lines of --api-keys-file ("KEY[:TENANT[:TTL_CLASS]]", # comments).
 base::Status LoadApiKeys(ServeFlags* f) {
-  std::vector<std::string> specs = f->api_keys;
-  if (!f->api_keys_file.empty()) {
-    FS_ASSIGN_OR_RETURN(std::string text, base::ReadFileToString(f->api_keys_file));
-    size_t pos = 0;
-    while (pos < text.size()) {
-      const size_t end = std::min(text.find('\n', pos), text.size());
-      std::string line = text.substr(pos, end - pos);
-      pos = end + 1;
-      line.erase(0, line.find_first_not_of(" \t\r"));
-      line.erase(line.find_last_not_of(" \t\r") + 1);
-      if (!line.empty() && line[0] != '#') specs.push_back(line);
-    }
-  }
+  FS_ASSIGN_OR_RETURN(std::vector<net::ApiKey> keys, ReadApiKeys(f->api_keys, f->api_keys_file));
   const std::vector<kvstore::TtlClass> classes = f->store.Classes();
-  for (const std::string& spec : specs) {
-    auto key = net::ParseApiKey(spec);
-    if (!key.ok()) return key.error();
-    const bool known = key->ttl_class.empty() || std::any_of(classes.begin(), classes.end(), [&](const kvstore::TtlClass& c) {
-      return c.name == key->ttl_class;
+  for (const net::ApiKey& key : keys) {
+    const bool known = key.ttl_class.empty() || std::any_of(classes.begin(), classes.end(), [&](const kvstore::TtlClass& c) {
+      return c.name == key.ttl_class;
     });
-    if (!known) return Error(ErrorCode::kInvalidArgument, "API key TTL class '" + key->ttl_class + "' is not one of --kv-ttl");
-    f->api.api_keys.push_back(*key);
+    if (!known) return Error(ErrorCode::kInvalidArgument, "API key TTL class '" + key.ttl_class + "' is not one of --kv-ttl");
+    f->api.api_keys.push_back(key);
   }
   if (!f->api.api_keys.empty()) FS_LOG(kInfo, "serve: {} API keys; generation routes need one", f->api.api_keys.size());
   return base::Status::Ok();
@@ -65,6 +51,9 @@ void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f) {
   cmd->add_option("--kv-default-ttl", k.default_ttl_class, "Class for requests without cache_ttl")->capture_default_str();
   cmd->add_option("--kv-gc-delay", k.gc_delay_seconds, "Seconds within which expired objects are deleted")->capture_default_str();
   cmd->add_option("--kv-io-threads", k.io_threads, "KV-store I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
+  cmd->add_option("--kv-events-capacity", k.event_log_capacity,
+                  "KV events kept for the router (a router further behind resyncs from a snapshot)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
   cmd->add_option("--api-key", f->api_keys, "Accepted key KEY[:TENANT[:TTL_CLASS]] (repeatable; none = no auth). "
                   "The tenant is the key's prefix-cache namespace, TTL_CLASS its default retention");
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one KEY[:TENANT[:TTL_CLASS]] per line")

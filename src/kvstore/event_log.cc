@@ -13,8 +13,8 @@ EventLog::EventLog(size_t capacity, std::string epoch) : capacity_(std::max<size
 void EventLog::Append(Tier tier, const ObjectKey& key, bool stored, int64_t expiry) {
   protocol::KvEvent e;
   e.stored = stored;
-  e.object.tier = static_cast<protocol::KvTier>(tier);
-  e.object.kind = static_cast<protocol::KvObjectKind>(key.kind);
+  e.object.tier = tier;
+  e.object.kind = key.kind;
   e.object.hash = key.hash;
   e.object.expiry_unix = stored ? expiry : 0;
   std::lock_guard<std::mutex> lock(mu_);

@@ -440,8 +440,7 @@ protocol::KvSnapshot KvStore::Snapshot() const {
   const int64_t now = impl_->clock.NowUnixSeconds();
   auto add = [&snapshot](Tier tier) {
     return [&snapshot, tier](const ObjectKey& key, int64_t expiry) {
-      snapshot.objects.push_back({static_cast<protocol::KvTier>(tier), static_cast<protocol::KvObjectKind>(key.kind),
-                                  key.hash, expiry});
+      snapshot.objects.push_back({tier, key.kind, key.hash, expiry});
     };
   };
   {

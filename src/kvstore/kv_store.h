@@ -20,8 +20,8 @@ namespace flashserve::kvstore {
 
 class FileSystem;
 
-enum class ObjectKind : uint8_t { kBlock = 1, kBoundary = 2 };   // a 128-token block / a boundary snapshot at its end
-enum class Tier : uint8_t { kMemory = 0, kDisk = 1, kShared = 2 }; // L1 host DRAM, L2 local dir, L3 shared dir
+using ObjectKind = protocol::KvObjectKind;  // kBlock = 1 (a 128-token block), kBoundary = 2 (a snapshot at its end)
+using Tier = protocol::KvTier;              // kMemory = 0 (L1 host DRAM), kDisk = 1 (L2 local dir), kShared = 2 (L3)
 constexpr int kNumTiers = 3;
 
 struct ObjectKey {
@@ -41,8 +41,9 @@ struct TtlClass {
 
 // The defaults: agent 3 days, chat 7 days.
 std::vector<TtlClass> DefaultTtlClasses();
-const char* TierName(Tier tier);        // "memory", "disk", "shared"
-const char* KindName(ObjectKind kind);  // "block", "boundary" (also the object file suffix)
+inline const char* TierName(Tier tier) { return protocol::KvTierName(tier); }  // "memory", "disk", "shared"
+// "block", "boundary" (also the object file suffix)
+inline const char* KindName(ObjectKind kind) { return protocol::KvObjectKindName(kind); }
 
 struct StoreConfig {
   std::string fingerprint;                  // model fingerprint (hex); objects of another one are foreign

@@ -24,16 +24,6 @@ size_t ObjectKeyHasher::operator()(const ObjectKey& key) const {
 
 std::vector<TtlClass> DefaultTtlClasses() { return {{"agent", 3 * 86400}, {"chat", 7 * 86400}}; }
 
-const char* TierName(Tier tier) {
-  switch (tier) {
-    case Tier::kMemory: return "memory";
-    case Tier::kDisk: return "disk";
-    case Tier::kShared: return "shared";
-  }
-  return "?";
-}
-
-const char* KindName(ObjectKind kind) { return kind == ObjectKind::kBoundary ? "boundary" : "block"; }
 
 std::vector<TtlClass> StoreConfig::Classes() const { return ttl_classes.empty() ? DefaultTtlClasses() : ttl_classes; }
 

@@ -83,10 +83,11 @@ struct HttpClient::Connection {
 };
 
 struct HttpClient::Exchange {
-  http::verb verb;
+  http::verb verb = http::verb::get;
   std::string path;
   std::string body;
   BodyFn on_body;  // null: the whole body goes to HttpOutcome::body
+  RequestExtras extras;
 };
 
 HttpClient::HttpClient(asio::any_io_executor executor, Endpoint endpoint, std::string api_key, double timeout_s)
@@ -95,13 +96,26 @@ HttpClient::HttpClient(asio::any_io_executor executor, Endpoint endpoint, std::s
 
 HttpClient::~HttpClient() = default;
 
-asio::awaitable<HttpOutcome> HttpClient::Post(std::string path, std::string body, BodyFn on_body) {
-  Exchange exchange{http::verb::post, std::move(path), std::move(body), std::move(on_body)};
+asio::awaitable<HttpOutcome> HttpClient::Post(std::string path, std::string body, BodyFn on_body,
+                                              RequestExtras extras) {
+  Exchange exchange;
+  exchange.verb = http::verb::post;
+  exchange.path = std::move(path);
+  exchange.body = std::move(body);
+  exchange.on_body = std::move(on_body);
+  exchange.extras = std::move(extras);
   co_return co_await Send(exchange);
 }
 
+asio::awaitable<HttpOutcome> HttpClient::Post(std::string path, std::string body, BodyFn on_body) {
+  RequestExtras extras;
+  return Post(std::move(path), std::move(body), std::move(on_body), std::move(extras));
+}
+
 asio::awaitable<HttpOutcome> HttpClient::Get(std::string path) {
-  Exchange exchange{http::verb::get, std::move(path), std::string(), nullptr};
+  Exchange exchange;
+  exchange.verb = http::verb::get;
+  exchange.path = std::move(path);
   co_return co_await Send(exchange);
 }
 
@@ -156,12 +170,13 @@ asio::awaitable<bool> HttpClient::RunExchange(Connection& conn, Exchange& exchan
   auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(timeout_s_));
   http::request<http::string_body> req{exchange.verb, endpoint_.path_prefix + exchange.path, 11};
   req.set(http::field::host, endpoint_.host + ":" + endpoint_.port);
-  req.set(http::field::user_agent, "flashserve-bench");
+  req.set(http::field::user_agent, "flashserve");
   if (exchange.verb == http::verb::post) {
     req.set(http::field::content_type, "application/json");
     req.set(http::field::accept, "text/event-stream");
   }
-  if (!api_key_.empty()) req.set(http::field::authorization, "Bearer " + api_key_);
+  if (!exchange.extras.authorization.empty()) req.set(http::field::authorization, exchange.extras.authorization);
+  else if (!api_key_.empty()) req.set(http::field::authorization, "Bearer " + api_key_);
   req.keep_alive(true);
   req.body() = exchange.body;
   req.prepare_payload();
@@ -195,9 +210,16 @@ asio::awaitable<bool> HttpClient::RunExchange(Connection& conn, Exchange& exchan
     if (ec == http::error::need_buffer) ec = {};
     size_t n = sizeof(piece) - parser.get().body().size;
     if (n > 0 && to_callback) exchange.on_body(std::string_view(piece, n));
-    if (n > 0 && !to_callback) out->body.append(piece, std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, out->body.size())));
+    if (n > 0 && !to_callback) {
+      const size_t room = exchange.extras.whole_body ? n : kMaxErrorBody - std::min(kMaxErrorBody, out->body.size());
+      out->body.append(piece, std::min(n, room));
+    }
     if (ec) {
       out->transport = TransportError("reading the response body", ec);
+      co_return false;
+    }
+    if (exchange.extras.cancelled && exchange.extras.cancelled()) {
+      out->transport = base::MakeError(base::ErrorCode::kCancelled, "cancelled by the caller");
       co_return false;
     }
   }

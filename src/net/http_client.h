@@ -40,6 +40,13 @@ struct HttpOutcome {
 // Called with every piece of a 200 response's body, on arrival.
 using BodyFn = std::function<void(std::string_view piece)>;
 
+// Per-request additions (used by the router's proxy).
+struct RequestExtras {
+  std::string authorization;        // sent instead of the client's key ("" = the client's key)
+  std::function<bool()> cancelled;  // checked after every read: true drops the connection (kCancelled)
+  bool whole_body = false;          // a non-200 body is kept whole, not cut at 64 KiB
+};
+
 class HttpClient {
  public:
   // timeout_s bounds connecting and every single read or write (not the whole request).
@@ -50,6 +57,10 @@ class HttpClient {
 
   // POST path_prefix + path with a JSON body. A request whose reused idle connection turns out
   // closed before any response byte is retried once on a fresh connection.
+  boost::asio::awaitable<HttpOutcome> Post(std::string path, std::string body, BodyFn on_body,
+                                           RequestExtras extras);
+  // Without extras. (An overload, not a default argument: GCC 12 frees a defaulted class-type
+  // coroutine argument twice.)
   boost::asio::awaitable<HttpOutcome> Post(std::string path, std::string body, BodyFn on_body);
   // GET path_prefix + path; the whole body lands in HttpOutcome::body whatever the status.
   boost::asio::awaitable<HttpOutcome> Get(std::string path);

@@ -1,0 +1,238 @@
+// Routing decisions and forwarding of generation requests (router/router_internal.h).
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without including it
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "net/api_error.h"
+#include "net/http_wire.h"
+#include "net/sse_parser.h"
+#include "router/router_internal.h"
+
+namespace flashserve::router {
+
+namespace asio = boost::asio;
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+const std::vector<double> kDecisionBuckets = {1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 1e-2};
+const std::vector<double> kTtftBuckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+
+// The credentials as the worker expects them: the client's Authorization header, or its
+// x-api-key turned into a Bearer token.
+std::string Authorization(const net::HttpRequest& req) {
+  std::string auth = req.Header("authorization");
+  if (auth.empty() && !req.Header("x-api-key").empty()) auth = "Bearer " + req.Header("x-api-key");
+  return auth;
+}
+
+std::string AffinityKey(const net::HttpRequest& req, const Json& body, const net::ApiKey* key) {
+  if (std::string s = req.Header("x-session-id"); !s.empty()) return s;
+  if (auto it = body.find("user"); it != body.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
+    return "user:" + it->get<std::string>();
+  return key != nullptr ? "key:" + key->key : "";
+}
+
+void PostResponse(const std::shared_ptr<net::Exchange>& exchange, net::HttpResponse r) {
+  exchange->Post([exchange, r = std::move(r)]() mutable { exchange->Respond(std::move(r)); });
+}
+
+}  // namespace
+
+void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind) {
+  const net::HttpRequest& req = exchange->request();
+  const net::ApiKey* key = nullptr;
+  if (keys.enabled()) {
+    key = keys.Find(req);
+    if (key == nullptr) {
+      net::ApiError e = net::InvalidRequest("Incorrect or missing API key: send \"Authorization: Bearer <key>\"", "",
+                                            "invalid_api_key");
+      e.status = 401;
+      e.type = "authentication_error";
+      return exchange->Respond(net::ErrorResponse(e));
+    }
+  }
+  auto call = std::make_shared<ProxyCall>();
+  call->exchange = exchange;
+  call->kind = kind;
+  call->path = req.path;
+  call->body = req.body;
+  call->authorization = Authorization(req);
+  call->start_s = base::MonotonicSeconds();
+  if (key != nullptr) call->cache_namespace = net::ApiKeyRing::Namespace(*key);
+  Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_object()) {
+    auto stream = body.find("stream");
+    call->stream = stream != body.end() && stream->is_boolean() && stream->get<bool>();
+    call->affinity_key = AffinityKey(req, body, key);
+    auto tokens = hasher.Tokens(kind, body);  // tokenization stays on the I/O threads
+    if (tokens.ok()) {
+      call->tokens = std::move(tokens).value();
+      call->hashable = true;
+    }
+  }
+  exchange->SetCloseHandler([call] { call->gone = true; });
+  asio::co_spawn(ioc, Proxy(call), asio::detached);
+}
+
+Decision RouterServer::Impl::Decide(const ProxyCall& call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  PromptBlocks blocks;
+  if (call.hashable && !pool.fingerprint().empty())
+    blocks = PromptHasher::Blocks(call.tokens, pool.fingerprint(), call.cache_namespace);
+  const int64_t n = call.hashable ? static_cast<int64_t>(call.tokens.size()) : 0;
+  Decision d = chooser.Route(blocks.blocks, n, call.affinity_key, index, loads);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  metrics.Histo("flashserve_router_decision_seconds", "Routing decision time (hashing + index match + choice)",
+                kDecisionBuckets).Observe(seconds);
+  metrics.Counter("flashserve_router_decisions_total", "Routing decisions by policy and reason",
+                  {{"policy", PolicyName(config.chooser.policy)}, {"reason", ReasonName(d.reason)}}).Add();
+  if (d.outcome == Outcome::kRouted) {
+    const std::string& url = pool.status(d.worker).url;
+    metrics.Counter("flashserve_router_prompt_tokens_total", "Prompt tokens routed, per worker", {{"worker", url}})
+        .Add(static_cast<double>(n));
+    metrics.Counter("flashserve_router_predicted_cached_tokens_total",
+                    "Prompt tokens the router expected the worker to have cached", {{"worker", url}})
+        .Add(static_cast<double>(d.cached_tokens));
+    metrics.Histo("flashserve_router_predicted_ttft_seconds", "Predicted time to first token of routed requests",
+                  kTtftBuckets).Observe(d.predicted_ttft_s);
+    loads.OnRouted(d.worker, std::max<int64_t>(0, n - d.cached_tokens));
+  }
+  return d;
+}
+
+asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call) {
+  int last_status = 0;
+  for (int attempt = 0; attempt < config.max_attempts && !call->gone; ++attempt) {
+    const Decision d = Decide(*call);
+    if (d.outcome != Outcome::kRouted) {
+      const bool none = d.reason == Reason::kNoHealthyWorker;
+      net::ApiError e = net::InvalidRequest(none ? "no healthy worker is available; retry later"
+                                                 : "every worker is saturated; retry later");
+      e.status = none ? 503 : 429;
+      e.type = none ? "service_unavailable" : "rate_limit_exceeded";
+      net::HttpResponse r = net::ErrorResponse(e);
+      r.headers.clear();
+      r.headers.emplace_back("Retry-After", std::to_string(std::max(1, d.retry_after_s)));
+      metrics.Counter("flashserve_router_rejects_total", "Requests refused by the router (429/503)",
+                      {{"status", std::to_string(e.status)}}).Add();
+      PostResponse(call->exchange, std::move(r));
+      co_return;
+    }
+    if (attempt > 0) metrics.Counter("flashserve_router_retries_total", "Requests retried on another worker").Add();
+    const ForwardResult result = co_await ForwardTo(call, d, attempt + 1 == config.max_attempts);
+    if (result == ForwardResult::kDone) co_return;
+    last_status = 502;
+  }
+  if (call->gone) co_return;
+  net::ApiError e = net::InvalidRequest("no worker could serve the request (tried " +
+                                        std::to_string(config.max_attempts) + ")");
+  e.status = last_status != 0 ? last_status : 502;
+  e.type = "upstream_error";
+  PostResponse(call->exchange, net::ErrorResponse(e));
+}
+
+asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_ptr<ProxyCall>& call, const Decision& d,
+                                                            bool last_attempt) {
+  const int w = d.worker;
+  const std::string url = pool.status(w).url;
+  bool started = false;
+  std::string tail;  // the piece carrying [DONE], held until the worker's new KV events are read
+  net::SseParser sse;
+  std::vector<std::string> frames;
+  net::BodyFn on_body;
+  if (call->stream) {
+    on_body = [&, call](std::string_view piece) {
+      if (!started) {
+        started = true;
+        const double ttft = base::MonotonicSeconds() - call->start_s;
+        metrics.Histo("flashserve_router_ttft_seconds", "Time to the first streamed byte through the router",
+                      kTtftBuckets).Observe(ttft);
+        metrics.Histo("flashserve_router_ttft_error_seconds", "|actual - predicted| time to first token",
+                      kTtftBuckets).Observe(std::fabs(ttft - d.predicted_ttft_s));
+        call->exchange->Post([ex = call->exchange] { ex->StartStream(200, "text/event-stream"); });
+      }
+      if (!tail.empty() || piece.find("[DONE]") != std::string_view::npos) {
+        tail.append(piece);
+      } else {
+        call->exchange->Post([ex = call->exchange, data = std::string(piece)]() mutable { ex->Write(std::move(data)); });
+      }
+      frames.clear();
+      sse.Feed(piece, &frames);
+      for (const std::string& f : frames)
+        if (f.find("prompt_cache_hit_tokens") != std::string::npos) RecordUsage(w, f);
+    };
+  }
+  net::RequestExtras extras;
+  extras.authorization = call->authorization;
+  extras.cancelled = [call] { return call->gone.load(); };
+  extras.whole_body = true;
+  metrics.Counter("flashserve_router_requests_total", "Requests forwarded, per worker", {{"worker", url}}).Add();
+  net::HttpOutcome out = co_await pool.proxy_client(w).Post(call->path, call->body, on_body, std::move(extras));
+  if (out.transport) {
+    if (call->gone) co_return ForwardResult::kDone;
+    if (!started) {
+      FS_LOG(kWarning, "router: worker {} failed before the first byte ({}); retrying elsewhere", url,
+             out.transport->message());
+      pool.ReportFailure(w, out.transport->message());
+      co_return ForwardResult::kRetry;
+    }
+    // Mid-stream: the client gets a clean error event and the end of the stream, never a hang.
+    net::ApiError e = net::InvalidRequest("the worker serving this stream failed: " + out.transport->message());
+    e.status = 502;
+    e.type = "upstream_error";
+    pool.ReportFailure(w, out.transport->message());
+    call->exchange->Post([ex = call->exchange, frame = tail + net::SseData(net::ErrorBody(e))]() mutable {
+      ex->Write(std::move(frame));
+      ex->EndStream();
+    });
+    co_return ForwardResult::kDone;
+  }
+  if ((out.status == 429 || out.status == 503) && !last_attempt) {
+    pool.ReportSaturated(w);
+    co_return ForwardResult::kRetry;
+  }
+  if (out.status == 200) co_await pool.Refresh(w);  // before the client can send its next turn
+  if (started) {
+    call->exchange->Post([ex = call->exchange, tail = std::move(tail)]() mutable {
+      if (!tail.empty()) ex->Write(std::move(tail));
+      ex->EndStream();
+    });
+    co_return ForwardResult::kDone;
+  }
+  if (out.status == 200) RecordUsage(w, out.body);
+  net::HttpResponse r;
+  r.status = out.status;
+  r.body = std::move(out.body);
+  r.headers.emplace_back("x-flashserve-worker", url);
+  if (out.retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(static_cast<int>(std::ceil(*out.retry_after_s))));
+  PostResponse(call->exchange, std::move(r));
+  co_return ForwardResult::kDone;
+}
+
+void RouterServer::Impl::RecordUsage(int worker, std::string_view json_text) {
+  Json j = Json::parse(json_text, nullptr, false);
+  if (!j.is_object()) return;
+  auto usage = j.find("usage");
+  if (usage == j.end() || !usage->is_object()) return;
+  auto hit = usage->find("prompt_cache_hit_tokens");
+  auto prompt = usage->find("prompt_tokens");
+  if (hit == usage->end() || !hit->is_number_integer() || prompt == usage->end() || !prompt->is_number_integer()) return;
+  const std::string& url = pool.status(worker).url;
+  metrics.Counter("flashserve_router_cached_tokens_total", "Prompt tokens the worker reported as cache hits",
+                  {{"worker", url}}).Add(hit->get<double>());
+  metrics.Counter("flashserve_router_reported_prompt_tokens_total", "Prompt tokens the worker reported",
+                  {{"worker", url}}).Add(prompt->get<double>());
+}
+
+}  // namespace flashserve::router

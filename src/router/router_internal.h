@@ -1,0 +1,74 @@
+// Internals of RouterServer shared by router_server.cc (set-up, small routes) and proxy.cc
+// (routing decisions and forwarding). Fields marked "routing thread" are touched only there.
+#pragma once
+
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without including it
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "net/exchange.h"
+#include "net/prometheus.h"
+#include "router/prompt_hasher.h"
+#include "router/router_server.h"
+
+namespace flashserve::router {
+
+// One client request on its way through the router.
+struct ProxyCall {
+  std::shared_ptr<net::Exchange> exchange;
+  PromptKind kind = PromptKind::kChat;
+  std::string path;           // forwarded as is
+  std::string body;
+  std::string authorization;  // the client's credentials, forwarded
+  std::string affinity_key;   // x-session-id, else the body's `user`, else the API key
+  std::string cache_namespace;
+  bool stream = false;
+  bool hashable = false;      // tokens are the worker's prompt (else: routed by load only)
+  std::vector<int32_t> tokens;
+  double start_s = 0;
+  std::atomic<bool> gone{false};  // the client disconnected
+};
+
+enum class ForwardResult { kDone, kRetry };
+
+struct RouterServer::Impl {
+  Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok);
+
+  void Handle(std::shared_ptr<net::Exchange> exchange);              // HTTP I/O strand
+  void StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind);
+  void AnswerHealth(const std::shared_ptr<net::Exchange>& exchange);  // posts to the routing thread
+  void AnswerModels(const std::shared_ptr<net::Exchange>& exchange);
+  void AnswerWorkers(const std::shared_ptr<net::Exchange>& exchange);
+
+  // Routing thread.
+  boost::asio::awaitable<void> Proxy(std::shared_ptr<ProxyCall> call);
+  boost::asio::awaitable<ForwardResult> ForwardTo(const std::shared_ptr<ProxyCall>& call, const Decision& d,
+                                                  bool last_attempt);
+  Decision Decide(const ProxyCall& call);
+  void RecordUsage(int worker, std::string_view json_text);
+
+  const RouterConfig config;
+  const tokenizer::Tokenizer& tokenizer;
+  const PromptHasher hasher;
+  net::ApiKeyRing keys;
+  net::MetricsRegistry metrics;
+  boost::asio::io_context ioc{1};
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
+  std::thread thread;
+  PrefixIndex index;  // routing thread
+  LoadView loads;     // routing thread
+  Chooser chooser;    // routing thread
+  WorkerPool pool;    // routing thread
+  std::unique_ptr<net::HttpServer> http;
+  bool started = false;
+};
+
+}  // namespace flashserve::router

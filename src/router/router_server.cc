@@ -1,0 +1,155 @@
+// RouterServer set-up, dispatch and the small routes (router/router_server.h); forwarding is in
+// proxy.cc.
+#include "router/router_server.h"
+
+#include <boost/asio/post.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "net/api_error.h"
+#include "router/router_internal.h"
+
+namespace flashserve::router {
+
+namespace asio = boost::asio;
+using Json = nlohmann::ordered_json;
+
+base::Status RouterConfig::Validate() const {
+  if (workers.empty()) return base::MakeError(base::ErrorCode::kInvalidArgument, "the router needs at least one --worker URL");
+  for (const std::string& w : workers) {
+    if (auto e = net::ParseBaseUrl(w); !e.ok())
+      return base::MakeError(base::ErrorCode::kInvalidArgument, "--worker " + w + ": " + e.error().message());
+  }
+  if (max_attempts < 1) return base::MakeError(base::ErrorCode::kInvalidArgument, "max attempts must be >= 1");
+  if (pool.poll_interval_s <= 0 || pool.control_timeout_s <= 0 || pool.proxy_timeout_s <= 0)
+    return base::MakeError(base::ErrorCode::kInvalidArgument, "poll interval and timeouts must be positive");
+  FS_RETURN_IF_ERROR(chooser.Validate());
+  return http.Validate();
+}
+
+RouterServer::Impl::Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok)
+    : config(c),
+      tokenizer(tok),
+      hasher(tok, c.encoding_version),
+      keys(c.api_keys),
+      index(c.max_index_entries_per_worker),
+      chooser(c.chooser),
+      pool(ioc, c.pool, &index, &loads, &metrics) {}
+
+namespace {
+
+void Respond(const std::shared_ptr<net::Exchange>& exchange, int status, const Json& body) {
+  net::HttpResponse r;
+  r.status = status;
+  r.body = body.dump();
+  exchange->Post([exchange, r = std::move(r)]() mutable { exchange->Respond(std::move(r)); });
+}
+
+bool IsOneOf(const std::string& path, std::initializer_list<const char*> paths) {
+  for (const char* p : paths)
+    if (path == p) return true;
+  return false;
+}
+
+}  // namespace
+
+void RouterServer::Impl::Handle(std::shared_ptr<net::Exchange> exchange) {
+  const net::HttpRequest& req = exchange->request();
+  const std::string& path = req.path;
+  const bool post = req.method == "POST", get = req.method == "GET";
+  if (post && IsOneOf(path, {"/v1/chat/completions", "/chat/completions"})) return StartProxy(exchange, PromptKind::kChat);
+  if (post && IsOneOf(path, {"/v1/completions", "/completions"})) return StartProxy(exchange, PromptKind::kCompletion);
+  if (get && IsOneOf(path, {"/v1/models", "/models"})) return AnswerModels(exchange);
+  if (get && path == "/health") return AnswerHealth(exchange);
+  if (get && path == "/v1/router/workers") return AnswerWorkers(exchange);
+  if (get && path == "/metrics") {
+    net::HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = metrics.Render();
+    return exchange->Respond(std::move(r));
+  }
+  net::ApiError e = net::InvalidRequest("no route " + req.method + " " + path + " on the router");
+  e.status = 404;
+  exchange->Respond(net::ErrorResponse(e));
+}
+
+void RouterServer::Impl::AnswerHealth(const std::shared_ptr<net::Exchange>& exchange) {
+  asio::post(ioc, [this, exchange] {
+    const int healthy = loads.num_healthy();
+    Respond(exchange, healthy > 0 ? 200 : 503,
+            Json{{"status", healthy > 0 ? "ok" : "no healthy worker"}, {"healthy_workers", healthy}, {"workers", pool.size()}});
+  });
+}
+
+void RouterServer::Impl::AnswerModels(const std::shared_ptr<net::Exchange>& exchange) {
+  asio::post(ioc, [this, exchange] {
+    Json data = Json::array();
+    std::vector<std::string> seen;
+    for (int w = 0; w < pool.size(); ++w) {
+      const WorkerStatus& s = pool.status(w);
+      if (!s.healthy || std::find(seen.begin(), seen.end(), s.model) != seen.end()) continue;
+      seen.push_back(s.model);
+      data.push_back({{"id", s.model}, {"object", "model"}, {"created", 0}, {"owned_by", "flashserve"}});
+    }
+    Respond(exchange, 200, Json{{"object", "list"}, {"data", std::move(data)}});
+  });
+}
+
+void RouterServer::Impl::AnswerWorkers(const std::shared_ptr<net::Exchange>& exchange) {
+  asio::post(ioc, [this, exchange] {
+    Json list = Json::array();
+    for (int w = 0; w < pool.size(); ++w) {
+      const WorkerStatus& s = pool.status(w);
+      Json j = {{"url", s.url}, {"healthy", s.healthy}, {"model", s.model}, {"role", s.role},
+                {"kv_epoch", s.epoch}, {"kv_last_seq", s.last_seq}, {"kv_events", s.events},
+                {"kv_resyncs", s.resyncs}, {"poll_failures", s.poll_failures}, {"last_error", s.last_error}};
+      if (loads.present(w)) {
+        j["queued_prefill_tokens"] = loads.load(w).queued_prefill_tokens;
+        j["running"] = loads.load(w).running_sequences;
+        j["prefill_tokens_per_second"] = loads.load(w).prefill_tokens_per_s;
+      }
+      list.push_back(std::move(j));
+    }
+    const PrefixIndexStats st = index.stats();
+    Respond(exchange, 200,
+            Json{{"policy", PolicyName(config.chooser.policy)}, {"workers", std::move(list)},
+                 {"index", {{"hashes", st.hashes}, {"private_entries", st.private_entries},
+                            {"shared_entries", st.shared_entries}, {"gaps", st.gaps}}}});
+  });
+}
+
+RouterServer::RouterServer(const RouterConfig& config, const tokenizer::Tokenizer& tokenizer)
+    : impl_(std::make_unique<Impl>(config, tokenizer)) {}
+
+RouterServer::~RouterServer() { Stop(); }
+
+base::Status RouterServer::Start() {
+  Impl& m = *impl_;
+  FS_RETURN_IF_ERROR(m.config.Validate());
+  for (const std::string& url : m.config.workers) FS_RETURN_IF_ERROR(m.pool.Add(url).status());
+  m.http = std::make_unique<net::HttpServer>(m.config.http, [&m](std::shared_ptr<net::Exchange> e) { m.Handle(std::move(e)); });
+  FS_RETURN_IF_ERROR(m.http->Start());
+  m.work.emplace(m.ioc.get_executor());
+  m.pool.Start();
+  m.thread = std::thread([&m] { m.ioc.run(); });
+  m.started = true;
+  return base::Status::Ok();
+}
+
+int RouterServer::port() const { return impl_->http ? impl_->http->port() : 0; }
+
+void RouterServer::Stop() {
+  Impl& m = *impl_;
+  if (!m.started) return;
+  m.started = false;
+  m.http->StopAccepting();
+  asio::post(m.ioc, [&m] { m.pool.Stop(); });
+  m.http->Stop();
+  m.work.reset();
+  m.ioc.stop();
+  if (m.thread.joinable()) m.thread.join();
+}
+
+}  // namespace flashserve::router

@@ -1,0 +1,53 @@
+// RouterServer: `flashserve router`, the front door over N workers (design.md section 6). Serves
+// the workers' OpenAI-compatible API, hashes each prompt into cache blocks, picks a worker with
+// the Chooser (cache- and load-aware by default), forwards the request (streams included),
+// retries on another worker when one fails before the first byte, sheds load with 429 +
+// Retry-After, and exports router metrics. Start/Stop from one controlling thread; routing state
+// lives on one routing thread, HTTP I/O on the net server's threads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "encoding/version.h"
+#include "net/api_keys.h"
+#include "net/http_server.h"
+#include "router/policy.h"
+#include "router/worker_pool.h"
+#include "tokenizer/tokenizer.h"
+
+namespace flashserve::router {
+
+struct RouterConfig {
+  net::HttpServerConfig http;
+  std::vector<std::string> workers;        // base URLs, "http://127.0.0.1:8001"
+  ChooserConfig chooser;
+  PoolConfig pool;
+  encoding::EncodingVersion encoding_version = encoding::EncodingVersion::kV4;
+  std::vector<net::ApiKey> api_keys;       // empty: no authentication at the router
+  int max_attempts = 3;                    // workers tried per request before giving up
+  int64_t max_index_entries_per_worker = int64_t{1} << 22;
+  base::Status Validate() const;
+};
+
+class RouterServer {
+ public:
+  RouterServer(const RouterConfig& config, const tokenizer::Tokenizer& tokenizer);
+  ~RouterServer();  // Stop()
+  RouterServer(const RouterServer&) = delete;
+  RouterServer& operator=(const RouterServer&) = delete;
+
+  // Validates the config, starts the routing thread (worker polls) and the HTTP server.
+  base::Status Start();
+  int port() const;
+  // Stops accepting, ends the polls, closes connections, joins the threads. Idempotent.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace flashserve::router

@@ -1,0 +1,185 @@
+// End-to-end test of `flashserve router` over real `flashserve serve` workers on loopback:
+//  1. cache-aware routing sends turn N+1 of a conversation to the worker holding turn N, and its
+//     hit rate beats round-robin on the same multi-turn workload;
+//  2. resync: a worker restarted on its --kv-dir (new event epoch) and a worker whose event ring
+//     overflows (gap) are resynced from snapshots, and the restarted worker's disk blocks hit;
+//  3. load shedding: 429 + Retry-After when every worker is saturated;
+//  4. failures: a killed worker's requests are retried on the other one, and a stream whose
+//     worker dies mid-way ends with an error event (never a hang).
+//
+// node tests/e2e/router_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
+// Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
+if (!args.tokenizer || !existsSync(args.tokenizer)) {
+  console.log(`SKIP: tokenizer not found at ${args.tokenizer} (run ./scripts/setup.sh)`);
+  process.exit(77);
+}
+const work = mkdtempSync(join(tmpdir(), 'flashserve-router-e2e-'));
+const procs = new Set();
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Starts a flashserve subcommand and resolves with its base URL once the banner shows it.
+function start(cmdArgs) {
+  return new Promise((resolve, reject) => {
+    const proc = spawn(args.flashserve, cmdArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
+    procs.add(proc);
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`did not start: ${cmdArgs.join(' ')}\n${out}`)), 120000);
+    const onData = (d) => {
+      out += d;
+      const m = out.match(/on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) { clearTimeout(timer); resolve({ proc, base: m[1], log: () => out }); }
+    };
+    proc.stdout.on('data', onData);
+    proc.stderr.on('data', onData);
+    proc.on('exit', (code) => { procs.delete(proc); clearTimeout(timer); reject(new Error(`exited (${code}):\n${out}`)); });
+  });
+}
+
+function worker(name, port = '0', extra = []) {
+  return start(['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny', '--host', '127.0.0.1',
+    '--port', port, '--threads', '1', '--kv-dir', join(work, `kv-${name}`), '--kv-disk-bytes', String(1 << 30), ...extra]);
+}
+
+function router(workers, extra = []) {
+  return start(['router', '--tokenizer', args.tokenizer, '--host', '127.0.0.1', '--port', '0', '--poll-interval', '0.05',
+    ...workers.flatMap((w) => ['--worker', w.base]), ...extra]);
+}
+
+async function stop(p, signal = 'SIGTERM') {
+  p.proc.removeAllListeners('exit');
+  const exited = new Promise((resolve) => p.proc.once('exit', resolve));
+  p.proc.kill(signal);
+  await Promise.race([exited, sleep(15000)]);
+  procs.delete(p.proc);
+}
+
+async function workersView(r) { return (await (await fetch(`${r.base}/v1/router/workers`)).json()).workers; }
+
+async function waitHealthy(r, n) {
+  for (let i = 0; i < 200; ++i) {
+    const ws = await workersView(r);
+    if (ws.filter((w) => w.healthy).length === n) return;
+    await sleep(50);
+  }
+  throw new Error(`router never saw ${n} healthy workers`);
+}
+
+function chatBody(messages, extra = {}) {
+  return JSON.stringify({ model: 'tiny', messages, max_tokens: 4, temperature: 0, thinking: { type: 'disabled' }, ...extra });
+}
+
+async function chat(r, messages) {
+  const res = await fetch(`${r.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: chatBody(messages) });
+  const body = await res.json();
+  assert.equal(res.status, 200, JSON.stringify(body));
+  return { worker: res.headers.get('x-flashserve-worker'), usage: body.usage, reply: body.choices[0].message.content ?? '' };
+}
+
+// A distinct ~150-word user turn per (conversation, turn, tag).
+function userText(tag, conv, turn) {
+  const words = [];
+  for (let i = 0; i < 150; ++i) words.push(`${tag}${conv}w${(i * 7 + turn * 13) % 97}`);
+  return `Conversation ${tag}-${conv}, turn ${turn}: ${words.join(' ')}`;
+}
+
+// Runs `convs` conversations of `turns` turns, interleaved turn by turn; returns the hit rate and,
+// per conversation, the worker of every turn.
+async function multiTurn(r, tag, convs, turns) {
+  const histories = Array.from({ length: convs }, () => []);
+  const placement = Array.from({ length: convs }, () => []);
+  let hit = 0, total = 0;
+  for (let t = 0; t < turns; ++t) {
+    for (let c = 0; c < convs; ++c) {
+      histories[c].push({ role: 'user', content: userText(tag, c, t) });
+      const res = await chat(r, histories[c]);
+      histories[c].push({ role: 'assistant', content: res.reply });
+      placement[c].push(res.worker);
+      hit += res.usage.prompt_cache_hit_tokens;
+      total += res.usage.prompt_tokens;
+    }
+  }
+  return { hitRate: hit / total, placement };
+}
+
+let failed = false;
+try {
+  const mk = spawnSync(args.flashserve, ['make-model', '--preset', 'tiny', '--out', join(work, 'model'),
+    '--tokenizer', args.tokenizer, '--threads', '2'], { encoding: 'utf8' });
+  if (mk.status !== 0) throw new Error(`make-model failed: ${mk.stderr}`);
+  const w1 = await worker('a');
+  let w2 = await worker('b', '0', ['--kv-events-capacity', '3']);
+  const cacheAware = await router([w1, w2]);
+  const roundRobin = await router([w1, w2], ['--policy', 'round-robin']);
+  await waitHealthy(cacheAware, 2);
+  await waitHealthy(roundRobin, 2);
+
+  // 1. Multi-turn workload: cache-aware keeps each conversation on one worker.
+  const ca = await multiTurn(cacheAware, 'ca', 3, 3);  // 3 conversations: round-robin cannot keep them in place by accident
+  const rr = await multiTurn(roundRobin, 'rr', 3, 3);
+  console.log(`hit rate: cache-aware ${(100 * ca.hitRate).toFixed(1)}%, round-robin ${(100 * rr.hitRate).toFixed(1)}%`);
+  for (const p of ca.placement) assert.ok(p.every((w) => w === p[0]), `a conversation moved between workers: ${p}`);
+  assert.equal(new Set(ca.placement.map((p) => p[0])).size, 2, 'conversations are spread over both workers');
+  assert.ok(ca.hitRate > rr.hitRate + 0.1, 'cache-aware beats round-robin');
+  const view = await workersView(cacheAware);
+  assert.ok(view.find((w) => w.url === w2.base).kv_resyncs >= 2, 'the 3-event ring of worker b overflowed: resync');
+
+  // 2. Restart worker b on the same port and directory: new epoch, resync, disk hits.
+  const bConv = ca.placement.findIndex((p) => p[0] === w2.base);
+  const port = new URL(w2.base).port;
+  await stop(w2);
+  w2 = await worker('b', port);
+  await waitHealthy(cacheAware, 2);
+  for (let i = 0; i < 100 && (await workersView(cacheAware)).find((w) => w.url === w2.base).kv_last_seq === 0; ++i) await sleep(50);
+  const again = await chat(cacheAware, [{ role: 'user', content: userText('ca', bConv, 0) }]);
+  assert.equal(again.worker, w2.base, 'the restarted worker still gets its conversation');
+  assert.ok(again.usage.prompt_tokens_details.cached_tokens_by_tier.disk > 0, 'served from the disk tier after the restart');
+
+  // 3. Load shedding: one queued token is already too many.
+  const tight = await router([w1], ['--max-queued-prefill-tokens', '1']);
+  await waitHealthy(tight, 1);
+  const long = [{ role: 'user', content: userText('shed', 0, 0).repeat(4) }];
+  const first = fetch(`${tight.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(long) });
+  await sleep(20);
+  const shed = await fetch(`${tight.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(long) });
+  assert.equal(shed.status, 429);
+  assert.ok(Number(shed.headers.get('retry-after')) >= 1, 'Retry-After is set');
+  assert.equal((await first).status, 200);
+  assert.match(await (await fetch(`${tight.base}/metrics`)).text(), /flashserve_router_rejects_total\{status="429"\} 1/);
+
+  // 4a. A worker killed mid-stream: the client gets an error event and the end of the stream.
+  const single = await router([w2]);
+  await waitHealthy(single, 1);
+  const t0 = performance.now();
+  const res = await fetch(`${single.base}/v1/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'tiny', prompt: 'Once upon a time', max_tokens: 4000, ignore_eos: true, stream: true }) });
+  assert.equal(res.status, 200);
+  let text = '', killed = false;
+  for await (const chunk of res.body) {
+    text += Buffer.from(chunk).toString('utf8');
+    if (!killed && text.includes('"text"')) { killed = true; w2.proc.kill('SIGKILL'); }
+  }
+  assert.ok(killed, 'the stream started');
+  assert.match(text, /"error"/, 'an error event ends the stream');
+  assert.ok(performance.now() - t0 < 20000, 'no hang');
+
+  // 4b. Requests that hit the dead worker before the router noticed are retried on the other.
+  const results = await Promise.all([0, 1, 2, 3].map((i) => chat(cacheAware, [{ role: 'user', content: userText('retry', i, 0) }])));
+  for (const r of results) assert.equal(r.worker, w1.base);
+  console.log('PASS router e2e');
+} catch (e) {
+  failed = true;
+  console.log(`FAIL router e2e: ${e.stack || e}`);
+} finally {
+  for (const p of procs) p.kill('SIGKILL');
+  rmSync(work, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);
