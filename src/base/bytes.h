@@ -1,6 +1,6 @@
 // Little-endian byte building and bounds-checked parsing for binary formats (state codec, KV
-// store objects, transfer frames), plus the FNV-1a 64-bit checksum. Header-only; no shared
-// state.
+// store objects, transfer frames), plus the FNV-1a 64-bit and Checksum64 object checksums
+// (one-shot and streaming). Pure functions and value types; no shared state.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,25 @@ inline uint64_t Fnv1a64(std::string_view data, uint64_t seed = 14695981039346656
   for (unsigned char c : data) h = (h ^ c) * 1099511628211ull;
   return h;
 }
+
+// The object checksum of KV store files and transfer frames: four interleaved multiply-rotate
+// lanes over 32-byte stripes, several GB/s per core. Not cryptographic.
+uint64_t Checksum64(std::string_view data);
+
+// Checksum64 over data that arrives in pieces: Update(a); Update(b); Finish() equals
+// Checksum64(a + b) for any split. Finish() does not change the state.
+class Checksum64Stream {
+ public:
+  Checksum64Stream();
+  void Update(std::string_view data);
+  uint64_t Finish() const;
+
+ private:
+  uint64_t lanes_[4];
+  uint64_t total_bytes_ = 0;
+  char pending_[32];  // the incomplete stripe
+  size_t num_pending_ = 0;
+};
 
 class ByteWriter {
  public:

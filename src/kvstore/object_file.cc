@@ -15,25 +15,11 @@ using base::ErrorCode;
 
 constexpr char kMagic[8] = {'F', 'S', 'K', 'V', 'O', 'B', 'J', '1'};
 constexpr size_t kFixedHeaderBytes = 88;
-constexpr uint64_t kLaneMul = 0x9E3779B185EBCA87ull;
-constexpr uint64_t kMixMul = 0xC2B2AE3D27D4EB4Full;
-
-inline uint64_t Rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 
 inline uint64_t Load64(const char* p) {
   uint64_t v;
   std::memcpy(&v, p, sizeof v);
   return v;
-}
-
-inline uint64_t Round(uint64_t acc, uint64_t word) { return Rotl(acc + word * kMixMul, 31) * kLaneMul; }
-
-inline uint64_t Avalanche(uint64_t h) {
-  h ^= h >> 33;
-  h *= kMixMul;
-  h ^= h >> 29;
-  h *= kLaneMul;
-  return h ^ (h >> 32);
 }
 
 Error Corrupt(std::string message) { return Error(ErrorCode::kDataLoss, std::move(message)); }
@@ -48,23 +34,6 @@ ReadOutcome Outcome(Verdict verdict, std::string detail) {
 }
 
 }  // namespace
-
-uint64_t Checksum64(std::string_view data) {
-  uint64_t lanes[4] = {kLaneMul + kMixMul, kMixMul, 0, 0 - kLaneMul};
-  const char* p = data.data();
-  size_t n = data.size();
-  for (; n >= 32; p += 32, n -= 32) {
-    lanes[0] = Round(lanes[0], Load64(p));
-    lanes[1] = Round(lanes[1], Load64(p + 8));
-    lanes[2] = Round(lanes[2], Load64(p + 16));
-    lanes[3] = Round(lanes[3], Load64(p + 24));
-  }
-  uint64_t h = static_cast<uint64_t>(data.size()) * kLaneMul;
-  for (int i = 0; i < 4; ++i) h = Rotl(h ^ Round(0, lanes[i]), 27) * kLaneMul + kMixMul;
-  for (; n >= 8; p += 8, n -= 8) h = Rotl(h ^ Round(0, Load64(p)), 27) * kLaneMul + kMixMul;
-  for (; n > 0; ++p, --n) h = Rotl(h ^ (static_cast<uint8_t>(*p) * kMixMul), 11) * kLaneMul;
-  return Avalanche(h);
-}
 
 size_t EncodedHeaderBytes(const ObjectHeader& header) {
   return kFixedHeaderBytes + header.fingerprint.size() + header.ttl_class.size() + 8;

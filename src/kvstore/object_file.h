@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/bytes.h"
 #include "base/result.h"
 #include "kvstore/file_system.h"
 #include "kvstore/kv_store.h"
@@ -31,8 +32,8 @@ struct ObjectHeader {
   uint32_t header_bytes = 0;  // set by Encode/Decode
 };
 
-// A 64-bit checksum over bytes (four interleaved multiply-rotate lanes, several GB/s per core).
-uint64_t Checksum64(std::string_view data);
+// The payload and header checksum (base/bytes.h; transfer frames use the same function).
+using base::Checksum64;
 
 // Size of the encoded header: the fixed part + fingerprint + class + checksum.
 size_t EncodedHeaderBytes(const ObjectHeader& header);
