@@ -38,6 +38,8 @@ class ApiServer {
   // Closes every connection and joins the I/O threads.
   void Stop() { http_->Stop(); }
   ApiMetrics& metrics() { return metrics_; }
+  // Decode side of disaggregated serving; set before Start (not owned; outlives this server).
+  void SetTransferInbox(serve::TransferInbox* inbox) { context_.inbox = inbox; }
 
  private:
   ApiConfig config_;

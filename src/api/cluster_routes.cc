@@ -64,6 +64,7 @@ void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange) {
   load.model = info.name;
   load.fingerprint = info.fingerprint;
   load.role = ctx.options.role;
+  load.transfer_address = ctx.options.transfer_address;
   load.queued_prefill_tokens = s.queued_prefill_tokens;
   load.running = s.running;
   load.waiting = s.waiting;

@@ -250,6 +250,7 @@ void GenerationJob::Fail(net::ApiError error) {
 
 void GenerationJob::OnRequestDone(const protocol::Usage& usage) {
   finished_ = true;
+  if (options_.on_done && !failure_) options_.on_done(usage);
   if (client_gone_ || exchange_->closed()) return;
   if (failure_) {
     if (!options_.stream) return exchange_->Respond(net::ErrorResponse(*failure_));

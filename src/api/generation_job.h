@@ -3,6 +3,7 @@
 // completions routes; runs on its exchange's strand (engine-thread sinks only Post events there).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,9 @@ struct JobOptions {
   bool thinking = false;          // chat: the prompt opened a thinking block
   encoding::EncodingVersion version = encoding::EncodingVersion::kV4;
   ResponseMeta meta;
+  // Called on the strand when the request finished without error (disaggregated prefill: ship
+  // the prompt state). May be empty.
+  std::function<void(const protocol::Usage&)> on_done;
 };
 
 struct JobDeps {

@@ -110,6 +110,8 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Diale
   }
 
   JobDeps deps{ctx.service, ctx.tokenizer, ctx.metrics, ctx.ids};
+  const std::string transfer = exchange->request().Header(kTransferHeader);
+  if (!transfer.empty()) return StartDisaggregated(ctx, exchange, std::move(job), deps, std::move(request), transfer);
   GenerationJob::Create(std::move(job), deps, exchange)->Start(std::move(request));
 }
 

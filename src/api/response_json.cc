@@ -42,6 +42,7 @@ Json UsageJson(const protocol::Usage& usage) {
   j["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens},
                                 {"cached_tokens_by_tier",
                                  {{"memory", usage.cached_memory}, {"disk", usage.cached_disk}, {"shared", usage.cached_shared}}}};
+  if (usage.cached_prefill > 0) j["prompt_tokens_details"]["cached_tokens_by_tier"]["prefill_worker"] = usage.cached_prefill;
   j["prompt_cache_hit_tokens"] = usage.cached_tokens;
   j["prompt_cache_miss_tokens"] = usage.cache_miss_tokens();
   return j;

@@ -11,10 +11,12 @@
 #include "net/api_keys.h"
 #include "net/exchange.h"
 #include "api/metrics.h"
+#include "api/generation_job.h"
 #include "api/request_options.h"
 #include "api/response_json.h"
 #include "encoding/version.h"
 #include "serve/service.h"
+#include "serve/transfer_inbox.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve::api {
@@ -25,6 +27,7 @@ struct RouteOptions {
   int64_t default_max_tokens = 4096;
   std::string system_fingerprint = "fp_flashserve";
   std::string role = "both";  // reported to the router: both | prefill | decode
+  std::string transfer_address;  // host:port of this worker's transfer receiver ("" = none)
 };
 
 struct RouteContext {
@@ -35,6 +38,7 @@ struct RouteContext {
   IdSource* ids = nullptr;
   RouteOptions options;
   int64_t created = 0;  // server start (Unix seconds), reported by /v1/models
+  serve::TransferInbox* inbox = nullptr;  // decode side of disaggregated serving (null = off)
 };
 
 using ExchangePtr = std::shared_ptr<net::Exchange>;
@@ -60,5 +64,15 @@ bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialec
 void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Dialect dialect,
                      GenerationOptions options, std::vector<int32_t> prompt, bool thinking,
                      const char* prompt_param);
+
+// Disaggregated serving (disagg.cc). The router names a transfer in kTransferHeader on both
+// halves of a request. With kPrefillToHeader (host:port of the decode worker's receiver) this
+// worker computes the prompt (one token), then streams the prompt state there; without it this
+// worker waits for that transfer (imported into its prefix cache), then generates, resuming from
+// the received state, or recomputing when the transfer failed.
+inline constexpr char kTransferHeader[] = "x-flashserve-transfer";
+inline constexpr char kPrefillToHeader[] = "x-flashserve-prefill-to";
+void StartDisaggregated(const RouteContext& ctx, const ExchangePtr& exchange, JobOptions job, JobDeps deps,
+                        protocol::GenerateRequest request, const std::string& transfer_id);
 
 }  // namespace flashserve::api

@@ -23,6 +23,8 @@
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
 #include "serve/server.h"
+#include "serve/transfer_inbox.h"
+#include "transfer/receiver.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve::app {
@@ -151,7 +153,22 @@ int RunServe(ServeFlags f) {
   if (base::Status s = LoadApiKeys(&f); !s.ok()) return PrintError(s.error());
   sigset_t stop_signals = BlockStopSignals();
   serve::Server server(*model, f.engine, f.server, std::move(store).value());
+  std::unique_ptr<serve::TransferInbox> inbox;
+  std::unique_ptr<transfer::TransferReceiver> receiver;
+  f.api.routes.role = f.role;
+  if (f.role != "prefill") {  // decode and both receive prompt state from prefill workers
+    inbox = std::make_unique<serve::TransferInbox>(&server);
+    transfer::ReceiverOptions ro;
+    ro.host = f.host;
+    ro.port = f.transfer_port;
+    ro.model_fingerprint = server.Info().fingerprint;
+    auto started = transfer::TransferReceiver::Start(ro, inbox.get());
+    if (!started.ok()) return PrintError(started.error());
+    receiver = std::move(started).value();
+    f.api.routes.transfer_address = f.host + ":" + std::to_string(receiver->port());
+  }
   api::ApiServer api(f.api, server, **tok);
+  api.SetTransferInbox(inbox.get());
   server.Start();
   if (base::Status s = api.Start(); !s.ok()) {
     server.Stop();
@@ -165,6 +182,7 @@ int RunServe(ServeFlags f) {
   server.Stop();  // in-flight requests end with a cancellation
   api.WaitIdle(2.0);
   api.Stop();
+  if (receiver) receiver->Stop();
   return 0;
 }
 
@@ -179,6 +197,10 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--port", f->port, "Port (0 = any free port; the banner shows it)")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--served-model-name", f->served_name, "Model id clients send (default: deepseek-v4-demo, or the checkpoint folder name)");
   cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json (default: the checkpoint's own, else the DeepSeek one from setup)")->check(CLI::ExistingFile);
+  cmd->add_option("--role", f->role, "both, or one half of disaggregated serving: prefill | decode (the router pairs them)")
+      ->check(CLI::IsMember({"both", "prefill", "decode"}))->capture_default_str();
+  cmd->add_option("--transfer-port", f->transfer_port, "Port receiving prompt state from prefill workers (decode, both; 0 = any)")
+      ->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--encoding", f->encoding, "Prompt format: v4 or v41")->check(CLI::IsMember({"v4", "v41", "v4.1"}))->capture_default_str();
   sched::SchedConfig& s = f->server.sched;
   cmd->add_option("--max-step-tokens", s.max_step_tokens, "Tokens per engine step, all sequences")->capture_default_str();

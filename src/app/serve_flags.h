@@ -27,6 +27,8 @@ inline kvstore::StoreConfig DefaultStoreConfig() {
 struct ServeFlags {
   std::string model, host = "127.0.0.1", served_name, tokenizer, encoding = "v4";
   int port = 8000;
+  std::string role = "both";  // both | prefill | decode (disaggregated serving)
+  int transfer_port = 0;      // decode/both: prompt-state receiver port (0 = any free port)
   serve::ServerConfig server;
   kvstore::StoreConfig store = DefaultStoreConfig();
   std::string ttl_spec = "agent=3d,chat=7d";

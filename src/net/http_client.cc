@@ -175,6 +175,7 @@ asio::awaitable<bool> HttpClient::RunExchange(Connection& conn, Exchange& exchan
     req.set(http::field::content_type, "application/json");
     req.set(http::field::accept, "text/event-stream");
   }
+  for (const auto& [name, value] : exchange.extras.headers) req.set(name, value);
   if (!exchange.extras.authorization.empty()) req.set(http::field::authorization, exchange.extras.authorization);
   else if (!api_key_.empty()) req.set(http::field::authorization, "Bearer " + api_key_);
   req.keep_alive(true);

@@ -45,6 +45,7 @@ struct RequestExtras {
   std::string authorization;        // sent instead of the client's key ("" = the client's key)
   std::function<bool()> cancelled;  // checked after every read: true drops the connection (kCancelled)
   bool whole_body = false;          // a non-200 body is kept whole, not cut at 64 KiB
+  std::vector<std::pair<std::string, std::string>> headers;  // added to the request
 };
 
 class HttpClient {

@@ -24,6 +24,9 @@ struct GenerateRequest {
   bool ignore_eos = false;
   std::string cache_namespace;         // prefix-cache isolation (tenant); "" = the default namespace
   std::string ttl_class;               // KV-store retention class; "" = the server default
+  // Disaggregated serving: the prompt tokens the prefill worker found in its own cache (its
+  // accounting is authoritative for the usage); -1 = not disaggregated.
+  int64_t prefill_cached_tokens = -1;
 };
 
 struct TokenLogprob {
@@ -45,6 +48,7 @@ struct Usage {
   int64_t cached_memory = 0;   // device / host DRAM
   int64_t cached_disk = 0;     // local disk tier
   int64_t cached_shared = 0;   // shared tier
+  int64_t cached_prefill = 0;  // disaggregated: counted by the prefill worker (tiers above are 0)
   int64_t cache_miss_tokens() const { return prompt_tokens - cached_tokens; }
 };
 

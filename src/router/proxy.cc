@@ -85,13 +85,13 @@ void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, Pro
   asio::co_spawn(ioc, Proxy(call), asio::detached);
 }
 
-Decision RouterServer::Impl::Decide(const ProxyCall& call) {
+Decision RouterServer::Impl::Decide(const ProxyCall& call, Chooser& which, const LoadView& view) {
   const auto t0 = std::chrono::steady_clock::now();
   PromptBlocks blocks;
   if (call.hashable && !pool.fingerprint().empty())
     blocks = PromptHasher::Blocks(call.tokens, pool.fingerprint(), call.cache_namespace);
   const int64_t n = call.hashable ? static_cast<int64_t>(call.tokens.size()) : 0;
-  Decision d = chooser.Route(blocks.blocks, n, call.affinity_key, index, loads);
+  Decision d = which.Route(blocks.blocks, n, call.affinity_key, index, view);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   metrics.Histo("flashserve_router_decision_seconds", "Routing decision time (hashing + index match + choice)",
                 kDecisionBuckets).Observe(seconds);
@@ -111,26 +111,28 @@ Decision RouterServer::Impl::Decide(const ProxyCall& call) {
   return d;
 }
 
+void RouterServer::Impl::Reject(const ProxyCall& call, const Decision& d) {
+  const bool none = d.reason == Reason::kNoHealthyWorker;
+  net::ApiError e = net::InvalidRequest(none ? "no healthy worker is available; retry later"
+                                             : "every worker is saturated; retry later");
+  e.status = none ? 503 : 429;
+  e.type = none ? "service_unavailable" : "rate_limit_exceeded";
+  net::HttpResponse r = net::ErrorResponse(e);
+  r.headers.clear();
+  r.headers.emplace_back("Retry-After", std::to_string(std::max(1, d.retry_after_s)));
+  metrics.Counter("flashserve_router_rejects_total", "Requests refused by the router (429/503)",
+                  {{"status", std::to_string(e.status)}}).Add();
+  PostResponse(call.exchange, std::move(r));
+}
+
 asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call) {
   int last_status = 0;
   for (int attempt = 0; attempt < config.max_attempts && !call->gone; ++attempt) {
-    const Decision d = Decide(*call);
-    if (d.outcome != Outcome::kRouted) {
-      const bool none = d.reason == Reason::kNoHealthyWorker;
-      net::ApiError e = net::InvalidRequest(none ? "no healthy worker is available; retry later"
-                                                 : "every worker is saturated; retry later");
-      e.status = none ? 503 : 429;
-      e.type = none ? "service_unavailable" : "rate_limit_exceeded";
-      net::HttpResponse r = net::ErrorResponse(e);
-      r.headers.clear();
-      r.headers.emplace_back("Retry-After", std::to_string(std::max(1, d.retry_after_s)));
-      metrics.Counter("flashserve_router_rejects_total", "Requests refused by the router (429/503)",
-                      {{"status", std::to_string(e.status)}}).Add();
-      PostResponse(call->exchange, std::move(r));
-      co_return;
-    }
+    std::string transfer_id;
+    const Decision d = Disaggregated() ? RouteDisaggregated(call, &transfer_id) : Decide(*call, chooser, loads);
+    if (d.outcome != Outcome::kRouted) co_return Reject(*call, d);
     if (attempt > 0) metrics.Counter("flashserve_router_retries_total", "Requests retried on another worker").Add();
-    const ForwardResult result = co_await ForwardTo(call, d, attempt + 1 == config.max_attempts);
+    const ForwardResult result = co_await ForwardTo(call, d, attempt + 1 == config.max_attempts, transfer_id);
     if (result == ForwardResult::kDone) co_return;
     last_status = 502;
   }
@@ -143,7 +145,7 @@ asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call)
 }
 
 asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_ptr<ProxyCall>& call, const Decision& d,
-                                                            bool last_attempt) {
+                                                            bool last_attempt, const std::string& transfer_id) {
   const int w = d.worker;
   const std::string url = pool.status(w).url;
   bool started = false;
@@ -177,6 +179,7 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
   extras.authorization = call->authorization;
   extras.cancelled = [call] { return call->gone.load(); };
   extras.whole_body = true;
+  if (!transfer_id.empty()) extras.headers.emplace_back("x-flashserve-transfer", transfer_id);
   metrics.Counter("flashserve_router_requests_total", "Requests forwarded, per worker", {{"worker", url}}).Add();
   net::HttpOutcome out = co_await pool.proxy_client(w).Post(call->path, call->body, on_body, std::move(extras));
   if (out.transport) {

@@ -51,8 +51,17 @@ struct RouterServer::Impl {
   // Routing thread.
   boost::asio::awaitable<void> Proxy(std::shared_ptr<ProxyCall> call);
   boost::asio::awaitable<ForwardResult> ForwardTo(const std::shared_ptr<ProxyCall>& call, const Decision& d,
-                                                  bool last_attempt);
-  Decision Decide(const ProxyCall& call);
+                                                  bool last_attempt, const std::string& transfer_id);
+  Decision Decide(const ProxyCall& call, Chooser& which, const LoadView& view);
+  void Reject(const ProxyCall& call, const Decision& d);
+  // Disaggregated serving (disagg_proxy.cc): used when healthy prefill and decode workers exist.
+  bool Disaggregated() const;
+  // The decode worker's decision; starts the prefill half on a prefill worker, naming the
+  // transfer in *transfer_id. A non-routed decision when either half has no worker.
+  Decision RouteDisaggregated(const std::shared_ptr<ProxyCall>& call, std::string* transfer_id);
+  boost::asio::awaitable<void> PrefillHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
+                                           std::string transfer_id);
+  LoadView RoleView(const std::string& role) const;
   void RecordUsage(int worker, std::string_view json_text);
 
   const RouterConfig config;
@@ -66,6 +75,7 @@ struct RouterServer::Impl {
   PrefixIndex index;  // routing thread
   LoadView loads;     // routing thread
   Chooser chooser;    // routing thread
+  Chooser decode_chooser;  // routing thread: least-load over decode workers
   WorkerPool pool;    // routing thread
   std::unique_ptr<net::HttpServer> http;
   bool started = false;

@@ -36,6 +36,11 @@ RouterServer::Impl::Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok)
       keys(c.api_keys),
       index(c.max_index_entries_per_worker),
       chooser(c.chooser),
+      decode_chooser([&c] {
+        ChooserConfig d = c.chooser;
+        d.policy = Policy::kLeastLoad;
+        return d;
+      }()),
       pool(ioc, c.pool, &index, &loads, &metrics) {}
 
 namespace {

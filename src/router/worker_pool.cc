@@ -96,6 +96,7 @@ asio::awaitable<void> WorkerPool::PollOnce(Link& link) {
   s.fingerprint = load->fingerprint;
   s.model = load->model;
   s.role = load->role;
+  s.transfer_address = load->transfer_address;
   WorkerLoad view;
   view.healthy = true;
   view.queued_prefill_tokens = load->queued_prefill_tokens;

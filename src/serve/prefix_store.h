@@ -55,9 +55,10 @@ class PrefixStore {
 
   kvstore::KvStore& store() { return *store_; }
   const std::string& fingerprint() const { return fingerprint_; }
+  // Block keys of the full blocks of tokens[0, min(size, limit)). Thread-safe.
+  std::vector<kv::BlockHash> Hashes(const std::string& ns, std::span<const int32_t> tokens, int64_t limit) const;
 
  private:
-  std::vector<kv::BlockHash> Hashes(const std::string& ns, std::span<const int32_t> tokens, int64_t limit) const;
 
   const engine::Model& model_;
   std::string fingerprint_;

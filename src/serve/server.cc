@@ -104,6 +104,29 @@ protocol::KvEventPage Server::KvEvents(uint64_t after, size_t max) const {
 
 protocol::KvSnapshot Server::KvSnapshot() const { return store_ ? store_->Snapshot() : protocol::KvSnapshot{}; }
 
+std::vector<CacheObject> Server::ExportPrefix(const std::string& ns, std::span<const int32_t> prompt) const {
+  if (!prefix_) return {};
+  const std::vector<kv::BlockHash> hashes = prefix_->Hashes(ns, prompt, static_cast<int64_t>(prompt.size()) - 1);
+  for (size_t k = hashes.size(); k > 0; --k) {  // the longest prefix with a boundary
+    kvstore::Payload boundary = store_->GetMemory({kvstore::ObjectKind::kBoundary, hashes[k - 1]});
+    if (!boundary) continue;
+    std::vector<CacheObject> out;
+    for (size_t b = 0; b < k; ++b) {
+      kvstore::Payload block = store_->GetMemory({kvstore::ObjectKind::kBlock, hashes[b]});
+      if (!block) return {};
+      out.push_back({kvstore::ObjectKind::kBlock, hashes[b], kv::kBlockTokens, std::move(block)});
+    }
+    out.push_back({kvstore::ObjectKind::kBoundary, hashes[k - 1], static_cast<int64_t>(k) * kv::kBlockTokens,
+                   std::move(boundary)});
+    return out;
+  }
+  return {};
+}
+
+void Server::ImportObject(const CacheObject& object) {
+  if (store_ && object.payload) store_->Put({object.kind, object.hash}, object.payload, object.tokens, "");
+}
+
 ServiceStats Server::Stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -202,6 +225,11 @@ void Server::Admit(std::shared_ptr<Request> request) {
     request->req.sampling.seed = rng();
   }
   request->usage.prompt_tokens = static_cast<int64_t>(request->req.prompt.size());
+  if (request->req.prefill_cached_tokens >= 0) {  // disaggregated: the prefill worker's count is authoritative
+    request->cached_counted = true;
+    request->usage.cached_tokens = request->usage.cached_prefill =
+        std::min(request->req.prefill_cached_tokens, request->usage.prompt_tokens);
+  }
   requests_[request->req.id] = request;
   if (!StartFetch(request)) Enqueue(std::move(request));
 }

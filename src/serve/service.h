@@ -6,6 +6,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <span>
+#include <vector>
 #include <string>
 
 #include "base/result.h"
@@ -50,6 +53,14 @@ struct ServiceStats {
 
 using EventSink = std::function<void(const protocol::GenerateEvent&)>;
 
+// One prefix-cache object moving between workers (disaggregated serving).
+struct CacheObject {
+  protocol::KvObjectKind kind = protocol::KvObjectKind::kBlock;
+  protocol::KvHash hash{};
+  int64_t tokens = 0;  // prompt tokens it covers
+  std::shared_ptr<const std::string> payload;
+};
+
 class Service {
  public:
   virtual ~Service() = default;
@@ -69,6 +80,16 @@ class Service {
     return {};
   }
   virtual protocol::KvSnapshot KvSnapshot() const { return {}; }
+  // Disaggregated serving. ExportPrefix: the objects that resume `prompt` as far as this
+  // worker's memory tier holds it (blocks 0..k-1 and the boundary after block k-1, for the
+  // largest such k; empty when none). ImportObject: stores a received object (memory tier,
+  // written through like a local one). Both thread-safe; defaults do nothing.
+  virtual std::vector<CacheObject> ExportPrefix(const std::string& cache_namespace,
+                                                std::span<const int32_t> prompt) const {
+    (void)cache_namespace, (void)prompt;
+    return {};
+  }
+  virtual void ImportObject(const CacheObject& object) { (void)object; }
 };
 
 }  // namespace flashserve::serve

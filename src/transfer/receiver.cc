@@ -198,7 +198,8 @@ base::Status TransferReceiver::Impl::OnFrame(const Frame& frame, Session* sessio
     case FrameType::kEnd: {
       FS_ASSIGN_OR_RETURN(const EndSummary end, DecodeEnd(frame.control));
       const EndSummary& got = session->received;
-      if (!(end == got) || (session->expected_objects >= 0 && got.num_objects != uint64_t(session->expected_objects))) {
+      const bool totals_match = end.num_objects == got.num_objects && end.object_bytes == got.object_bytes;
+      if (!totals_match || (session->expected_objects >= 0 && got.num_objects != uint64_t(session->expected_objects))) {
         return Corrupt(fmt::format("END reports {} objects / {} bytes (HELLO expected {}), received {} / {}",
                                    end.num_objects, end.object_bytes, session->expected_objects, got.num_objects,
                                    got.object_bytes));

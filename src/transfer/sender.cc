@@ -79,6 +79,7 @@ struct TransferSender::Impl {
   UniqueFd sock;  // set / reset by the writer under mu; the destructor may shut it down
   SenderState state = SenderState::kConnecting;
   bool finish_requested = false;
+  int64_t source_cached_tokens = -1;  // reported in END
   std::optional<Error> abort_error;  // set by Abort() or an overflow; the writer sends ABORT
   std::string abort_reason;          // the ABORT frame's text
   bool aborted_by_caller = false;
@@ -162,7 +163,8 @@ base::Status TransferSender::Impl::StreamLoop(FrameReader& replies) {
         item = std::move(queue.front());
         queue.pop_front();
       } else if (finish_requested) {
-        end = EndSummary{static_cast<uint64_t>(stats.objects_sent), static_cast<uint64_t>(stats.object_bytes_sent)};
+        end = EndSummary{static_cast<uint64_t>(stats.objects_sent), static_cast<uint64_t>(stats.object_bytes_sent),
+                         source_cached_tokens};
       }
     }
     if (abort) {
@@ -273,12 +275,13 @@ base::Status TransferSender::Send(ObjectKind kind, const kv::BlockHash& hash, in
   return base::Status::Ok();
 }
 
-base::Status TransferSender::Finish() {
+base::Status TransferSender::Finish(int64_t source_cached_tokens) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   if (impl_->failure) return *impl_->failure;
   if (impl_->abort_error || impl_->finish_requested)
     return Error(ErrorCode::kFailedPrecondition, "transfer: Finish after Finish or Abort");
   impl_->finish_requested = true;
+  impl_->source_cached_tokens = source_cached_tokens;
   impl_->wakeup.Signal();
   return base::Status::Ok();
 }

@@ -62,8 +62,9 @@ class TransferSender {
   // max_queued_bytes. The last two also abort the transfer (objects form a chain: a transfer
   // missing one is useless to the receiver, which then recomputes).
   base::Status Send(ObjectKind kind, const kv::BlockHash& hash, int64_t tokens, Payload payload);
-  // END after everything queued is written. Non-blocking; see Wait.
-  base::Status Finish();
+  // END after everything queued is written, reporting the prompt tokens this (prefill) side found
+  // cached (-1 = not reported). Non-blocking; see Wait.
+  base::Status Finish(int64_t source_cached_tokens = -1);
   // Drops what is queued, sends ABORT(reason) after the frame being written (if connected) and
   // closes. No effect once finished or failed.
   void Abort(std::string reason);

@@ -78,7 +78,7 @@ TEST_F(TransferTest, RoundTripOfAwkwardSizesInOrder) {
   const auto objects = MakeObjects({0, 1, 4 << 20, 31, 1000003, 4096}, 1);
   auto sender = StartSender(id, TestHello(static_cast<int64_t>(objects.size())));
   for (const Sent& o : objects) ASSERT_TRUE(sender->Send(o.kind, o.hash, o.tokens, o.payload).ok());
-  ASSERT_TRUE(sender->Finish().ok());
+  ASSERT_TRUE(sender->Finish(/*source_cached_tokens=*/640).ok());
   ASSERT_TRUE(sender->Wait(5).ok());
   EXPECT_EQ(sender->state(), SenderState::kFinished);
   auto result = collector.Await(id, TransferCollector::Clock::now() + std::chrono::seconds(5));
@@ -88,6 +88,7 @@ TEST_F(TransferTest, RoundTripOfAwkwardSizesInOrder) {
   EXPECT_EQ(result->hello.prompt_tokens, 4096);
   ExpectSame(objects, result->objects);
   EXPECT_EQ(result->end.num_objects, objects.size());
+  EXPECT_EQ(result->end.source_cached_tokens, 640);  // the prefill side's cache hits travel in END
   EXPECT_EQ(sender->stats().objects_sent, static_cast<int64_t>(objects.size()));
   EXPECT_EQ(receiver_->stats().transfers_completed, 1);
   EXPECT_EQ(collector.size(), 0u);

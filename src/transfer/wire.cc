@@ -113,7 +113,7 @@ base::Status CheckFrameLength(const FrameHeader& h, uint64_t max_payload) {
                  fmt::format("{} frame payload of {} bytes exceeds the limit of {}", FrameTypeName(h.type),
                              h.payload_bytes, cap));
   }
-  if (h.type == FrameType::kEnd && h.payload_bytes != kEndPayloadBytes) return Corrupt("END payload is not 16 bytes");
+  if (h.type == FrameType::kEnd && h.payload_bytes != kEndPayloadBytes) return Corrupt("END payload is not 24 bytes");
   if (h.type == FrameType::kObject && h.payload_bytes < kObjectMetaBytes) return Corrupt("OBJECT payload too short");
   return base::Status::Ok();
 }
@@ -188,12 +188,29 @@ std::string EncodeEnd(const EndSummary& end) {
   std::string out(kEndPayloadBytes, '\0');
   Store<uint64_t>(out.data(), end.num_objects);
   Store<uint64_t>(out.data() + 8, end.object_bytes);
+  Store<int64_t>(out.data() + 16, end.source_cached_tokens);
   return out;
 }
 
 base::Result<EndSummary> DecodeEnd(std::string_view payload) {
-  if (payload.size() != kEndPayloadBytes) return Corrupt("END payload is not 16 bytes");
-  return EndSummary{Load<uint64_t>(payload.data()), Load<uint64_t>(payload.data() + 8)};
+  if (payload.size() != kEndPayloadBytes) return Corrupt("END payload is not 24 bytes");
+  return EndSummary{Load<uint64_t>(payload.data()), Load<uint64_t>(payload.data() + 8), Load<int64_t>(payload.data() + 16)};
+}
+
+bool ParseTransferId(std::string_view hex, TransferId* out) {
+  if (hex.size() != 2 * out->size()) return false;
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < out->size(); ++i) {
+    const int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return false;
+    (*out)[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return true;
 }
 
 }  // namespace flashserve::transfer

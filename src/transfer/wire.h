@@ -38,7 +38,7 @@ constexpr uint16_t kWireVersion = 1;
 constexpr size_t kFrameHeaderBytes = 56;
 constexpr uint64_t kMaxFramePayload = 256ull << 20;  // default cap of one frame's payload
 constexpr size_t kObjectMetaBytes = 41;               // OBJECT payload prefix: kind, hash, tokens
-constexpr size_t kEndPayloadBytes = 16;
+constexpr size_t kEndPayloadBytes = 24;
 constexpr size_t kMaxHelloPayload = 4096;
 constexpr size_t kMaxAbortReason = 4096;
 constexpr size_t kMaxFingerprintBytes = 256;
@@ -59,6 +59,8 @@ struct TransferIdHasher {
 // A random id (std::random_device); ids must be unique among a receiver's live transfers.
 TransferId NewTransferId();
 std::string ToHex(const TransferId& id);
+// 32 hex digits -> id; false when malformed.
+bool ParseTransferId(std::string_view hex, TransferId* out);
 
 struct FrameHeader {
   FrameType type = FrameType::kHeartbeat;
@@ -75,7 +77,7 @@ void EncodeFrameHeader(const FrameHeader& header, char* out);
 base::Result<FrameHeader> DecodeFrameHeader(std::string_view bytes);
 // The payload length against the type's limit, before anything is allocated: kResourceExhausted
 // over it (OBJECT: max_payload, HELLO: 4096, ABORT: 4096, HEARTBEAT: 0); kDataLoss for an END
-// that is not 16 bytes or an OBJECT shorter than its meta.
+// that is not 24 bytes or an OBJECT shorter than its meta.
 base::Status CheckFrameLength(const FrameHeader& header, uint64_t max_payload = kMaxFramePayload);
 // Header + payload with the checksums filled in (control frames, tests).
 std::string EncodeFrame(FrameType type, const TransferId& id, uint64_t seq, std::string_view payload);
@@ -101,6 +103,9 @@ base::Result<ObjectMeta> DecodeObjectMeta(std::string_view bytes);
 struct EndSummary {
   uint64_t num_objects = 0;
   uint64_t object_bytes = 0;
+  // Prompt tokens the sending (prefill) worker found in its own prefix cache: the prefill side's
+  // accounting is authoritative for the request's cached-token usage (-1 = not reported).
+  int64_t source_cached_tokens = -1;
   bool operator==(const EndSummary&) const = default;
 };
 std::string EncodeEnd(const EndSummary& end);

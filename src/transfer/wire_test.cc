@@ -81,8 +81,8 @@ TEST(WireTest, LengthLimitsPerType) {
   EXPECT_EQ(check(FrameType::kHeartbeat, 1).error().code(), ErrorCode::kResourceExhausted);
   EXPECT_EQ(check(FrameType::kHello, kMaxHelloPayload + 1).error().code(), ErrorCode::kResourceExhausted);
   EXPECT_EQ(check(FrameType::kAbort, kMaxAbortReason + 1).error().code(), ErrorCode::kResourceExhausted);
-  EXPECT_EQ(check(FrameType::kEnd, 15).error().code(), ErrorCode::kDataLoss);
-  EXPECT_TRUE(check(FrameType::kEnd, 16).ok());
+  EXPECT_EQ(check(FrameType::kEnd, 23).error().code(), ErrorCode::kDataLoss);
+  EXPECT_TRUE(check(FrameType::kEnd, 24).ok());
 }
 
 TEST(WireTest, PayloadCodecs) {
@@ -112,6 +112,14 @@ TEST(WireTest, PayloadCodecs) {
   auto e = DecodeEnd(EncodeEnd(EndSummary{4, 1 << 20}));
   ASSERT_TRUE(e.ok());
   EXPECT_EQ(*e, (EndSummary{4, 1 << 20}));
+  TransferId id = NewTransferId(), back{};
+  ASSERT_TRUE(ParseTransferId(ToHex(id), &back));
+  EXPECT_EQ(back, id);
+  EXPECT_FALSE(ParseTransferId("xyz", &back));
+  EXPECT_FALSE(ParseTransferId(std::string(32, 'g'), &back));
+  auto cached = DecodeEnd(EncodeEnd(EndSummary{1, 2, 640}));
+  ASSERT_TRUE(cached.ok());
+  EXPECT_EQ(cached->source_cached_tokens, 640);
 }
 
 // FrameReader over a socket pair: the reader side of every receiver connection.

@@ -9,39 +9,16 @@
 //
 // node tests/e2e/router_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
-import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
+import { parseArgs, procs, sleep, start as startCmd, stop, waitHealthy, workersView } from './cluster_util.mjs';
 
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((pairs, a, i, all) => (a.startsWith('--') ? [...pairs, [a.slice(2), all[i + 1]]] : pairs), []));
-if (!args.tokenizer || !existsSync(args.tokenizer)) {
-  console.log(`SKIP: tokenizer not found at ${args.tokenizer} (run ./scripts/setup.sh)`);
-  process.exit(77);
-}
+const args = parseArgs();
 const work = mkdtempSync(join(tmpdir(), 'flashserve-router-e2e-'));
-const procs = new Set();
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// Starts a flashserve subcommand and resolves with its base URL once the banner shows it.
-function start(cmdArgs) {
-  return new Promise((resolve, reject) => {
-    const proc = spawn(args.flashserve, cmdArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
-    procs.add(proc);
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`did not start: ${cmdArgs.join(' ')}\n${out}`)), 120000);
-    const onData = (d) => {
-      out += d;
-      const m = out.match(/on (http:\/\/127\.0\.0\.1:\d+)/);
-      if (m) { clearTimeout(timer); resolve({ proc, base: m[1], log: () => out }); }
-    };
-    proc.stdout.on('data', onData);
-    proc.stderr.on('data', onData);
-    proc.on('exit', (code) => { procs.delete(proc); clearTimeout(timer); reject(new Error(`exited (${code}):\n${out}`)); });
-  });
-}
+const start = (cmdArgs) => startCmd(args.flashserve, cmdArgs);
 
 function worker(name, port = '0', extra = []) {
   return start(['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny', '--host', '127.0.0.1',
@@ -51,25 +28,6 @@ function worker(name, port = '0', extra = []) {
 function router(workers, extra = []) {
   return start(['router', '--tokenizer', args.tokenizer, '--host', '127.0.0.1', '--port', '0', '--poll-interval', '0.05',
     ...workers.flatMap((w) => ['--worker', w.base]), ...extra]);
-}
-
-async function stop(p, signal = 'SIGTERM') {
-  p.proc.removeAllListeners('exit');
-  const exited = new Promise((resolve) => p.proc.once('exit', resolve));
-  p.proc.kill(signal);
-  await Promise.race([exited, sleep(15000)]);
-  procs.delete(p.proc);
-}
-
-async function workersView(r) { return (await (await fetch(`${r.base}/v1/router/workers`)).json()).workers; }
-
-async function waitHealthy(r, n) {
-  for (let i = 0; i < 200; ++i) {
-    const ws = await workersView(r);
-    if (ws.filter((w) => w.healthy).length === n) return;
-    await sleep(50);
-  }
-  throw new Error(`router never saw ${n} healthy workers`);
 }
 
 function chatBody(messages, extra = {}) {
