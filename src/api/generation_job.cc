@@ -103,6 +103,7 @@ void GenerationJob::OnClientGone() {
 
 void GenerationJob::OnEvent(const protocol::GenerateEvent& e) {
   if (finished_) return;
+  if (e.persisted_tokens > 0 && options_.on_persisted) options_.on_persisted(e.persisted_tokens);
   if (e.choice >= 0 && e.choice < static_cast<int>(choices_.size()) && !client_gone_ && !failure_) {
     Choice& c = *choices_[static_cast<size_t>(e.choice)];
     if (c.finish_reason.empty() && !e.tokens.empty()) OnTokens(c, e.tokens);

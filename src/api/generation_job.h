@@ -34,6 +34,8 @@ struct JobOptions {
   // Called on the strand when the request finished without error (disaggregated prefill: ship
   // the prompt state). May be empty.
   std::function<void(const protocol::Usage&)> on_done;
+  // Called on the strand for each GenerateEvent::persisted_tokens (report_persisted requests).
+  std::function<void(int64_t)> on_persisted;
 };
 
 struct JobDeps {

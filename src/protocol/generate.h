@@ -27,6 +27,9 @@ struct GenerateRequest {
   // Disaggregated serving: the prompt tokens the prefill worker found in its own cache (its
   // accounting is authoritative for the usage); -1 = not disaggregated.
   int64_t prefill_cached_tokens = -1;
+  // Disaggregated prefill: emit an event each time the prompt's state is persisted into the
+  // prefix cache (GenerateEvent::persisted_tokens), so it can be shipped while prefill proceeds.
+  bool report_persisted = false;
 };
 
 struct TokenLogprob {
@@ -61,6 +64,7 @@ struct GenerateEvent {
   bool request_done = false;
   std::string error;                // when finish == kError
   Usage usage;                      // when request_done
+  int64_t persisted_tokens = 0;     // > 0: the prompt's state up to here is in the prefix cache
 };
 
 }  // namespace flashserve::protocol

@@ -104,14 +104,17 @@ protocol::KvEventPage Server::KvEvents(uint64_t after, size_t max) const {
 
 protocol::KvSnapshot Server::KvSnapshot() const { return store_ ? store_->Snapshot() : protocol::KvSnapshot{}; }
 
-std::vector<CacheObject> Server::ExportPrefix(const std::string& ns, std::span<const int32_t> prompt) const {
+std::vector<CacheObject> Server::ExportPrefix(const std::string& ns, std::span<const int32_t> prompt,
+                                             int64_t from_block, int64_t upto_tokens) const {
   if (!prefix_) return {};
-  const std::vector<kv::BlockHash> hashes = prefix_->Hashes(ns, prompt, static_cast<int64_t>(prompt.size()) - 1);
-  for (size_t k = hashes.size(); k > 0; --k) {  // the longest prefix with a boundary
+  const int64_t limit = upto_tokens >= 0 ? upto_tokens : static_cast<int64_t>(prompt.size()) - 1;
+  const std::vector<kv::BlockHash> hashes = prefix_->Hashes(ns, prompt, limit);
+  const size_t lowest = upto_tokens >= 0 ? hashes.size() : 1;  // a given end, or the longest held
+  for (size_t k = hashes.size(); k >= lowest && k > 0; --k) {
     kvstore::Payload boundary = store_->GetMemory({kvstore::ObjectKind::kBoundary, hashes[k - 1]});
     if (!boundary) continue;
     std::vector<CacheObject> out;
-    for (size_t b = 0; b < k; ++b) {
+    for (size_t b = static_cast<size_t>(std::max<int64_t>(from_block, 0)); b < k; ++b) {
       kvstore::Payload block = store_->GetMemory({kvstore::ObjectKind::kBlock, hashes[b]});
       if (!block) return {};
       out.push_back({kvstore::ObjectKind::kBlock, hashes[b], kv::kBlockTokens, std::move(block)});

@@ -51,7 +51,8 @@ class Server final : public Service {
   bool HasKvEvents() const override { return store_ != nullptr; }
   protocol::KvEventPage KvEvents(uint64_t after, size_t max) const override;
   protocol::KvSnapshot KvSnapshot() const override;
-  std::vector<CacheObject> ExportPrefix(const std::string& cache_namespace, std::span<const int32_t> prompt) const override;
+  std::vector<CacheObject> ExportPrefix(const std::string& cache_namespace, std::span<const int32_t> prompt,
+                                        int64_t from_block, int64_t upto_tokens) const override;
   void ImportObject(const CacheObject& object) override;
 
   // Runs one engine step on the calling thread (tests drive the loop without the thread).

@@ -80,13 +80,14 @@ class Service {
     return {};
   }
   virtual protocol::KvSnapshot KvSnapshot() const { return {}; }
-  // Disaggregated serving. ExportPrefix: the objects that resume `prompt` as far as this
-  // worker's memory tier holds it (blocks 0..k-1 and the boundary after block k-1, for the
-  // largest such k; empty when none). ImportObject: stores a received object (memory tier,
-  // written through like a local one). Both thread-safe; defaults do nothing.
-  virtual std::vector<CacheObject> ExportPrefix(const std::string& cache_namespace,
-                                                std::span<const int32_t> prompt) const {
-    (void)cache_namespace, (void)prompt;
+  // Disaggregated serving. ExportPrefix: the objects that resume `prompt` at `upto_tokens` (a
+  // multiple of 128; -1 = as far as this worker's memory tier holds a boundary): blocks
+  // from_block..k-1 and the boundary after block k-1; empty when that boundary or a block is
+  // missing. ImportObject: stores a received object (memory tier, written through like a local
+  // one). Both thread-safe; defaults do nothing.
+  virtual std::vector<CacheObject> ExportPrefix(const std::string& cache_namespace, std::span<const int32_t> prompt,
+                                                int64_t from_block = 0, int64_t upto_tokens = -1) const {
+    (void)cache_namespace, (void)prompt, (void)from_block, (void)upto_tokens;
     return {};
   }
   virtual void ImportObject(const CacheObject& object) { (void)object; }

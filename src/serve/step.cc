@@ -112,8 +112,14 @@ void Server::RunPlan(const sched::StepPlan& plan) {
 void Server::AfterForward(const sched::StepItem& item, const float* logits) {
   Choice& c = *choices_.at(item.seq_id);
   sched_.Commit(item, std::nullopt);
-  if (item.persist && prefix_)
+  if (item.persist && prefix_) {
     prefix_->Persist(c.request->req.cache_namespace, sched_.Find(item.seq_id)->tokens, *c.state, c.request->req.ttl_class);
+    if (c.index == 0 && c.request->req.report_persisted) {
+      protocol::GenerateEvent e;
+      e.persisted_tokens = c.state->position();
+      c.request->sink(e);
+    }
+  }
   if (!item.sample) return;
   if (c.index == 0 && c.request->forks_pending > 0) ForkChoices(c, item, logits);
   SampleChoice(c, item, logits);

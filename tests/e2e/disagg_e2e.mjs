@@ -1,6 +1,7 @@
 // End-to-end test of prefill/decode disaggregation: `flashserve router` over one
 // `serve --role prefill` and one `serve --role decode` worker, against a single `serve` worker:
 //  - with a seed, the tokens are the same disaggregated and on one worker;
+//  - the state ships at every persist point of the prefill (a boundary each), not only at the end;
 //  - the prefill worker's cache hits are the request's cached tokens (reported as prefill_worker);
 //  - a dead prefill worker costs the decode worker about a second, then it recomputes: the
 //    request still succeeds with the same tokens.
@@ -18,8 +19,9 @@ const args = parseArgs();
 const work = mkdtempSync(join(tmpdir(), 'flashserve-disagg-e2e-'));
 const start = (cmdArgs) => startCmd(args.flashserve, cmdArgs);
 
+// The prefill worker persists every 2 blocks, so its state ships in pieces while prefill proceeds.
 const worker = (role) => start(['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny', '--host', '127.0.0.1',
-  '--port', '0', '--threads', '1', '--role', role]);
+  '--port', '0', '--threads', '1', '--role', role, '--persist-every-blocks', '2']);
 
 const words = Array.from({ length: 400 }, (_, i) => `token${(i * 37) % 211}`).join(' ');
 const body = JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: `Summarise: ${words}` }], max_tokens: 12,
@@ -45,6 +47,9 @@ try {
 
   const reference = await chat(single.base);
   const first = await chat(router.base);
+  const snapshot = await (await fetch(`${decode.base}/v1/kv/snapshot`)).json();
+  const boundaries = snapshot.objects.filter((o) => o.kind === 'boundary').length;
+  assert.ok(boundaries >= 3, `one boundary per persist point reached the decode worker (got ${boundaries})`);
   const second = await chat(router.base);
   console.log(`single: ${JSON.stringify(reference.text)}; disaggregated: ${JSON.stringify(first.text)} (${first.ms.toFixed(0)} ms), ` +
     `again: cached ${second.usage.prompt_cache_hit_tokens} (${second.ms.toFixed(0)} ms)`);
