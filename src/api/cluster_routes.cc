@@ -72,6 +72,7 @@ void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange) {
   load.state_pool_capacity = s.state_pool_capacity;
   load.recent_ttft_seconds = ctx.metrics->RecentTimeToFirstToken();
   load.prefill_tokens_per_second = s.prefill_tokens_per_second;
+  load.busy_fraction = s.busy_fraction;
   load.kv_enabled = ctx.service->HasKvEvents();
   if (load.kv_enabled) {
     const protocol::KvEventPage head = ctx.service->KvEvents(UINT64_MAX, 0);

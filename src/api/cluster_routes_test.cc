@@ -23,6 +23,7 @@ class KvService final : public serve::Service {
     s.waiting = 1;
     s.queued_prefill_tokens = 700;
     s.prefill_tokens_per_second = 1500;
+    s.busy_fraction = 0.25;
     s.state_pool_bytes = 10;
     s.state_pool_capacity = 100;
     return s;
@@ -80,6 +81,7 @@ TEST_F(ClusterRoutesTest, LoadReportCarriesQueueFingerprintAndEventHead) {
   EXPECT_EQ(load->queued_prefill_tokens, 700);
   EXPECT_EQ(load->running, 3);
   EXPECT_DOUBLE_EQ(load->prefill_tokens_per_second, 1500);
+  EXPECT_DOUBLE_EQ(load->busy_fraction, 0.25);
   EXPECT_DOUBLE_EQ(load->recent_ttft_seconds, 0.5);
   EXPECT_TRUE(load->kv_enabled);
   EXPECT_EQ(load->kv_epoch, "ep1");

@@ -157,6 +157,7 @@ std::string ToJson(const WorkerLoad& l) {
               {"state_pool_capacity", l.state_pool_capacity},
               {"recent_ttft_seconds", l.recent_ttft_seconds},
               {"prefill_tokens_per_second", l.prefill_tokens_per_second},
+              {"busy_fraction", l.busy_fraction},
               {"transfer_address", l.transfer_address},
               {"kv_enabled", l.kv_enabled},
               {"kv_epoch", l.kv_epoch},
@@ -214,6 +215,7 @@ base::Result<WorkerLoad> ParseWorkerLoad(std::string_view json_text) {
                   GetI64(j, "state_pool_capacity", &l.state_pool_capacity) &&
                   GetDouble(j, "recent_ttft_seconds", &l.recent_ttft_seconds) &&
                   GetDouble(j, "prefill_tokens_per_second", &l.prefill_tokens_per_second) &&
+                  GetDouble(j, "busy_fraction", &l.busy_fraction) &&
                   GetString(j, "transfer_address", &l.transfer_address) && GetBool(j, "kv_enabled", &l.kv_enabled) && GetString(j, "kv_epoch", &l.kv_epoch) &&
                   GetU64(j, "kv_last_seq", &l.kv_last_seq);
   if (!ok) return Bad("load report: a field has the wrong type");

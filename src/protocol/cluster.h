@@ -61,6 +61,7 @@ struct WorkerLoad {
   int64_t state_pool_bytes = 0, state_pool_capacity = 0;
   double recent_ttft_seconds = 0;          // moving average (0 = none yet)
   double prefill_tokens_per_second = 0;    // measured by the engine (0 = not measured yet)
+  double busy_fraction = 0;                // share of the last minute or so spent on prefill (0..1)
   std::string transfer_address;            // host:port receiving prompt state (decode side); "" = none
   bool kv_enabled = false;                 // events and snapshots are served
   std::string kv_epoch;

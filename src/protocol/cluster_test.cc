@@ -58,6 +58,8 @@ TEST(ClusterWireTest, SnapshotAndLoadRoundTrip) {
   l.running = 3;
   l.recent_ttft_seconds = 0.25;
   l.prefill_tokens_per_second = 900.5;
+  l.busy_fraction = 0.375;
+  l.transfer_address = "127.0.0.1:9100";
   l.kv_enabled = true;
   l.kv_last_seq = 77;
   auto pl = ParseWorkerLoad(ToJson(l));
@@ -66,6 +68,8 @@ TEST(ClusterWireTest, SnapshotAndLoadRoundTrip) {
   EXPECT_EQ(pl->running, 3);
   EXPECT_DOUBLE_EQ(pl->recent_ttft_seconds, 0.25);
   EXPECT_DOUBLE_EQ(pl->prefill_tokens_per_second, 900.5);
+  EXPECT_DOUBLE_EQ(pl->busy_fraction, 0.375);
+  EXPECT_EQ(pl->transfer_address, "127.0.0.1:9100");
   EXPECT_TRUE(pl->kv_enabled);
   EXPECT_EQ(pl->kv_last_seq, 77u);
 }

@@ -104,6 +104,7 @@ asio::awaitable<void> WorkerPool::PollOnce(Link& link) {
   view.free_state_bytes = std::max<int64_t>(0, load->state_pool_capacity - load->state_pool_bytes);
   view.recent_ttft_s = load->recent_ttft_seconds;
   view.prefill_tokens_per_s = load->prefill_tokens_per_second;
+  view.busy_fraction = load->busy_fraction;
   view.updated_at_s = base::MonotonicSeconds();
   (void)loads_->Update(link.id, view);
   metrics_->Gauge("flashserve_router_worker_healthy", "1 when the worker answers its polls", {{"worker", s.url}}).Set(1);

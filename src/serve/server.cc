@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "sampler/sampler.h"
 
@@ -68,6 +69,7 @@ Server::Server(const engine::Model& model, const engine::EngineOptions& engine_o
   fingerprint_ = ModelFingerprint(model, engine_options.qat);
   if (store_) prefix_ = std::make_unique<PrefixStore>(model, fingerprint_, store_.get());
   stats_.state_pool_capacity = config_.sched.state_pool_bytes;
+  busy_last_seconds_ = base::MonotonicSeconds();
 }
 
 Server::~Server() { Stop(); }

@@ -98,6 +98,8 @@ class Server final : public Service {
   std::unique_ptr<PrefixStore> prefix_;
   std::string fingerprint_;
   double prefill_seconds_per_token_ = 0;  // moving average over prefill-heavy steps
+  double step_prefill_seconds_ = 0;       // prefill share of engine time since the last PublishStats
+  double busy_prefill_sum_ = 0, busy_wall_sum_ = 0, busy_last_seconds_ = 0;  // decaying sums
   std::map<std::string, std::shared_ptr<Request>> requests_;  // by request id
   std::map<uint64_t, std::unique_ptr<Choice>> choices_;      // by sequence id
   uint64_t next_seq_id_ = 1;

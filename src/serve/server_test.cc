@@ -172,6 +172,8 @@ TEST(ServerTest, CancellationFreesTheSequenceWithinOneStep) {
   ASSERT_TRUE(s.Submit(Request("x", RandomTokens(30, 8), 1000, 1), Collect(&c)).ok());
   for (int i = 0; i < 4; ++i) s.StepOnce();
   EXPECT_EQ(s.Stats().running, 1);
+  EXPECT_GT(s.Stats().busy_fraction, 0.0);  // the 30-token prefill step counts as prefill time
+  EXPECT_LE(s.Stats().busy_fraction, 1.0);
   s.Cancel("x");
   s.StepOnce();
   EXPECT_TRUE(c.done);

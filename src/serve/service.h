@@ -48,6 +48,7 @@ struct ServiceStats {
   int64_t requests_rejected_total = 0;
   int64_t queued_prefill_tokens = 0;       // prompt tokens admitted but not yet computed
   double prefill_tokens_per_second = 0;    // measured on prefill-heavy steps (0 = none yet)
+  double busy_fraction = 0;                // share of the last minute or so spent on prefill (0..1)
   KvTierStats kv_tiers[3];
 };
 

@@ -1,7 +1,9 @@
 // One engine step of the Server: plan, forward, sample, commit, finish (serve/server.h).
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "sampler/sampler.h"
 #include "serve/server.h"
@@ -91,9 +93,13 @@ void Server::RunPlan(const sched::StepPlan& plan) {
   }
   const auto start = std::chrono::steady_clock::now();
   auto result = engine_.Forward(reqs);
+  const double step_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int64_t prefill_tokens = 0;  // tokens of multi-token (prefill) items
+  for (const sched::StepItem& item : plan.items)
+    if (item.end - item.begin > 1) prefill_tokens += item.end - item.begin;
+  if (plan.num_tokens > 0) step_prefill_seconds_ += step_seconds * static_cast<double>(prefill_tokens) / plan.num_tokens;
   if (result.ok() && plan.num_tokens >= 32) {  // prefill-heavy step: update the recompute estimate
-    const double per_token =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / static_cast<double>(plan.num_tokens);
+    const double per_token = step_seconds / static_cast<double>(plan.num_tokens);
     prefill_seconds_per_token_ = prefill_seconds_per_token_ > 0 ? 0.8 * prefill_seconds_per_token_ + 0.2 * per_token : per_token;
   }
   if (!result.ok()) {
@@ -237,6 +243,14 @@ void Server::PublishStats(bool ran_step) {
   stats_.preemptions_total = sched_.num_preemptions();
   stats_.queued_prefill_tokens = sched_.PendingPromptTokens();
   stats_.prefill_tokens_per_second = prefill_seconds_per_token_ > 0 ? 1.0 / prefill_seconds_per_token_ : 0;
+  // Share of recent wall time spent on prefill: both sums decay with a one-minute time constant.
+  const double now = base::MonotonicSeconds();
+  const double decay = std::exp(-(now - busy_last_seconds_) / 60.0);
+  busy_prefill_sum_ = busy_prefill_sum_ * decay + step_prefill_seconds_;
+  busy_wall_sum_ = busy_wall_sum_ * decay + (now - busy_last_seconds_);
+  stats_.busy_fraction = busy_wall_sum_ > 0 ? std::min(1.0, busy_prefill_sum_ / busy_wall_sum_) : 0;
+  busy_last_seconds_ = now;
+  step_prefill_seconds_ = 0;
   if (store_) {
     const kvstore::StoreStats st = store_->Stats();
     stats_.prefix_cache_bytes = st.tiers[0].bytes;
