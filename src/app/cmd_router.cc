@@ -87,6 +87,9 @@ void RegisterRouterCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--max-attempts", c.max_attempts, "Workers tried per request before 502")->check(CLI::Range(1, 16))->capture_default_str();
   cmd->add_option("--balance-abs-seconds", ch.balance_abs_threshold_s, "Imbalance bound: absolute queued-prefill seconds")->capture_default_str();
   cmd->add_option("--balance-rel", ch.balance_rel_threshold, "Imbalance bound: x the least loaded worker")->capture_default_str();
+  cmd->add_option("--busy-weight-tokens", ch.busy_weight_tokens,
+                  "Spread new sessions: a fully busy worker costs this many tokens of prefill (0 = off; large fleets)")
+      ->capture_default_str();
   cmd->add_option("--max-queued-prefill-tokens", ch.max_queued_prefill_tokens, "A worker queued beyond this takes nothing; all such: 429")->capture_default_str();
   cmd->add_option("--io-threads", c.http.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_option("--max-body-bytes", c.http.max_body_bytes, "Largest request body (bigger: 413)")->capture_default_str();

@@ -36,7 +36,10 @@ struct ChooserConfig {
   // ... + busy_weight_tokens x the worker's recent busy fraction / its prefill speed: requests
   // stay with their worker, so a session placed on a busy worker meets that contention on every
   // later turn too. This spreads new sessions (and warms cold workers) while queues are short.
-  double busy_weight_tokens = 200000;
+  // Off by default: with a handful of workers the busy fraction swings between 0 and 1 and the
+  // term would pull sessions away from their caches; large fleets (the simulator's 1,000
+  // workers) gain from ~200,000.
+  double busy_weight_tokens = 0;
   // Workers within (1 + tie_tolerance) x best + tie_tolerance_s count as tied; the session key's
   // rendezvous hash picks among them.
   double tie_tolerance = 0.05;

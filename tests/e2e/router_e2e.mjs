@@ -3,7 +3,7 @@
 //     hit rate beats round-robin on the same multi-turn workload;
 //  2. resync: a worker restarted on its --kv-dir (new event epoch) and a worker whose event ring
 //     overflows (gap) are resynced from snapshots, and the restarted worker's disk blocks hit;
-//  3. load shedding: 429 + Retry-After when every worker is saturated;
+//  3. load shedding: 429 + Retry-After when every worker is saturated; API keys at the router;
 //  4. failures: a killed worker's requests are retried on the other one, and a stream whose
 //     worker dies mid-way ends with an error event (never a hang).
 //
@@ -112,6 +112,16 @@ try {
   assert.ok(Number(shed.headers.get('retry-after')) >= 1, 'Retry-After is set');
   assert.equal((await first).status, 200);
   assert.match(await (await fetch(`${tight.base}/metrics`)).text(), /flashserve_router_rejects_total\{status="429"\} 1/);
+
+  // API keys at the router: a request without one is refused there (401), one with it passes.
+  const keyed = await router([w1], ['--api-key', 'secret-1:acme']);
+  await waitHealthy(keyed, 1);
+  const noKey = await fetch(`${keyed.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: chatBody([{ role: 'user', content: 'hi' }]) });
+  assert.equal(noKey.status, 401);
+  const withKey = await fetch(`${keyed.base}/v1/chat/completions`, { method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: 'Bearer secret-1' }, body: chatBody([{ role: 'user', content: 'hi' }]) });
+  assert.equal(withKey.status, 200);
 
   // 4a. A worker killed mid-stream: the client gets an error event and the end of the stream.
   const single = await router([w2]);
