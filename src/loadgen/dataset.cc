@@ -1,4 +1,4 @@
-// Prompt construction for the synthetic datasets (see dataset.h).
+// Prompt construction for the synthetic and trace datasets (see dataset.h).
 #include "loadgen/dataset.h"
 
 #include <algorithm>
@@ -30,7 +30,9 @@ constexpr std::string_view kWords[] = {
     "system", "better", "set", "told", "nothing", "night", "end", "why", "called", "did", "eyes",
     "find", "going", "look", "asked", "later", "point", "knew", "city", "next", "program"};
 
-enum Stream : uint64_t { kRandomText = 1, kLengths = 2, kPrefix = 3, kSuffix = 4, kTurn = 5 };
+enum Stream : uint64_t {
+  kRandomText = 1, kLengths = 2, kPrefix = 3, kSuffix = 4, kTurn = 5, kTraceBlock = 6, kTraceTail = 7
+};
 
 int64_t Jitter(Rng& rng, int64_t len, double ratio) {
   int64_t lo = std::max<int64_t>(1, std::llround(static_cast<double>(len) * (1.0 - ratio)));
@@ -43,6 +45,28 @@ base::Status Positive(int64_t value, const char* name) {
   return base::MakeError(base::ErrorCode::kInvalidArgument,
                          std::string(name) + " must be in [1, 16777216], got " + std::to_string(value));
 }
+
+base::Status ValidateTrace(const DatasetConfig& c) {
+  FS_RETURN_IF_ERROR(Positive(c.trace_block_tokens, "trace-block-tokens"));
+  if (c.trace_vocab < 2 * kTraceFirstTokenId || c.trace_vocab > (int64_t{1} << 31) - 1)
+    return base::MakeError(base::ErrorCode::kInvalidArgument,
+                           "trace-vocab must be in [" + std::to_string(2 * kTraceFirstTokenId) + ", 2^31)");
+  if (c.max_input_len < 0) return base::MakeError(base::ErrorCode::kInvalidArgument, "max-input-len must be >= 0");
+  return base::Status::Ok();
+}
+
+Turn TextTurn(std::string user, int64_t max_tokens) {
+  Turn turn;
+  turn.user = std::move(user);
+  turn.max_tokens = max_tokens;
+  return turn;
+}
+
+// Prompt length of a trace request: input_length (at least 1), cut to max_input_len when set.
+int64_t TracePromptLen(const protocol::TraceRequest& r, int64_t max_input_len) {
+  const int64_t len = std::max<int64_t>(1, r.input_tokens);
+  return max_input_len > 0 ? std::min(len, max_input_len) : len;
+}
 }  // namespace
 
 std::string_view DatasetKindName(DatasetKind kind) {
@@ -50,15 +74,16 @@ std::string_view DatasetKindName(DatasetKind kind) {
     case DatasetKind::kRandom: return "random";
     case DatasetKind::kSharedPrefix: return "shared-prefix";
     case DatasetKind::kMultiTurn: return "multi-turn";
+    case DatasetKind::kTrace: return "trace";
   }
   return "?";
 }
 
 base::Result<DatasetKind> ParseDatasetKind(std::string_view name) {
-  for (DatasetKind k : {DatasetKind::kRandom, DatasetKind::kSharedPrefix, DatasetKind::kMultiTurn})
+  for (DatasetKind k : {DatasetKind::kRandom, DatasetKind::kSharedPrefix, DatasetKind::kMultiTurn, DatasetKind::kTrace})
     if (DatasetKindName(k) == name) return k;
   return base::MakeError(base::ErrorCode::kInvalidArgument,
-                         "unknown dataset '" + std::string(name) + "' (random, shared-prefix, multi-turn)");
+                         "unknown dataset '" + std::string(name) + "' (random, shared-prefix, multi-turn, trace)");
 }
 
 base::Status DatasetConfig::Validate() const {
@@ -80,6 +105,8 @@ base::Status DatasetConfig::Validate() const {
       if (prefix_len == 0) return base::Status::Ok();
       FS_RETURN_IF_ERROR(Positive(num_prefixes, "num-prefixes"));
       return Positive(prefix_len, "prefix-len");
+    case DatasetKind::kTrace:
+      return ValidateTrace(*this);
   }
   return base::Status::Ok();
 }
@@ -87,7 +114,28 @@ base::Status DatasetConfig::Validate() const {
 base::Result<std::unique_ptr<Dataset>> Dataset::Create(const DatasetConfig& config,
                                                        const tokenizer::Tokenizer* tok) {
   FS_RETURN_IF_ERROR(config.Validate());
+  if (config.kind == DatasetKind::kTrace) {
+    if (config.trace_path.empty())
+      return base::MakeError(base::ErrorCode::kInvalidArgument, "the trace dataset needs a trace file (--trace)");
+    FS_ASSIGN_OR_RETURN(std::vector<protocol::TraceRequest> trace, protocol::ReadTrace(config.trace_path));
+    return CreateFromTrace(config, std::move(trace));
+  }
   return std::unique_ptr<Dataset>(new Dataset(config, tok));
+}
+
+base::Result<std::unique_ptr<Dataset>> Dataset::CreateFromTrace(const DatasetConfig& config,
+                                                                std::vector<protocol::TraceRequest> trace) {
+  if (config.kind != DatasetKind::kTrace)
+    return base::MakeError(base::ErrorCode::kInvalidArgument, "CreateFromTrace needs the trace kind");
+  FS_RETURN_IF_ERROR(config.Validate());
+  if (trace.empty()) return base::MakeError(base::ErrorCode::kInvalidArgument, "the trace holds no requests");
+  if (config.num_requests > 0 && static_cast<int64_t>(trace.size()) > config.num_requests)
+    trace.resize(static_cast<size_t>(config.num_requests));
+  std::unique_ptr<Dataset> d(new Dataset(config, nullptr));
+  for (const protocol::TraceRequest& r : trace)
+    if (TracePromptLen(r, 0) > TracePromptLen(r, config.max_input_len)) ++d->num_clipped_;
+  d->trace_ = std::move(trace);
+  return d;
 }
 
 Dataset::Dataset(const DatasetConfig& config, const tokenizer::Tokenizer* tok) : config_(config), tok_(tok) {
@@ -134,24 +182,59 @@ Job Dataset::Make(int64_t job_idx) const {
       Rng lengths(c.seed, kLengths, idx);
       int64_t input_len = Jitter(lengths, c.input_len, c.range_ratio);
       int64_t output_len = Jitter(lengths, c.output_len, c.range_ratio);
-      job.turns.push_back({MakeText(kRandomText, idx, input_len), output_len});
+      job.turns.push_back(TextTurn(MakeText(kRandomText, idx, input_len), output_len));
       break;
     }
     case DatasetKind::kSharedPrefix:
       job.system = prefixes_[idx % prefixes_.size()];
-      job.turns.push_back({MakeText(kSuffix, idx, c.suffix_len), c.output_len});
+      job.turns.push_back(TextTurn(MakeText(kSuffix, idx, c.suffix_len), c.output_len));
       break;
     case DatasetKind::kMultiTurn:
       if (!prefixes_.empty()) job.system = prefixes_[idx % prefixes_.size()];
       for (int32_t t = 0; t < c.turns; ++t)
-        job.turns.push_back({MakeText(kTurn, (idx << 20) | static_cast<uint64_t>(t), c.turn_len), c.output_len});
+        job.turns.push_back(TextTurn(MakeText(kTurn, (idx << 20) | static_cast<uint64_t>(t), c.turn_len), c.output_len));
       break;
+    case DatasetKind::kTrace: {
+      const protocol::TraceRequest& r = trace_.at(idx);
+      Turn turn = TextTurn("", std::max<int64_t>(1, r.output_tokens));
+      turn.prompt_ids = TracePrompt(job_idx);
+      turn.ignore_eos = true;
+      job.turns.push_back(std::move(turn));
+      job.session = r.session;
+      break;
+    }
   }
   return job;
 }
 
+std::vector<int32_t> Dataset::TracePrompt(int64_t job_idx) const {
+  const protocol::TraceRequest& r = trace_.at(static_cast<size_t>(job_idx));
+  const size_t len = static_cast<size_t>(TracePromptLen(r, config_.max_input_len));
+  const int64_t hi = config_.trace_vocab - 1;
+  std::vector<int32_t> ids;
+  ids.reserve(len);
+  // Block b holds hash_ids[b]'s tokens: equal ids give equal blocks in every request.
+  for (size_t b = 0; b < r.hash_ids.size() && ids.size() < len; ++b) {
+    Rng rng(config_.seed, kTraceBlock, static_cast<uint64_t>(r.hash_ids[b]));
+    for (int64_t t = 0; t < config_.trace_block_tokens && ids.size() < len; ++t)
+      ids.push_back(static_cast<int32_t>(rng.UniformInt(kTraceFirstTokenId, hi)));
+  }
+  Rng tail(config_.seed, kTraceTail, static_cast<uint64_t>(job_idx));
+  while (ids.size() < len) ids.push_back(static_cast<int32_t>(tail.UniformInt(kTraceFirstTokenId, hi)));
+  return ids;
+}
+
 int64_t Dataset::num_jobs() const {
-  return config_.kind == DatasetKind::kMultiTurn ? config_.num_conversations : config_.num_requests;
+  switch (config_.kind) {
+    case DatasetKind::kMultiTurn: return config_.num_conversations;
+    case DatasetKind::kTrace: return static_cast<int64_t>(trace_.size());
+    default: return config_.num_requests;
+  }
+}
+
+std::optional<double> Dataset::ArrivalS(int64_t job_idx) const {
+  if (config_.kind != DatasetKind::kTrace) return std::nullopt;
+  return trace_.at(static_cast<size_t>(job_idx)).arrival_s - trace_.front().arrival_s;
 }
 
 std::vector<Message> TurnMessages(const Job& job, int32_t turn_idx, std::span<const std::string> replies) {

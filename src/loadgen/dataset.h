@@ -1,10 +1,12 @@
-// Synthetic workloads: `random`, `shared-prefix` (few long system prompts shared by many
-// requests) and `multi-turn` (turns that extend each other). Called by runner and app.
-// Immutable after construction; Make is const and safe from any thread.
+// Workloads: synthetic `random`, `shared-prefix` (few long system prompts shared by many
+// requests), `multi-turn` (turns that extend each other), and `trace` (a Mooncake-style trace
+// replayed as token-id prompts). Called by runner and app. Immutable after construction; Make
+// is const and safe from any thread.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -12,13 +14,14 @@
 
 #include "base/result.h"
 #include "loadgen/openai_wire.h"
+#include "protocol/trace.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve::loadgen {
 
-enum class DatasetKind { kRandom, kSharedPrefix, kMultiTurn };
+enum class DatasetKind { kRandom, kSharedPrefix, kMultiTurn, kTrace };
 
-// "random", "shared-prefix", "multi-turn".
+// "random", "shared-prefix", "multi-turn", "trace".
 std::string_view DatasetKindName(DatasetKind kind);
 base::Result<DatasetKind> ParseDatasetKind(std::string_view name);
 
@@ -27,9 +30,10 @@ base::Result<DatasetKind> ParseDatasetKind(std::string_view name);
 struct DatasetConfig {
   DatasetKind kind = DatasetKind::kRandom;
   uint64_t seed = 0;
-  int64_t num_requests = 100;  // random, shared-prefix; 0 = unlimited (the run needs a duration)
+  int64_t num_requests = 100;  // random, shared-prefix; 0 = unlimited (the run needs a duration);
+                               // trace: the first n requests (0 = all)
   int64_t input_len = 1024;    // random
-  int64_t output_len = 128;    // every kind: max_tokens of each request
+  int64_t output_len = 128;    // synthetic kinds: max_tokens of each request
   double range_ratio = 0.0;    // random: input and output lengths uniform in len * [1-r, 1+r]
   int32_t num_prefixes = 4;    // shared-prefix; multi-turn when prefix_len > 0
   int64_t prefix_len = 2048;   // shared-prefix system prompt (multi-turn: 0 = none)
@@ -37,36 +41,59 @@ struct DatasetConfig {
   int32_t num_conversations = 16;  // multi-turn
   int32_t turns = 4;               // multi-turn
   int64_t turn_len = 128;          // multi-turn: each user message
+  // trace: each hash id is one block of trace_block_tokens token ids, drawn from
+  // [kTraceFirstTokenId, trace_vocab) by (seed, id); prompts over max_input_len (> 0) are cut.
+  std::string trace_path;          // Create reads it; CreateFromTrace takes the records instead
+  int64_t trace_block_tokens = 512;  // 512 in the published Mooncake traces
+  int64_t trace_vocab = 32000;
+  int64_t max_input_len = 0;       // 0 = no limit
   base::Status Validate() const;
 };
+
+inline constexpr int32_t kTraceFirstTokenId = 100;  // below: bytes and specials in common vocabularies
 
 struct Turn {
   std::string user;
   int64_t max_tokens = 0;
+  std::vector<int32_t> prompt_ids;  // trace: the whole prompt as token ids (`user` is empty)
+  bool ignore_eos = false;          // trace: run to max_tokens whatever the config says
 };
 
 // One unit of work: a single request, or a whole conversation whose turns run in order.
 struct Job {
   std::string system;  // empty = no system message
   std::vector<Turn> turns;
+  std::string session;  // trace: sent as the x-session-id header (empty = none)
 };
 
 class Dataset {
  public:
   // `tok` may be null (word-count lengths); it is not owned and must outlive the dataset.
+  // A trace dataset reads config.trace_path.
   static base::Result<std::unique_ptr<Dataset>> Create(const DatasetConfig& config,
                                                        const tokenizer::Tokenizer* tok);
+  // A trace dataset from records already read (config.kind must be kTrace; trace_path unused).
+  static base::Result<std::unique_ptr<Dataset>> CreateFromTrace(const DatasetConfig& config,
+                                                                std::vector<protocol::TraceRequest> trace);
 
   // Deterministic in (seed, job_idx): the same job every time, distinct prompts across jobs.
   Job Make(int64_t job_idx) const;
-  // Jobs in the dataset: num_conversations for multi-turn, else num_requests (0 = unlimited).
+  // Jobs in the dataset: num_conversations for multi-turn, the trace's requests (after the
+  // num_requests limit) for trace, else num_requests (0 = unlimited).
   int64_t num_jobs() const;
+  // trace: seconds from the first request's timestamp to job_idx's (unscaled); else unset.
+  std::optional<double> ArrivalS(int64_t job_idx) const;
+  // trace: requests whose prompt was cut to max_input_len.
+  int64_t num_clipped() const { return num_clipped_; }
   const DatasetConfig& config() const { return config_; }
   // The shared system prompts (shared-prefix, multi-turn with prefix_len > 0).
   const std::vector<std::string>& prefixes() const { return prefixes_; }
 
   // A text of `length` tokens (or words without a tokenizer) drawn from the word list.
   std::string MakeText(uint64_t stream, uint64_t index, int64_t length) const;
+  // trace: the prompt of job_idx: its hash ids' token blocks, then request-unique tokens up to
+  // input_length, cut to max_input_len (at least one token).
+  std::vector<int32_t> TracePrompt(int64_t job_idx) const;
 
  private:
   Dataset(const DatasetConfig& config, const tokenizer::Tokenizer* tok);
@@ -81,6 +108,8 @@ class Dataset {
   std::vector<WordTokens> word_tokens_;  // per entry of the word list (all 1 without a tokenizer)
   int32_t filler_idx_ = -1;              // a word that is one token in both positions
   std::vector<std::string> prefixes_;
+  std::vector<protocol::TraceRequest> trace_;
+  int64_t num_clipped_ = 0;
 };
 
 // The messages of turn `turn_idx`: the system prompt (if any), then each earlier turn's user

@@ -1,10 +1,12 @@
-// Dataset construction: determinism, lengths (words and exact tokens), shared prefixes, and
-// multi-turn messages that extend the previous turn.
+// Dataset construction: determinism, lengths (words and exact tokens), shared prefixes,
+// multi-turn messages that extend the previous turn, and trace prompts (blocks per hash id,
+// exact lengths, clipping, arrivals).
 #include "loadgen/dataset.h"
 
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -27,6 +29,7 @@ std::unique_ptr<Dataset> Make(const DatasetConfig& c, const tokenizer::Tokenizer
 TEST(DatasetTest, ParsesKindNames) {
   EXPECT_EQ(*ParseDatasetKind("shared-prefix"), DatasetKind::kSharedPrefix);
   EXPECT_EQ(DatasetKindName(*ParseDatasetKind("multi-turn")), "multi-turn");
+  EXPECT_EQ(*ParseDatasetKind("trace"), DatasetKind::kTrace);
   EXPECT_FALSE(ParseDatasetKind("sharegpt").ok());
 }
 
@@ -153,6 +156,116 @@ TEST(DatasetTest, TokenizerGivesExactTokenLengths) {
     EXPECT_GE(n, 266u);
     EXPECT_LE(n, 400u);
   }
+}
+
+DatasetConfig TraceConfig(int64_t block_tokens) {
+  DatasetConfig c;
+  c.kind = DatasetKind::kTrace;
+  c.num_requests = 0;
+  c.trace_block_tokens = block_tokens;
+  return c;
+}
+
+std::unique_ptr<Dataset> MakeTrace(const DatasetConfig& c, std::vector<protocol::TraceRequest> trace) {
+  auto d = Dataset::CreateFromTrace(c, std::move(trace));
+  EXPECT_TRUE(d.ok()) << d.error().ToString();
+  return std::move(d).value();
+}
+
+std::vector<int32_t> Slice(const std::vector<int32_t>& v, size_t begin, size_t n) {
+  return {v.begin() + static_cast<std::ptrdiff_t>(begin), v.begin() + static_cast<std::ptrdiff_t>(begin + n)};
+}
+
+TEST(TraceDatasetTest, EqualHashIdsGiveEqualBlocksAndLengthsAreExact) {
+  std::vector<protocol::TraceRequest> trace = {
+      {1.0, 3 * 16 + 5, 7, {10, 11, 12}, "a"},  // three blocks + 5 tail tokens
+      {1.5, 2 * 16 + 9, 0, {10, 11, 40}, ""},   // the third block is cut to 9 tokens
+      {2.0, 3 * 16, 3, {10, 99, 12}, "a"},      // same first id; 12 after another parent
+      {2.0, 3 * 16 + 5, 7, {10, 11, 12}, "b"},  // same ids as the first: only the tail differs
+  };
+  auto d = MakeTrace(TraceConfig(16), trace);
+  ASSERT_EQ(d->num_jobs(), 4);
+  std::vector<std::vector<int32_t>> p;
+  for (int64_t i = 0; i < 4; ++i) p.push_back(d->Make(i).turns.at(0).prompt_ids);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(static_cast<int64_t>(p[i].size()), trace[i].input_tokens) << i;
+  EXPECT_EQ(Slice(p[0], 0, 32), Slice(p[1], 0, 32));  // ids 10, 11
+  EXPECT_NE(Slice(p[0], 32, 9), Slice(p[1], 32, 9));  // 12 vs 40
+  EXPECT_EQ(Slice(p[0], 0, 16), Slice(p[2], 0, 16));  // id 10
+  EXPECT_NE(Slice(p[0], 16, 16), Slice(p[2], 16, 16));  // 11 vs 99
+  EXPECT_EQ(Slice(p[0], 32, 16), Slice(p[2], 32, 16));  // equal id, equal tokens (whatever precedes it)
+  EXPECT_EQ(Slice(p[0], 0, 48), Slice(p[3], 0, 48));
+  EXPECT_NE(Slice(p[0], 48, 5), Slice(p[3], 48, 5));  // request-unique tails
+  for (const auto& ids : p)
+    for (int32_t id : ids) ASSERT_TRUE(id >= kTraceFirstTokenId && id < 32000) << id;
+  std::set<int32_t> distinct(p[0].begin(), p[0].end());
+  EXPECT_GT(distinct.size(), 40u);  // pseudo-random, not a constant fill
+  EXPECT_EQ(d->Make(0).turns[0].prompt_ids, p[0]);  // deterministic
+  DatasetConfig other = TraceConfig(16);
+  other.seed = 1;
+  EXPECT_NE(MakeTrace(other, trace)->Make(0).turns[0].prompt_ids, p[0]);  // the seed changes the content
+}
+
+TEST(TraceDatasetTest, JobsCarryOutputSessionArrivalAndIgnoreEos) {
+  std::vector<protocol::TraceRequest> trace = {
+      {5.0, 10, 7, {1}, "s1"}, {5.25, 10, 0, {2}, ""}, {6.0, 10, 3, {3}, "s2"}};
+  DatasetConfig c = TraceConfig(512);
+  c.num_requests = 2;
+  auto d = MakeTrace(c, trace);
+  ASSERT_EQ(d->num_jobs(), 2);
+  Job j0 = d->Make(0), j1 = d->Make(1);
+  EXPECT_EQ(j0.session, "s1");
+  EXPECT_EQ(j1.session, "");
+  EXPECT_EQ(j0.turns.at(0).max_tokens, 7);
+  EXPECT_EQ(j1.turns.at(0).max_tokens, 1);  // output_length 0: one token
+  EXPECT_TRUE(j0.turns[0].ignore_eos);
+  EXPECT_TRUE(j0.turns[0].user.empty());
+  EXPECT_DOUBLE_EQ(*d->ArrivalS(0), 0.0);
+  EXPECT_DOUBLE_EQ(*d->ArrivalS(1), 0.25);
+  EXPECT_FALSE(Make(DatasetConfig())->ArrivalS(0).has_value());
+}
+
+TEST(TraceDatasetTest, MaxInputLenClipsLongPrompts) {
+  std::vector<protocol::TraceRequest> trace = {
+      {0, 100, 1, {1, 2}, ""}, {0, 64, 1, {1, 2}, ""}, {0, 65, 1, {1, 2}, ""}, {0, 0, 1, {}, ""}};
+  DatasetConfig c = TraceConfig(32);
+  c.max_input_len = 64;
+  auto d = MakeTrace(c, trace);
+  EXPECT_EQ(d->num_clipped(), 2);
+  auto clipped = d->Make(0).turns[0].prompt_ids;
+  ASSERT_EQ(clipped.size(), 64u);
+  EXPECT_EQ(clipped, d->Make(1).turns[0].prompt_ids);  // the clipped part is the shared blocks
+  EXPECT_EQ(d->Make(2).turns[0].prompt_ids.size(), 64u);
+  EXPECT_EQ(d->Make(3).turns[0].prompt_ids.size(), 1u);  // never empty
+  c.max_input_len = 0;
+  EXPECT_EQ(MakeTrace(c, trace)->num_clipped(), 0);
+}
+
+TEST(TraceDatasetTest, ReadsTheFileAndRejectsBadConfigs) {
+  const std::string path = ::testing::TempDir() + "/loadgen_trace_test.jsonl";
+  {
+    std::ofstream out(path);
+    out << "{\"timestamp\": 0, \"input_length\": 600, \"output_length\": 4, \"hash_ids\": [7, 8]}\n";
+  }
+  DatasetConfig c = TraceConfig(512);
+  c.trace_path = path;
+  auto d = Dataset::Create(c, nullptr);
+  ASSERT_TRUE(d.ok()) << d.error().ToString();
+  EXPECT_EQ((*d)->Make(0).turns[0].prompt_ids.size(), 600u);
+  std::filesystem::remove(path);
+  EXPECT_FALSE(Dataset::Create(c, nullptr).ok());  // missing file
+  c.trace_path = "";
+  EXPECT_FALSE(Dataset::Create(c, nullptr).ok());  // no file given
+  std::vector<protocol::TraceRequest> one = {{0, 1, 1, {}, ""}};
+  EXPECT_FALSE(Dataset::CreateFromTrace(c, {}).ok());  // empty trace
+  c.trace_block_tokens = 0;
+  EXPECT_FALSE(Dataset::CreateFromTrace(c, one).ok());
+  c = TraceConfig(512);
+  c.trace_vocab = 150;
+  EXPECT_FALSE(Dataset::CreateFromTrace(c, one).ok());
+  c = TraceConfig(512);
+  c.max_input_len = -1;
+  EXPECT_FALSE(Dataset::CreateFromTrace(c, one).ok());
+  EXPECT_FALSE(Dataset::CreateFromTrace(DatasetConfig(), one).ok());  // not the trace kind
 }
 
 }  // namespace

@@ -108,6 +108,7 @@ BenchReport Aggregate(const std::vector<RequestRecord>& records, double duration
   int64_t usage_prompt_tokens = 0;
   for (const RequestRecord& r : records) {
     rep.num_429_responses += r.num_429;
+    if (r.num_429 > 0) ++rep.num_requests_with_429;
     if (r.outcome == Outcome::kRejected) ++rep.num_rejected;
     if (r.outcome == Outcome::kError) ++rep.num_errors;
     if (r.outcome != Outcome::kOk) {
@@ -135,6 +136,8 @@ BenchReport Aggregate(const std::vector<RequestRecord>& records, double duration
     rep.total_token_throughput = rep.input_throughput + rep.output_throughput;
     rep.goodput = static_cast<double>(rep.num_good) / duration_s;
   }
+  if (!limits.empty() && !records.empty())
+    rep.good_fraction = static_cast<double>(rep.num_good) / static_cast<double>(records.size());
   rep.ttft_ms = Summarize(std::move(ttft));
   rep.tpot_ms = Summarize(std::move(tpot));
   rep.itl_ms = Summarize(std::move(itl));

@@ -73,6 +73,7 @@ struct BenchReport {
   double duration_s = 0;
   int64_t num_completed = 0, num_errors = 0, num_rejected = 0;
   int64_t num_429_responses = 0;  // every 429 seen, including retried ones
+  int64_t num_requests_with_429 = 0;  // requests that got at least one 429 (retried or final)
   int64_t num_skipped = 0;        // turns never sent (deadline, or an earlier turn failed)
   int64_t num_with_usage = 0;
   int64_t total_input_tokens = 0, total_output_tokens = 0, total_cached_tokens = 0;
@@ -80,6 +81,7 @@ struct BenchReport {
   GoodputLimits goodput_limits;
   int64_t num_good = 0;
   double goodput = 0;  // requests/s meeting the limits (0 when no limits are set)
+  std::optional<double> good_fraction;  // num_good / requests sent; unset without limits or requests
   Summary ttft_ms, tpot_ms, itl_ms, e2el_ms;
   std::optional<double> hit_rate;  // sum cached / sum prompt tokens over completed requests
   std::vector<TurnStats> turns;    // per turn index (one entry for single-turn datasets)

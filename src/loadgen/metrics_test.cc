@@ -107,6 +107,8 @@ TEST(AggregateTest, CountsThroughputHitRateAndGoodput) {
   EXPECT_DOUBLE_EQ(*r.hit_rate, 0.5);
   EXPECT_EQ(r.num_good, 3);  // all but b (ttft 300 ms)
   EXPECT_DOUBLE_EQ(r.goodput, 1.5);
+  EXPECT_DOUBLE_EQ(*r.good_fraction, 0.5);  // of the 6 sent, errors and rejects included
+  EXPECT_EQ(r.num_requests_with_429, 2);
   EXPECT_EQ(r.itl_ms.count, 4);
   EXPECT_EQ(r.tpot_ms.count, 4);
   EXPECT_DOUBLE_EQ(r.ttft_ms.max, 300);
@@ -123,6 +125,7 @@ TEST(AggregateTest, NoGoodputWithoutLimitsAndNoHitRateWithoutUsage) {
   std::vector<RequestRecord> v = {Ok(0.1, 0.2, 2)};
   BenchReport r = Aggregate(v, 1.0, {}, 0);
   EXPECT_EQ(r.goodput, 0);
+  EXPECT_FALSE(r.good_fraction.has_value());
   EXPECT_FALSE(r.hit_rate.has_value());
   BenchReport empty = Aggregate({}, 0.0, {}, 0);
   EXPECT_EQ(empty.num_completed, 0);
@@ -145,6 +148,8 @@ TEST(ReportTest, JsonHoldsEveryNumberAndTheParameters) {
   EXPECT_EQ(doc["results"]["completed"], 4);
   EXPECT_EQ(doc["results"]["rejected"], 1);
   EXPECT_EQ(doc["results"]["responses_429"], 4);
+  EXPECT_EQ(doc["results"]["requests_with_429"], 2);
+  EXPECT_DOUBLE_EQ(doc["results"]["goodput"]["fraction"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(doc["results"]["prefix_cache_hit_rate"].get<double>(), 0.5);
   EXPECT_DOUBLE_EQ(doc["results"]["goodput"]["requests_per_s"].get<double>(), 1.5);
   EXPECT_DOUBLE_EQ(doc["results"]["ttft_ms"]["p99"].get<double>(), r.ttft_ms.p99);
@@ -155,7 +160,34 @@ TEST(ReportTest, JsonHoldsEveryNumberAndTheParameters) {
 
   std::string table = FormatTable(r, info);
   for (const char* want : {"Completed requests:", "Goodput (req/s, ttft<=250ms):", "Prefix cache hit rate:",
-                           "50.0%", "P99 TTFT (ms):", "Per turn", "HTTP 500: boom"})
+                           "50.0%", "P99 TTFT (ms):", "Per turn", "HTTP 500: boom", "Requests that got a 429:",
+                           "Requests meeting the SLOs:"})
+    EXPECT_NE(table.find(want), std::string::npos) << want << "\n" << table;
+}
+
+TEST(ReportTest, TraceRunsReportTheTraceAndClippedPrompts) {
+  BenchConfig config;
+  config.time_scale = 0.5;
+  DatasetConfig dataset;
+  dataset.kind = DatasetKind::kTrace;
+  dataset.trace_path = "/tmp/t.jsonl";
+  dataset.trace_block_tokens = 128;
+  dataset.max_input_len = 4000;
+  BenchReport r = Aggregate(SampleRecords(), 2.0, {}, 0);
+  RunInfo info{&config, &dataset, "tiny", "", 1, 36, 5};
+  auto doc = nlohmann::json::parse(ReportJson(r, info, nullptr));
+  const auto& ds = doc["params"]["dataset"];
+  EXPECT_EQ(ds["name"], "trace");
+  EXPECT_EQ(ds["trace"], "/tmp/t.jsonl");
+  EXPECT_EQ(ds["num_requests"], 36);
+  EXPECT_EQ(ds["block_tokens"], 128);
+  EXPECT_EQ(ds["time_scale"], 0.5);
+  EXPECT_EQ(ds["max_input_len"], 4000);
+  EXPECT_EQ(ds["num_clipped"], 5);
+  EXPECT_TRUE(doc["results"]["goodput"]["fraction"].is_null());
+  std::string table = FormatTable(r, info);
+  for (const char* want : {"trace /tmp/t.jsonl (36 requests, 128 tokens per hash id", "trace timestamps x 0.5",
+                           "5 (limit 4000 tokens)"})
     EXPECT_NE(table.find(want), std::string::npos) << want << "\n" << table;
 }
 

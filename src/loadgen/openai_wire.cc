@@ -44,13 +44,8 @@ void ParseChoice(const Json& choice, StreamChunk* chunk) {
   bool tool_call = tools != delta->end() && tools->is_array() && !tools->empty();
   chunk->has_token = !chunk->text.empty() || reasoning || tool_call;
 }
-}  // namespace
 
-std::string_view ApiPath(ApiKind api) {
-  return api == ApiKind::kChat ? "/v1/chat/completions" : "/v1/completions";
-}
-
-std::string BuildRequestBody(ApiKind api, const SamplingParams& params, const std::vector<Message>& messages) {
+Json BaseBody(const SamplingParams& params) {
   Json body = {{"model", params.model},
                {"max_tokens", params.max_tokens},
                {"temperature", params.temperature},
@@ -58,6 +53,22 @@ std::string BuildRequestBody(ApiKind api, const SamplingParams& params, const st
                {"stream_options", {{"include_usage", true}}}};
   if (params.seed) body["seed"] = *params.seed;
   if (params.ignore_eos) body["ignore_eos"] = true;
+  return body;
+}
+}  // namespace
+
+std::string_view ApiPath(ApiKind api) {
+  return api == ApiKind::kChat ? "/v1/chat/completions" : "/v1/completions";
+}
+
+std::string BuildTokenPromptBody(const SamplingParams& params, std::span<const int32_t> prompt_ids) {
+  Json body = BaseBody(params);
+  body["prompt"] = std::vector<int32_t>(prompt_ids.begin(), prompt_ids.end());
+  return body.dump();
+}
+
+std::string BuildRequestBody(ApiKind api, const SamplingParams& params, const std::vector<Message>& messages) {
+  Json body = BaseBody(params);
   if (api == ApiKind::kChat) {
     Json list = Json::array();
     for (const Message& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,9 @@ struct SamplingParams {
 // A streaming request body with "stream_options": {"include_usage": true}. For kCompletions the
 // prompt is the message contents joined with "\n" (roles dropped).
 std::string BuildRequestBody(ApiKind api, const SamplingParams& params, const std::vector<Message>& messages);
+// The same for /v1/completions with the prompt sent as token ids (no tokenizer on the server
+// can change them): "prompt": [id, ...].
+std::string BuildTokenPromptBody(const SamplingParams& params, std::span<const int32_t> prompt_ids);
 
 struct Usage {
   int64_t prompt_tokens = 0;

@@ -1,4 +1,4 @@
-// Request bodies, streamed-chunk parsing and StreamAccumulator timing/usage bookkeeping.
+// Request bodies (text and token-id prompts), streamed-chunk parsing and StreamAccumulator timing/usage bookkeeping.
 #include "loadgen/openai_wire.h"
 
 #include <gtest/gtest.h>
@@ -32,6 +32,18 @@ TEST(OpenAiWireTest, CompletionsBodyJoinsMessagesAndSendsExtras) {
   EXPECT_EQ(body["ignore_eos"], true);
   EXPECT_EQ(body["seed"], 42);
   EXPECT_EQ(ApiPath(ApiKind::kCompletions), "/v1/completions");
+}
+
+TEST(OpenAiWireTest, TokenPromptBodySendsTheIdsAsAnArray) {
+  SamplingParams p{"m1", 5, 0.0, std::nullopt, true};
+  const std::vector<int32_t> ids = {101, 7, 31999};
+  Json body = Json::parse(BuildTokenPromptBody(p, ids));
+  EXPECT_EQ(body["prompt"], Json::array({101, 7, 31999}));
+  EXPECT_EQ(body["max_tokens"], 5);
+  EXPECT_EQ(body["ignore_eos"], true);
+  EXPECT_EQ(body["stream"], true);
+  EXPECT_EQ(body["stream_options"]["include_usage"], true);
+  EXPECT_FALSE(body.contains("messages"));
 }
 
 TEST(OpenAiWireTest, ParsesDeltasOfEveryKind) {

@@ -55,7 +55,7 @@ Json ParamsJson(const RunInfo& info) {
             {"model", info.model},
             {"temperature", c.temperature},
             {"sampling_seed", c.sampling_seed ? Json(*c.sampling_seed) : Json(nullptr)},
-            {"ignore_eos", c.ignore_eos},
+            {"ignore_eos", c.ignore_eos || d.kind == DatasetKind::kTrace},  // trace requests always send it
             {"concurrency", c.request_rate > 0 ? 0 : std::max(c.concurrency, 1)},
             {"request_rate", std::isinf(c.request_rate) ? Json("inf") : Json(c.request_rate)},
             {"max_concurrency", c.max_concurrency},
@@ -67,16 +67,23 @@ Json ParamsJson(const RunInfo& info) {
             {"num_connections", info.num_connections},
             {"tokenizer", info.tokenizer.empty() ? Json(nullptr) : Json(info.tokenizer)}};
   p["dataset"] = {{"name", std::string(DatasetKindName(d.kind))}, {"seed", d.seed},
-                  {"length_unit", info.tokenizer.empty() ? "words" : "tokens"}, {"output_len", d.output_len}};
+                  {"length_unit", info.tokenizer.empty() && d.kind != DatasetKind::kTrace ? "words" : "tokens"},
+                  {"output_len", d.output_len}};
   Json& ds = p["dataset"];
   if (d.kind == DatasetKind::kRandom) {
     ds.update({{"num_requests", d.num_requests}, {"input_len", d.input_len}, {"range_ratio", d.range_ratio}});
   } else if (d.kind == DatasetKind::kSharedPrefix) {
     ds.update({{"num_requests", d.num_requests}, {"num_prefixes", d.num_prefixes}, {"prefix_len", d.prefix_len},
                {"suffix_len", d.suffix_len}});
-  } else {
+  } else if (d.kind == DatasetKind::kMultiTurn) {
     ds.update({{"num_conversations", d.num_conversations}, {"turns", d.turns}, {"turn_len", d.turn_len},
                {"num_prefixes", d.num_prefixes}, {"prefix_len", d.prefix_len}});
+  } else {
+    ds.erase("output_len");  // max_tokens come from the trace
+    ds.update({{"trace", d.trace_path}, {"num_requests", info.num_jobs}, {"block_tokens", d.trace_block_tokens},
+               {"vocab", d.trace_vocab}, {"time_scale", c.time_scale},
+               {"max_input_len", d.max_input_len > 0 ? Json(d.max_input_len) : Json(nullptr)},
+               {"num_clipped", info.num_clipped}});
   }
   return p;
 }
@@ -100,21 +107,50 @@ Json RequestJson(const RequestRecord& r) {
           {"cached_tokens", r.cached_tokens},
           {"completion_tokens", r.completion_tokens}};
 }
+
+std::string DatasetLabel(const RunInfo& info) {
+  const DatasetConfig& d = *info.dataset;
+  if (d.kind != DatasetKind::kTrace)
+    return fmt::format("{} (seed {}, lengths in {})", DatasetKindName(d.kind), d.seed,
+                       info.tokenizer.empty() ? "words" : "tokens");
+  return fmt::format("trace {} ({} requests, {} tokens per hash id, seed {})", d.trace_path, info.num_jobs,
+                     d.trace_block_tokens, d.seed);
+}
+
+void TraceRows(std::string* out, const RunInfo& info) {
+  const DatasetConfig& d = *info.dataset;
+  const BenchConfig& c = *info.config;
+  Row(out, "Load:", fmt::format("trace timestamps x {}{}", c.time_scale,
+                                c.concurrency > 0 ? fmt::format(", max concurrency {}", c.concurrency) : ""));
+  Row(out, "Prompts clipped to max-input-len:",
+      d.max_input_len > 0 ? fmt::format("{} (limit {} tokens)", info.num_clipped, d.max_input_len) : "0 (no limit)");
+}
+
+void GoodputRows(std::string* out, const BenchReport& r) {
+  if (r.goodput_limits.empty()) return;
+  Row(out, fmt::format("Goodput (req/s,{}):", GoodputLabel(r.goodput_limits)),
+      fmt::format("{:.2f} ({} of {} completed)", r.goodput, r.num_good, r.num_completed));
+  if (r.good_fraction) Row(out, "Requests meeting the SLOs:", fmt::format("{:.1f}% of sent", *r.good_fraction * 100));
+}
 }  // namespace
 
 std::string FormatTable(const BenchReport& r, const RunInfo& info) {
   const BenchConfig& c = *info.config;
   std::string out = fmt::format("{:=^56}\n", " Serving Benchmark Result ");
-  Row(&out, "net::Endpoint:", c.base_url + std::string(ApiPath(c.api)));
+  Row(&out, "Endpoint:", c.base_url + std::string(ApiPath(c.api)));
   Row(&out, "Model:", info.model);
-  Row(&out, "Dataset:", fmt::format("{} (seed {}, lengths in {})", DatasetKindName(info.dataset->kind),
-                                    info.dataset->seed, info.tokenizer.empty() ? "words" : "tokens"));
-  Row(&out, "Load:", LoadShape(c));
+  Row(&out, "Dataset:", DatasetLabel(info));
+  if (info.dataset->kind == DatasetKind::kTrace) {
+    TraceRows(&out, info);
+  } else {
+    Row(&out, "Load:", LoadShape(c));
+  }
   Row(&out, "Benchmark duration (s):", fmt::format("{:.2f}", r.duration_s));
   Row(&out, "Completed requests:", std::to_string(r.num_completed));
   Row(&out, "Failed requests:", std::to_string(r.num_errors));
   Row(&out, "Rejected requests (final 429):", std::to_string(r.num_rejected));
   Row(&out, "429 responses (incl. retried):", std::to_string(r.num_429_responses));
+  Row(&out, "Requests that got a 429:", std::to_string(r.num_requests_with_429));
   if (r.num_skipped > 0) Row(&out, "Turns not sent:", std::to_string(r.num_skipped));
   Row(&out, "Total input tokens:", std::to_string(r.total_input_tokens));
   Row(&out, "Total output tokens:", std::to_string(r.total_output_tokens));
@@ -122,9 +158,7 @@ std::string FormatTable(const BenchReport& r, const RunInfo& info) {
   Row(&out, "Input token throughput (tok/s):", fmt::format("{:.2f}", r.input_throughput));
   Row(&out, "Output token throughput (tok/s):", fmt::format("{:.2f}", r.output_throughput));
   Row(&out, "Total token throughput (tok/s):", fmt::format("{:.2f}", r.total_token_throughput));
-  if (!r.goodput_limits.empty())
-    Row(&out, fmt::format("Goodput (req/s,{}):", GoodputLabel(r.goodput_limits)),
-        fmt::format("{:.2f} ({} of {} completed)", r.goodput, r.num_good, r.num_completed));
+  GoodputRows(&out, r);
   Row(&out, "Prefix cache hit rate:",
       r.hit_rate ? fmt::format("{:.1f}% ({} of {} prompt tokens)", *r.hit_rate * 100, r.total_cached_tokens,
                                r.total_input_tokens)
@@ -159,6 +193,7 @@ std::string ReportJson(const BenchReport& r, const RunInfo& info, const std::vec
               {"errors", r.num_errors},
               {"rejected", r.num_rejected},
               {"responses_429", r.num_429_responses},
+              {"requests_with_429", r.num_requests_with_429},
               {"turns_not_sent", r.num_skipped},
               {"completed_with_usage", r.num_with_usage},
               {"total_input_tokens", r.total_input_tokens},
@@ -179,7 +214,8 @@ std::string ReportJson(const BenchReport& r, const RunInfo& info, const std::vec
                       {"tpot", OptionalJson(r.goodput_limits.tpot_ms)},
                       {"e2el", OptionalJson(r.goodput_limits.e2el_ms)}}},
                     {"requests_per_s", r.goodput_limits.empty() ? Json(nullptr) : Json(r.goodput)},
-                    {"num_good", r.num_good}};
+                    {"num_good", r.num_good},
+                    {"fraction", OptionalJson(r.good_fraction)}};
   Json turns = Json::array();
   for (const TurnStats& t : r.turns)
     turns.push_back({{"turn", t.turn_idx}, {"completed", t.num_completed}, {"prompt_tokens", t.prompt_tokens},

@@ -19,6 +19,8 @@ struct RunInfo {
   std::string model;
   std::string tokenizer;  // path, or empty when lengths are word counts
   int64_t num_connections = 0;
+  int64_t num_jobs = 0;     // trace: requests replayed (after --num-requests)
+  int64_t num_clipped = 0;  // trace: prompts cut to max_input_len
 };
 
 std::string FormatTable(const BenchReport& report, const RunInfo& info);

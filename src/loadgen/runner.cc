@@ -17,6 +17,7 @@
 #include <cmath>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <tuple>
 
 #include "loadgen/rng.h"
@@ -66,6 +67,14 @@ class Slots {
   std::deque<std::shared_ptr<asio::steady_timer>> waiters_;
 };
 
+bool IsTrace(const Dataset& dataset) { return dataset.config().kind == DatasetKind::kTrace; }
+
+// Jobs in flight at most: max_concurrency for Poisson runs, concurrency for trace replay.
+int32_t InFlightCap(const BenchConfig& config, const Dataset& dataset) {
+  const int32_t cap = IsTrace(dataset) ? config.concurrency : config.max_concurrency;
+  return cap > 0 ? cap : INT32_MAX;
+}
+
 void FillFromStream(const net::HttpOutcome& out, const StreamAccumulator& acc, double start_s, double end_s,
                     RequestRecord* r) {
   r->outcome = Outcome::kError;
@@ -97,7 +106,7 @@ class Run {
  public:
   Run(const BenchConfig& config, const Dataset& dataset, net::HttpClient& client, ProgressFn progress)
       : config_(config), dataset_(dataset), client_(client), progress_(std::move(progress)),
-        slots_(config.max_concurrency > 0 ? config.max_concurrency : INT32_MAX) {}
+        slots_(InFlightCap(config, dataset)) {}
 
   asio::awaitable<void> Main(asio::any_io_executor executor);
 
@@ -120,10 +129,12 @@ class Run {
 
   asio::awaitable<void> ResolveModel();
   asio::awaitable<void> ClosedLoopWorker();
-  asio::awaitable<void> Dispatch(asio::any_io_executor executor);
+  // Starts job idx at next_arrival(idx) seconds (non-decreasing) while a slot is free.
+  asio::awaitable<void> Dispatch(asio::any_io_executor executor, std::function<double(int64_t)> next_arrival);
   asio::awaitable<void> RunSlottedJob(int64_t job_idx);
   asio::awaitable<void> RunJob(int64_t job_idx);
-  asio::awaitable<RequestRecord> RunRequest(int64_t job_idx, int32_t turn_idx, std::string body, std::string* reply);
+  asio::awaitable<RequestRecord> RunRequest(int64_t job_idx, int32_t turn_idx, std::string body, std::string session,
+                                            std::string* reply);
 
   const BenchConfig& config_;
   const Dataset& dataset_;
@@ -139,8 +150,13 @@ asio::awaitable<void> Run::Main(asio::any_io_executor executor) {
   if (model.empty()) co_await ResolveModel();
   if (failure) co_return;
   start_ = std::chrono::steady_clock::now();
-  if (config_.request_rate > 0) {
-    co_spawn(executor, Dispatch(executor), OnDone());
+  if (IsTrace(dataset_)) {
+    const double scale = config_.time_scale;
+    co_spawn(executor, Dispatch(executor, [this, scale](int64_t idx) { return *dataset_.ArrivalS(idx) * scale; }),
+             OnDone());
+  } else if (config_.request_rate > 0) {
+    auto arrivals = std::make_shared<PoissonArrivals>(config_.request_rate, config_.seed);
+    co_spawn(executor, Dispatch(executor, [arrivals](int64_t) { return arrivals->Next(); }), OnDone());
   } else {
     for (int32_t i = 0; i < std::max(config_.concurrency, 1); ++i) co_spawn(executor, ClosedLoopWorker(), OnDone());
   }
@@ -169,10 +185,9 @@ asio::awaitable<void> Run::ClosedLoopWorker() {
   while (!PastDeadline() && JobsLeft(next_job_)) co_await RunJob(next_job_++);
 }
 
-asio::awaitable<void> Run::Dispatch(asio::any_io_executor executor) {
-  PoissonArrivals arrivals(config_.request_rate, config_.seed);
+asio::awaitable<void> Run::Dispatch(asio::any_io_executor executor, std::function<double(int64_t)> next_arrival) {
   for (int64_t idx = 0; JobsLeft(idx); ++idx) {
-    double at = arrivals.Next();
+    double at = next_arrival(idx);
     if (config_.duration_s > 0 && at >= config_.duration_s) break;
     if (at > Now()) co_await Sleep(at - Now());
     co_await slots_.Acquire();
@@ -198,11 +213,13 @@ asio::awaitable<void> Run::RunJob(int64_t job_idx) {
       num_skipped += num_turns - t;
       break;
     }
-    SamplingParams params{model, job.turns[t].max_tokens, config_.temperature, config_.sampling_seed,
-                          config_.ignore_eos};
-    std::string body = BuildRequestBody(config_.api, params, TurnMessages(job, t, replies));
+    const Turn& turn = job.turns[t];
+    SamplingParams params{model, turn.max_tokens, config_.temperature, config_.sampling_seed,
+                          config_.ignore_eos || turn.ignore_eos};
+    std::string body = turn.prompt_ids.empty() ? BuildRequestBody(config_.api, params, TurnMessages(job, t, replies))
+                                               : BuildTokenPromptBody(params, turn.prompt_ids);
     std::string reply;
-    RequestRecord r = co_await RunRequest(job_idx, t, std::move(body), &reply);
+    RequestRecord r = co_await RunRequest(job_idx, t, std::move(body), job.session, &reply);
     bool ok = r.outcome == Outcome::kOk;
     if (progress_) progress_(r);
     records.push_back(std::move(r));
@@ -216,15 +233,18 @@ asio::awaitable<void> Run::RunJob(int64_t job_idx) {
 }
 
 asio::awaitable<RequestRecord> Run::RunRequest(int64_t job_idx, int32_t turn_idx, std::string body,
-                                               std::string* reply) {
+                                               std::string session, std::string* reply) {
   RequestRecord r;
   r.job_idx = job_idx;
   r.turn_idx = turn_idx;
   r.start_s = Now();
   for (int32_t attempt = 0;; ++attempt) {
     StreamAccumulator acc;
+    net::RequestExtras extras;
+    if (!session.empty()) extras.headers.emplace_back("x-session-id", session);
     net::HttpOutcome out = co_await client_.Post(std::string(ApiPath(config_.api)), body,
-                                            [&](std::string_view piece) { acc.OnBytes(piece, Now()); });
+                                                 [&](std::string_view piece) { acc.OnBytes(piece, Now()); },
+                                                 std::move(extras));
     double end_s = Now();
     if (out.status == 429) {
       ++r.num_429;
@@ -255,6 +275,7 @@ base::Status BenchConfig::Validate() const {
   if (max_retries < 0) return bad("max-retries must be >= 0");
   if (!(timeout_s > 0) || std::isinf(timeout_s)) return bad("timeout must be > 0 seconds");
   if (!(temperature >= 0)) return bad("temperature must be >= 0");
+  if (!(time_scale >= 0) || std::isinf(time_scale)) return bad("time-scale must be a finite number >= 0");
   return net::ParseBaseUrl(base_url).status();
 }
 
@@ -262,6 +283,10 @@ base::Result<RunResult> RunBenchmark(const BenchConfig& config, const Dataset& d
   FS_RETURN_IF_ERROR(config.Validate());
   if (dataset.num_jobs() == 0 && config.duration_s <= 0)
     return base::MakeError(base::ErrorCode::kInvalidArgument, "an unlimited number of requests needs a duration");
+  if (IsTrace(dataset) && config.api != ApiKind::kCompletions)
+    return base::MakeError(base::ErrorCode::kInvalidArgument, "trace replay sends token ids: use the completions endpoint");
+  if (IsTrace(dataset) && config.request_rate > 0)
+    return base::MakeError(base::ErrorCode::kInvalidArgument, "a trace sets its own arrival times (no request-rate)");
   FS_ASSIGN_OR_RETURN(net::Endpoint endpoint, net::ParseBaseUrl(config.base_url));
   asio::io_context io;
   net::HttpClient client(io.get_executor(), endpoint, config.api_key, config.timeout_s);

@@ -1,5 +1,5 @@
 // The benchmark driver: runs a Dataset's jobs against an OpenAI-compatible endpoint, closed
-// loop or seeded Poisson arrivals, recording every request. Called by app and tests. Blocks;
+// loop, seeded Poisson arrivals or a trace's timestamps, recording every request. Called by app and tests. Blocks;
 // the calling thread drives all I/O on one event loop (and runs the progress callback).
 #pragma once
 
@@ -27,9 +27,12 @@ struct BenchConfig {
   // Load shape: concurrency > 0 keeps that many jobs in flight (closed loop); request_rate > 0
   // starts jobs at Poisson arrival times (infinity: all at once), at most max_concurrency
   // (0 = no cap) in flight. A job is one request, or one conversation for multi-turn.
+  // Trace datasets start each request at its timestamp x time_scale (0 = at once), at most
+  // concurrency (0 = no cap) in flight; request_rate and max_concurrency do not apply.
   int32_t concurrency = 0;
   double request_rate = 0.0;
   int32_t max_concurrency = 0;
+  double time_scale = 1.0;  // trace: 0.5 replays twice as fast
   double duration_s = 0.0;  // > 0: start no request after this many seconds
   uint64_t seed = 0;        // arrival times
   // 429 handling: rejected at once, or (honor_retry_after) retried after Retry-After seconds
@@ -52,7 +55,8 @@ struct RunResult {
 using ProgressFn = std::function<void(const RequestRecord& record)>;
 
 // Errors only when the run cannot start (bad config or URL, no model name available); failed
-// requests are records. `dataset` must have a job limit or the config a duration.
+// requests are records. `dataset` must have a job limit or the config a duration; a trace
+// dataset needs ApiKind::kCompletions (its prompts are token ids) and no request_rate.
 base::Result<RunResult> RunBenchmark(const BenchConfig& config, const Dataset& dataset, ProgressFn progress = nullptr);
 
 }  // namespace flashserve::loadgen

@@ -2,7 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <map>
 #include <set>
 
@@ -11,37 +10,6 @@
 
 namespace flashserve::router {
 namespace {
-
-TEST(TraceTest, ParseFormatRoundTrip) {
-  const std::string text =
-      "{\"timestamp\": 2000, \"input_length\": 300, \"output_length\": 20, \"hash_ids\": [1, 2, 3]}\n"
-      "\n"
-      "{\"timestamp\": 500, \"input_length\": 130, \"output_length\": 5, \"hash_ids\": [1, 9], \"session\": \"a\"}\n";
-  auto trace = ParseTrace(text);
-  ASSERT_TRUE(trace.ok()) << trace.error().ToString();
-  ASSERT_EQ(trace->size(), 2u);
-  EXPECT_DOUBLE_EQ((*trace)[0].arrival_s, 0.5);  // sorted by arrival
-  EXPECT_EQ((*trace)[0].session, "a");
-  EXPECT_EQ((*trace)[1].hash_ids, (std::vector<int64_t>{1, 2, 3}));
-  auto again = ParseTrace(FormatTrace(*trace));
-  ASSERT_TRUE(again.ok());
-  ASSERT_EQ(again->size(), 2u);
-  EXPECT_EQ((*again)[1].input_tokens, 300);
-  EXPECT_EQ((*again)[0].session, "a");
-
-  auto bad = ParseTrace("{\"timestamp\": 1, \"input_length\": 1, \"hash_ids\": []}\n{\"timestamp\": 1}\n");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.error().message().find("line 2"), std::string::npos);
-  EXPECT_FALSE(ParseTrace("not json\n").ok());
-  EXPECT_FALSE(ParseTrace("{\"timestamp\": 1, \"input_length\": 1, \"hash_ids\": [\"x\"]}").ok());
-
-  const std::string path = ::testing::TempDir() + "/route_sim_trace.jsonl";
-  ASSERT_TRUE(WriteTrace(*trace, path).ok());
-  auto read = ReadTrace(path);
-  ASSERT_TRUE(read.ok());
-  EXPECT_EQ(read->size(), 2u);
-  std::filesystem::remove(path);
-}
 
 TEST(TraceTest, BlockTableChainsIds) {
   BlockTable table;

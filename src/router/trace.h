@@ -1,35 +1,25 @@
-// Request traces for the route simulator: Mooncake-style JSON lines (read, write), interning of
-// their block-id chains into kv::BlockHash keys, and a synthetic multi-turn agent workload.
+// Request traces for the route simulator: interning of Mooncake-style traces' block-id chains
+// (protocol/trace.h) into kv::BlockHash keys, and a synthetic multi-turn agent workload.
 // Plain data and pure functions; BlockTable is single-threaded.
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <string>
-#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "base/result.h"
 #include "kv/block_hash.h"
+#include "protocol/trace.h"
 
 namespace flashserve::router {
 
-// One line: {"timestamp": ms, "input_length": n, "output_length": n, "hash_ids": [...],
-// "session": "optional"}. hash_ids name consecutive prompt blocks (equal id = equal content).
-struct TraceRequest {
-  double arrival_s = 0;
-  int64_t input_tokens = 0;
-  int64_t output_tokens = 0;
-  std::vector<int64_t> hash_ids;
-  std::string session;
-};
-
-// Blank lines are skipped; an error names the line. The result is sorted by arrival (stable).
-base::Result<std::vector<TraceRequest>> ParseTrace(std::string_view jsonl);
-base::Result<std::vector<TraceRequest>> ReadTrace(const std::string& path);
-std::string FormatTrace(std::span<const TraceRequest> trace);
-base::Status WriteTrace(std::span<const TraceRequest> trace, const std::string& path);
+// The record and its JSON-lines codec live in protocol (shared with loadgen's trace replay).
+using protocol::FormatTrace;
+using protocol::ParseTrace;
+using protocol::ReadTrace;
+using protocol::TraceRequest;
+using protocol::WriteTrace;
 
 // Interns prompt block chains: id k of a request becomes H_k = ChainBlock(H_{k-1}, id as tokens),
 // the way real prompts chain, under HashSeed("route-sim", ""); each distinct chain position gets a
