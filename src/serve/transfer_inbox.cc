@@ -12,9 +12,10 @@ constexpr auto kWatchInterval = std::chrono::milliseconds(50);
 constexpr auto kUnclaimedRetention = std::chrono::seconds(60);  // finished transfers nobody expected
 }  // namespace
 
-TransferInbox::TransferInbox(Service* service, double hello_timeout_s)
+TransferInbox::TransferInbox(Service* service, double hello_timeout_s, int64_t max_held_bytes)
     : service_(service),
       hello_timeout_(std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hello_timeout_s))),
+      max_held_bytes_(max_held_bytes),
       watchdog_([this] { Watch(); }) {}
 
 TransferInbox::~TransferInbox() {
@@ -29,15 +30,22 @@ TransferInbox::~TransferInbox() {
 void TransferInbox::Expect(const transfer::TransferId& id, DoneFn done) {
   std::unique_lock<std::mutex> lock(mu_);
   Entry& e = entries_[id];
+  std::vector<CacheObject> held = std::move(e.held);
+  for (const CacheObject& o : held) held_bytes_ -= static_cast<int64_t>(o.payload->size());
+  e.held.clear();
+  e.expected = true;
   if (e.finished) {
     Outcome outcome = e.outcome;
     entries_.erase(id);
     lock.unlock();
+    for (const CacheObject& o : held) service_->ImportObject(o);
     done(outcome);
     return;
   }
   e.done = std::move(done);
   e.deadline = Clock::now() + hello_timeout_;
+  lock.unlock();
+  for (const CacheObject& o : held) service_->ImportObject(o);
 }
 
 void TransferInbox::OnHello(const transfer::TransferId& id, const transfer::Hello&) {
@@ -46,9 +54,21 @@ void TransferInbox::OnHello(const transfer::TransferId& id, const transfer::Hell
 }
 
 void TransferInbox::OnObject(const transfer::TransferId& id, transfer::TransferObject object) {
-  service_->ImportObject(CacheObject{object.kind, object.hash, object.tokens, std::move(object.payload)});
-  std::lock_guard<std::mutex> lock(mu_);
-  ++entries_[id].outcome.objects;
+  CacheObject o{object.kind, object.hash, object.tokens, std::move(object.payload)};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Entry& e = entries_[id];
+    ++e.outcome.objects;
+    if (!e.expected) {  // no request has named this transfer (yet): hold, within the bound
+      const int64_t bytes = static_cast<int64_t>(o.payload->size());
+      if (held_bytes_ + bytes <= max_held_bytes_) {
+        held_bytes_ += bytes;
+        e.held.push_back(std::move(o));
+      }
+      return;
+    }
+  }
+  service_->ImportObject(o);
 }
 
 void TransferInbox::OnEnd(const transfer::TransferId& id, const transfer::EndSummary& end) {
@@ -94,7 +114,8 @@ void TransferInbox::Watch() {
       if (e.done && !e.hello && now >= e.deadline) {
         timed_out.push_back(std::move(e.done));
         it = entries_.erase(it);
-      } else if (e.finished && now - e.created > kUnclaimedRetention) {
+      } else if (!e.expected && now - e.created > kUnclaimedRetention) {  // nobody named it: drop
+        for (const CacheObject& o : e.held) held_bytes_ -= static_cast<int64_t>(o.payload->size());
         it = entries_.erase(it);
       } else {
         ++it;

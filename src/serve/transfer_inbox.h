@@ -1,8 +1,10 @@
 // TransferInbox (decode side of disaggregated serving): the TransferSink of this worker's
-// TransferReceiver. Objects a prefill worker streams are imported into the prefix cache as they
-// arrive; a request that names the transfer waits (without blocking a thread) until the transfer
-// ends, fails, or sends no HELLO within a timeout, then runs, resuming from the imported state or
-// recomputing. Sink calls come from receiver threads, Expect from any thread; thread-safe.
+// TransferReceiver. Objects of a transfer that a request named (Expect) are imported into the
+// prefix cache as they arrive; objects arriving before that request are held (bounded) and
+// imported when it comes, and never imported when no request names the transfer, so a stranger
+// who can reach the transfer port cannot plant cache entries without a live 128-bit transfer id.
+// A waiting request runs (resume or recompute) when its transfer ends, fails, or sends no HELLO
+// within a timeout. Sink calls come from receiver threads, Expect from any thread; thread-safe.
 #pragma once
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "serve/service.h"
 #include "transfer/receiver.h"
@@ -30,7 +33,9 @@ class TransferInbox final : public transfer::TransferSink {
 
   // service receives the objects (ImportObject); hello_timeout_s bounds the wait for a transfer
   // that never starts (its prefill worker is dead or never got the request).
-  explicit TransferInbox(Service* service, double hello_timeout_s = 1.0);
+  // max_held_bytes bounds objects held for transfers no request has named yet (beyond it such
+  // objects are dropped, and that transfer's request recomputes what is missing).
+  explicit TransferInbox(Service* service, double hello_timeout_s = 1.0, int64_t max_held_bytes = int64_t{1} << 30);
   ~TransferInbox() override;  // stops the watchdog; pending DoneFns are dropped
   TransferInbox(const TransferInbox&) = delete;
   TransferInbox& operator=(const TransferInbox&) = delete;
@@ -50,6 +55,8 @@ class TransferInbox final : public transfer::TransferSink {
     bool hello = false, finished = false;
     Outcome outcome;
     DoneFn done;
+    bool expected = false;             // a request named this transfer: import on arrival
+    std::vector<CacheObject> held;     // arrived before that request
     Clock::time_point created = Clock::now();
     Clock::time_point deadline{};  // for a HELLO, once expected
   };
@@ -58,6 +65,8 @@ class TransferInbox final : public transfer::TransferSink {
 
   Service* service_;
   const Clock::duration hello_timeout_;
+  const int64_t max_held_bytes_;
+  int64_t held_bytes_ = 0;  // mu_
   std::mutex mu_;
   std::condition_variable wake_;
   bool stop_ = false;
