@@ -41,6 +41,16 @@ struct MatMulArgs {
   // is exact, and the calling thread does not treat subnormal inputs as zero (e4m3 subnormals
   // become f32 subnormals). The same products, so the same bits, as the f16 route.
   bool fp8_low = false;
+  // FP8 with n <= 64 where fp8_scale_x is not chosen, in bands (weight rows sharing a row of
+  // scale tiles) of at least 128 rows or with n <= 8 (gemm/matmul_prescaled.h): each thread
+  // multiplies the activations by a band's tile factors once, into scratch, when all those
+  // products are exact (checked once per call against the scale range); weights then decode
+  // without any multiply: with DecodeFp8Low where fp8_low (here only: scale bytes <= 134 and
+  // no DAZ; factors fp8_fold_low), else the f16 route (factors fp8_fold). Otherwise the
+  // weights are scaled, in registers.
+  bool fp8_prescale = false;
+  const float* fp8_fold_low = nullptr;  // [256] 2^(s-7)
+  int fp8_scale_lo = 0, fp8_scale_hi = 0;  // the range of the scale bytes
   int64_t panel_rows = 0;
   int64_t padded_cols = 0;  // panel row stride: cols rounded up to the ISA step
   int64_t n = 0;
@@ -54,8 +64,18 @@ struct MatMulArgs {
   const float* e2m1_scaled = nullptr;  // [256][16] e2m1 values times 2^(s-127), per scale byte s
 };
 
+// The head of the scratch in fp8_prescale mode, reset by MatMulWithIsa at the start of each
+// call on each thread: how this call's activations are scaled (decided by the thread's first
+// rows) and which band's scaled activations follow the head.
+struct PrescaleState {
+  int mode = -1;  // -1 undecided, else gemm::PrescaleMode
+  int64_t band = -1;
+};
+constexpr int64_t kPrescaleHeadFloats = 16;  // 64 bytes: the activations stay aligned
+
 // Computes y[:, row_begin:row_end) (all n activation rows). scratch holds panel_rows *
-// padded_cols floats and is unused in direct mode. Only callable where IsaSupported(isa).
+// padded_cols floats (panels) or kPrescaleHeadFloats + n * cols (fp8_prescale) and is unused in
+// the other direct modes. Only callable where IsaSupported(isa).
 void MatMulRowsAvx512(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
 void MatMulRowsAvx2(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
 // Vector width in floats of each ISA's accumulators (generic: the portable 16-lane order).

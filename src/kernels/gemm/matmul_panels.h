@@ -1,10 +1,12 @@
 // FP8 panels (rows dequantized once into scratch, then multiplied by every activation row) and
-// RunRows, the per-format entry of the vector matrix product, as templates on ISA traits V;
-// included by matmul_avx2.cc / matmul_avx512.cc. Re-entrant; the scratch is the caller's.
+// RunRows, the per-format entry of the vector matrix product (FP8 modes: see MatMulArgs), as
+// templates on ISA traits V; included by matmul_avx2.cc / matmul_avx512.cc. Re-entrant; the
+// scratch is the caller's.
 #pragma once
 
 #include <cstdint>
 
+#include "kernels/gemm/matmul_prescaled.h"
 #include "kernels/gemm/matmul_simd.h"
 
 namespace flashserve::kernels::internal::gemm {
@@ -43,27 +45,21 @@ void FillPanelFp8Scalar(const MatMulArgs& a, int64_t r0, int64_t r1, float* pane
   }
 }
 
-// Prefetches the raw weights of rows [r0, r1) (contiguous in memory) into L2.
-template <class V, class Src>
-void PrefetchRows(const Src& src, int64_t r0, int64_t r1) {
-  if (r0 >= r1) return;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(src.RowStart(r0));
-  const uintptr_t end = reinterpret_cast<uintptr_t>(src.RowStart(r1));
-  for (uintptr_t line = begin & ~uintptr_t{63}; line < end; line += 64) V::Prefetch(line);
-}
-
 template <class V, class Src>
 void PanelRowsPass(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   for (int64_t p0 = r0; p0 < r1; p0 += a.panel_rows) {
     const int64_t p1 = r1 - p0 < a.panel_rows ? r1 : p0 + a.panel_rows;
-    // The next panel's weights stream in from memory while this one is multiplied.
-    PrefetchRows<V>(src, p1, r1 - p1 < a.panel_rows ? r1 : p1 + a.panel_rows);
+    // The next panel's weights (past r1: most likely the next task's) stream in from memory
+    // while this one is multiplied, a share per register tile (one burst of prefetches before
+    // the panel stalled once the miss queue was full).
+    const PrefetchSpan next{reinterpret_cast<uintptr_t>(src.RowStart(p1)),
+                            reinterpret_cast<uintptr_t>(src.RowStart(p1 + a.panel_rows))};
     if (a.format == model::MatrixFormat::kFp8 && !a.fp8_vector) {
       FillPanelFp8Scalar<V>(a, p0, p1, scratch);
     } else {
       FillPanel<V>(src, p0, p1, a.cols, a.padded_cols, scratch);
     }
-    Rows<V>(PanelRows<V>{scratch, a.padded_cols, p0}, a, p0, p1);
+    Rows<V>(PanelRows<V>{scratch, a.padded_cols, p0}, a, p0, p1, next);
   }
 }
 
@@ -76,14 +72,16 @@ void RunRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
     case model::MatrixFormat::kF16: Rows<V>(Half16Rows<V, false>{&a}, a, r0, r1); return;
     case model::MatrixFormat::kFp4: Rows<V>(Fp4Rows<V>{&a}, a, r0, r1); return;
     case model::MatrixFormat::kFp8:
-      if (a.fp8_low) {
-        Rows<V>(Fp8Rows<V, false, true>{&a}, a, r0, r1);
+      if (a.fp8_prescale) {
+        PrescaledRows<V>(a, r0, r1, scratch);
+      } else if (a.fp8_scale_x && a.fp8_low) {
+        Rows<V>(Fp8Rows<V, Fp8Scale::kActivations, true>{&a}, a, r0, r1);
       } else if (a.fp8_scale_x) {
-        Rows<V>(Fp8Rows<V, false, false>{&a}, a, r0, r1);
+        Rows<V>(Fp8Rows<V, Fp8Scale::kActivations, false>{&a}, a, r0, r1);
       } else if (a.direct) {
-        Rows<V>(Fp8Rows<V, true, false>{&a}, a, r0, r1);
+        Rows<V>(Fp8Rows<V, Fp8Scale::kWeights, false>{&a}, a, r0, r1);
       } else {
-        PanelRowsPass<V>(Fp8Rows<V, true, false>{&a}, a, r0, r1, scratch);
+        PanelRowsPass<V>(Fp8Rows<V, Fp8Scale::kWeights, false>{&a}, a, r0, r1, scratch);
       }
       return;
   }

@@ -23,12 +23,14 @@ int64_t ClampRow(int64_t r, const MatMulArgs* a) {
   return r < a->rows ? r : a->rows;
 }
 
-// The first rem values of p, zero-padded to N (row tails).
+// The first rem values of p, zero-padded to N (row tails). A fixed-count loop, not a copy of
+// rem values: that one became a memcpy call, and since a call clobbers every vector register,
+// the tiles then kept their accumulators on the stack (spilled and reloaded around the loop).
 template <class V, class T, int N>
 struct Staged {
-  T v[N] = {};
+  T v[N];
   Staged(const T* p, int rem) {
-    for (int i = 0; i < rem; ++i) v[i] = p[i];
+    for (int i = 0; i < N; ++i) v[i] = i < rem ? p[i] : T{};
   }
 };
 
@@ -69,18 +71,23 @@ struct Half16Rows {
   int64_t RowBytes() const { return a->cols * 2; }
 };
 
+// Where the FP8 tile factor goes: into each decoded weight vector, into each activation vector
+// per step (Tile calls XScale), or nowhere (activations scaled ahead, gemm/matmul_prescaled.h).
+enum class Fp8Scale { kWeights, kActivations, kPrescaled };
+
 // FP8 e4m3, power-of-two tiles of at least kLanes columns, so one scale per block. Each weight
-// decodes to e4m3 * 2^-8 (f16 route) or e4m3 * 2^-120 (kLow, only with activation scaling);
-// kScaled: times the tile factor (MatMulArgs::fp8_fold). Otherwise Tile multiplies the
-// activations by the factor instead (n <= 2, used only where that product is exact: see
-// MatMulArgs::fp8_scale_x and fp8_low).
-template <class V, bool kScaled, bool kLow>
+// decodes to e4m3 * 2^-8 (f16 route) or e4m3 * 2^-120 (kLow, only with scaled activations);
+// Fp8Scale::kWeights: times the tile factor (MatMulArgs::fp8_fold). Otherwise the activations
+// carry the factor, used only where that product is exact (see MatMulArgs::fp8_scale_x,
+// fp8_low, fp8_prescale).
+template <class V, Fp8Scale kScale, bool kLow>
 struct Fp8Rows {
   using F = typename V::F;
   static constexpr int kStep = V::kLanes;
   static constexpr int kStepBytes = kStep;
-  static constexpr bool kScalesX = !kScaled;
-  static constexpr int kDecodeCost = 2;  // sign extension, shift, mask, conversion, scale
+  static constexpr bool kScalesX = kScale == Fp8Scale::kActivations;
+  // sign extension, shift, mask, conversion, scale (prescaled: no scale; kLow: no conversion)
+  static constexpr int kDecodeCost = 2;
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;
@@ -88,7 +95,7 @@ struct Fp8Rows {
     int shift;
     F Decode(const uint8_t* p, int64_t k) const {
       const F h = kLow ? V::DecodeFp8Low(p) : V::DecodeFp8(p);
-      return kScaled ? V::Mul(h, V::Set1(fold[s[k >> shift]])) : h;
+      return kScale == Fp8Scale::kWeights ? V::Mul(h, V::Set1(fold[s[k >> shift]])) : h;
     }
     void Load(int64_t k, F* w) const { w[0] = Decode(q + k, k); }
     void Tail(int64_t k, int rem, F* w) const { w[0] = Decode(Staged<V, uint8_t, kStep>(q + k, rem).v, k); }

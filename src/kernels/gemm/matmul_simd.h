@@ -26,28 +26,59 @@ namespace flashserve::kernels::internal::gemm {
 constexpr uintptr_t kPrefetchLead = 4096;
 constexpr uintptr_t kWarmBytes = 16384;
 
+// ys[i][o0 + j] = V::Sum(acc[i][j]). Where the traits have Sums (the same trees for kLanes
+// vectors at once), groups of at least 3/4 kLanes accumulators take it, zero-padded (measured
+// on Zen 4, BF16 4 x 4 tiles in L2: 88% -> 92% of the FMA peak at 1024 columns, 80% -> 87% at
+// 512, with the tile loops unrolled; smaller groups keep separate trees, which use fewer
+// shuffle slots where decoding already fills them).
+template <class V, int MR, int NR>
+inline void StoreSums(const typename V::F (&acc)[MR][NR], float* const* ys, int64_t o0) {
+  using F = typename V::F;
+  constexpr int L = V::kLanes, kCount = MR * NR;
+  int k = 0;
+  if constexpr (requires(const F* v) { V::Sums(v); }) {
+#pragma GCC unroll 4
+    for (; k + 3 * L / 4 <= kCount; k += L) {
+      F v[L];
+#pragma GCC unroll 16
+      for (int t = 0; t < L; ++t) v[t] = k + t < kCount ? acc[(k + t) / NR][(k + t) % NR] : V::Zero();
+      alignas(64) float sums[L];
+      V::Store(sums, V::Sums(v));
+#pragma GCC unroll 16
+      for (int t = 0; t < L; ++t)
+        if (k + t < kCount) ys[(k + t) / NR][o0 + (k + t) % NR] = sums[t];
+    }
+  }
+#pragma GCC unroll 16
+  for (; k < kCount; ++k) ys[k / NR][o0 + k % NR] = V::Sum(acc[k / NR][k % NR]);
+}
+
+// Cache lines [next, end) that one register tile requests while it multiplies.
+struct PrefetchSpan {
+  uintptr_t next = 0, end = 0;
+};
+
 // y[i, o0 + j] for MR activation rows xs[i] and NR weight rows o0 + j: the register tile.
-// kPrefetch: the first pass over these weights (a template parameter, so that later passes
-// carry no prefetch bookkeeping in their registers).
+// kPrefetch: the tile requests the lines of `span` (a template parameter, so that tiles without
+// one carry no prefetch bookkeeping in their registers).
 template <class V, int MR, int NR, bool kPrefetch, class Src>
-inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t cols, float* const* ys) {
+inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t cols, float* const* ys,
+                 PrefetchSpan span = {}) {
   using F = typename V::F;
   constexpr int L = V::kLanes, kVecs = Src::kStep / L;
   typename Src::Cursor rows[NR];
   for (int j = 0; j < NR; ++j) rows[j] = src.Row(o0 + j);
+  // Every loop over the tile is unrolled, so that the accumulators never need a stack home.
   F acc[MR][NR];
+#pragma GCC unroll 8
   for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) acc[i][j] = V::Zero();
-  // Weight rows streamed from memory (the first pass over them) are prefetched into L2, kLines
-  // cache lines per step: the bytes the next tile reads, kPrefetchLead further on. Hardware
-  // prefetchers stop at page boundaries and a row is often exactly a page.
-  constexpr int kLines = kPrefetch && Src::kStepBytes > 0 ? (NR * Src::kStepBytes + 63) / 64 : 0;
-  uintptr_t pf = 0, pf_end = 0;
-  if constexpr (kLines > 0) {
-    const uintptr_t end = reinterpret_cast<uintptr_t>(src.RowStart(INT64_MAX));
-    pf = (reinterpret_cast<uintptr_t>(src.RowStart(o0 + NR)) + kPrefetchLead) & ~uintptr_t{63};
-    pf_end = std::min(end, reinterpret_cast<uintptr_t>(src.RowStart(o0 + 2 * NR)) + kPrefetchLead);
-  }
+  // Prefetches go into L2, kLines cache lines per step: as many bytes as the tile reads from a
+  // streamed source (so a span of the next tile's rows keeps pace), two from a panel (whose
+  // span, a share of the next panel's raw weights, is smaller than that).
+  constexpr int kLines = !kPrefetch ? 0 : Src::kStepBytes > 0 ? (NR * Src::kStepBytes + 63) / 64 : 2;
+  uintptr_t pf = span.next & ~uintptr_t{63}, pf_end = span.end;
   const int64_t full = cols - cols % Src::kStep;
   int64_t k = 0;
   for (; k < full; k += Src::kStep) {
@@ -68,21 +99,35 @@ inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t col
   if (k < cols) {  // only sources with kStep == kLanes have tails
     const int rem = static_cast<int>(cols - k);
     F w[NR][kVecs];
+#pragma GCC unroll 8
     for (int j = 0; j < NR; ++j) rows[j].Tail(k, rem, w[j]);
+#pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) {
       F xv = V::Load(Staged<V, float, L>(xs[i] + k, rem).v);
       if constexpr (Src::kScalesX) xv = V::Mul(xv, rows[0].XScale(k));
+#pragma GCC unroll 8
       for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(w[j][0], xv, acc[i][j]);
     }
   }
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j) ys[i][o0 + j] = V::Sum(acc[i][j]);
+  StoreSums<V, MR, NR>(acc, ys, o0);
+}
+
+// The span a tile starting at weight row o of a first pass over streamed weights requests: the
+// rows the next tile reads, kPrefetchLead bytes further on (hardware prefetchers stop at page
+// boundaries and a row is often exactly a page).
+template <int NR, class Src>
+PrefetchSpan Ahead(const Src& src, int64_t o) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(src.RowStart(INT64_MAX));
+  return {reinterpret_cast<uintptr_t>(src.RowStart(o + NR)) + kPrefetchLead,
+          std::min(end, reinterpret_cast<uintptr_t>(src.RowStart(o + 2 * NR)) + kPrefetchLead)};
 }
 
 // Activation rows [i0, i0 + MR) against weight rows [r0, r1): NR weight rows per tile, then
 // single rows. The tile shape changes only which products share registers, never a result.
+// The first pass over streamed weights prefetches ahead of itself; over a panel, the tiles
+// share out `window` (bytes to request meanwhile) equally.
 template <class V, int MR, int NR, class Src>
-void RowGroup(const Src& src, const MatMulArgs& a, int64_t i0, int64_t r0, int64_t r1) {
+void RowGroup(const Src& src, const MatMulArgs& a, int64_t i0, int64_t r0, int64_t r1, PrefetchSpan window) {
   const float* xs[MR];
   float* ys[MR];
   for (int t = 0; t < MR; ++t) {
@@ -90,9 +135,14 @@ void RowGroup(const Src& src, const MatMulArgs& a, int64_t i0, int64_t r0, int64
     ys[t] = a.y + (i0 + t) * a.ldy;
   }
   int64_t o = r0;
-  if (i0 == 0) {  // the first pass over these weights streams them from memory
-    for (; o + NR <= r1; o += NR) Tile<V, MR, NR, true>(src, o, xs, a.cols, ys);
-    for (; o < r1; ++o) Tile<V, MR, 1, true>(src, o, xs, a.cols, ys);
+  if (Src::kStepBytes > 0 && i0 == 0) {
+    for (; o + NR <= r1; o += NR) Tile<V, MR, NR, true>(src, o, xs, a.cols, ys, Ahead<NR>(src, o));
+    for (; o < r1; ++o) Tile<V, MR, 1, true>(src, o, xs, a.cols, ys, Ahead<1>(src, o));
+  } else if (window.next < window.end && r1 - r0 >= NR) {
+    const uintptr_t share = ((window.end - window.next) / static_cast<uintptr_t>((r1 - r0) / NR) + 64) & ~uintptr_t{63};
+    for (uintptr_t next = window.next; o + NR <= r1; o += NR, next += share)
+      Tile<V, MR, NR, true>(src, o, xs, a.cols, ys, {next, std::min(window.end, next + share)});
+    for (; o < r1; ++o) Tile<V, MR, 1, false>(src, o, xs, a.cols, ys);
   } else {
     for (; o + NR <= r1; o += NR) Tile<V, MR, NR, false>(src, o, xs, a.cols, ys);
     for (; o < r1; ++o) Tile<V, MR, 1, false>(src, o, xs, a.cols, ys);
@@ -103,55 +153,65 @@ void RowGroup(const Src& src, const MatMulArgs& a, int64_t i0, int64_t r0, int64
 // more than kMaxMr rows share each decoded weight vector in count x kWideNr tiles (where the ISA
 // has the registers), fewer take count x 4 tiles.
 template <class V, class Src>
-void Group(const Src& src, const MatMulArgs& a, int64_t i0, int64_t count, int64_t r0, int64_t r1) {
+void Group(const Src& src, const MatMulArgs& a, int64_t i0, int64_t count, int64_t r0, int64_t r1,
+           PrefetchSpan w) {
   if constexpr (V::kWideMr == 8) {
     switch (count) {  // 5..8
-      case 5: RowGroup<V, 5, V::kWideNr>(src, a, i0, r0, r1); return;
-      case 6: RowGroup<V, 6, V::kWideNr>(src, a, i0, r0, r1); return;
-      case 7: RowGroup<V, 7, V::kWideNr>(src, a, i0, r0, r1); return;
-      case 8: RowGroup<V, 8, V::kWideNr>(src, a, i0, r0, r1); return;
+      case 5: RowGroup<V, 5, V::kWideNr>(src, a, i0, r0, r1, w); return;
+      case 6: RowGroup<V, 6, V::kWideNr>(src, a, i0, r0, r1, w); return;
+      case 7: RowGroup<V, 7, V::kWideNr>(src, a, i0, r0, r1, w); return;
+      case 8: RowGroup<V, 8, V::kWideNr>(src, a, i0, r0, r1, w); return;
       default: break;
     }
   }
   switch (count) {
-    case 1: RowGroup<V, 1, 4>(src, a, i0, r0, r1); return;
-    case 2: RowGroup<V, 2, 4>(src, a, i0, r0, r1); return;
-    case 3: if constexpr (V::kMaxMr >= 3) RowGroup<V, 3, 4>(src, a, i0, r0, r1); return;
-    default: if constexpr (V::kMaxMr >= 4) RowGroup<V, 4, 4>(src, a, i0, r0, r1); return;
+    case 1: RowGroup<V, 1, 4>(src, a, i0, r0, r1, w); return;
+    case 2: RowGroup<V, 2, 4>(src, a, i0, r0, r1, w); return;
+    case 3: if constexpr (V::kMaxMr >= 3) RowGroup<V, 3, 4>(src, a, i0, r0, r1, w); return;
+    default: if constexpr (V::kMaxMr >= 4) RowGroup<V, 4, 4>(src, a, i0, r0, r1, w); return;
   }
 }
 
-// All n activation rows against weight rows [r0, r1). A lone activation row takes
-// V::kSingleNr weight rows per tile; up to V::kWideMr rows (n x kWideNr tiles) are one pass
-// over the weights. More take passes of kMaxMr rows (tiles of kMaxMr x 4, whose activation rows
-// stay in L1; sources with kDecodeCost 2: kWideMr rows, fewer decodes) over blocks of about
-// kBlockBytes of weights, so that the block read from memory
-// by the first pass is still in L2 for the others (passes over a whole task range would stream
-// a tall matrix from DRAM once per pass: the 129280-row head ran at 27% of the FMA peak).
+// All n activation rows against weight rows [r0, r1); `window`: bytes to request meanwhile
+// (panels), shared out equally over the passes. A lone activation row takes V::kSingleNr
+// weight rows per tile; up to V::kWideMr rows (n x kWideNr tiles) are one pass over the
+// weights. More take passes of kMaxMr rows (tiles of kMaxMr x 4, whose activation rows stay in
+// L1; sources with kDecodeCost 2: kWideMr rows, fewer decodes) over blocks of about kBlockBytes
+// of weights, so that the block read from memory by the first pass is still in L2 for the
+// others (passes over a whole task range would stream a tall matrix from DRAM once per pass:
+// the 129280-row head ran at 27% of the FMA peak).
 template <class V, class Src>
-void Rows(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1) {
+void Rows(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, PrefetchSpan window = {}) {
   if constexpr (Src::kStepBytes > 0) {
     const uintptr_t begin = reinterpret_cast<uintptr_t>(src.RowStart(r0));
     const uintptr_t end = std::min(reinterpret_cast<uintptr_t>(src.RowStart(r1)), begin + kWarmBytes);
     for (uintptr_t line = begin & ~uintptr_t{63}; line < end; line += 64) V::Prefetch(line);
   }
   if (a.n == 1) {
-    RowGroup<V, 1, V::kSingleNr>(src, a, 0, r0, r1);
+    RowGroup<V, 1, V::kSingleNr>(src, a, 0, r0, r1, window);
     return;
   }
   // Wide tiles save decodes; for the cheapest decoders two full passes of kMaxMr rows run
   // faster (measured on Zen 4, BF16 n = 8: 8% faster; n = 5..7 and FP4/FP8: wide tiles).
   const bool wide = a.n <= V::kWideMr && (Src::kDecodeCost > 0 || a.n % V::kMaxMr != 0);
   if (a.n <= V::kMaxMr || wide) {
-    Group<V>(src, a, 0, a.n, r0, r1);
+    Group<V>(src, a, 0, a.n, r0, r1, window);
     return;
   }
   constexpr int64_t kBlockBytes = 64 * 1024, kBlockUnit = 24;  // a multiple of every tile's rows
+  constexpr int64_t kPass = Src::kDecodeCost >= 2 && V::kWideMr > V::kMaxMr ? V::kWideMr : V::kMaxMr;
   const int64_t block = std::max<int64_t>(kBlockUnit, kBlockBytes / src.RowBytes() / kBlockUnit * kBlockUnit);
+  // Passes of equal size (n = 17: 6 + 6 + 5, not 8 + 8 + 1, whose lone row decodes for itself).
+  const int64_t groups = (a.n + kPass - 1) / kPass, per = (a.n + groups - 1) / groups;
+  const int64_t passes = (r1 - r0 + block - 1) / block * groups;
+  const uintptr_t bytes = window.end > window.next ? window.end - window.next : 0;
+  int64_t pass = 0;
   for (int64_t b0 = r0; b0 < r1; b0 += block) {
     const int64_t b1 = std::min(r1, b0 + block);
-    constexpr int64_t kPass = Src::kDecodeCost >= 2 && V::kWideMr > V::kMaxMr ? V::kWideMr : V::kMaxMr;
-    for (int64_t i = 0; i < a.n; i += kPass) Group<V>(src, a, i, std::min<int64_t>(a.n - i, kPass), b0, b1);
+    for (int64_t i = 0; i < a.n; i += per, ++pass) {
+      const PrefetchSpan share{window.next + bytes * pass / passes, window.next + bytes * (pass + 1) / passes};
+      Group<V>(src, a, i, std::min(a.n - i, per), b0, b1, share);
+    }
   }
 }
 

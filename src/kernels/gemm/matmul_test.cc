@@ -204,22 +204,48 @@ TEST(MatMulTest, RowsAreBitIdenticalWhateverTheBatchAndThreads) {
   }
 }
 
+// Every activation row count from 1 to 33 (one register tile, wide tiles, passes, scaled FP8
+// activations) on awkward shapes: row tails, column tails, several FP8 bands, rows that end
+// mid-tile, against the fp64 reference.
+TEST(MatMulTest, EveryRowCountMatchesReference) {
+  base::ThreadPool pool(2);
+  std::mt19937 rng(41);
+  std::vector<int64_t> ns;
+  for (int64_t n = 1; n <= 33; ++n) ns.push_back(n);
+  struct Case {
+    MatrixFormat format;
+    int64_t rows, cols;
+    int tile;
+  };
+  const Case cases[] = {{MatrixFormat::kBF16, 67, 1040, 1}, {MatrixFormat::kBF16, 5, 45, 1},
+                        {MatrixFormat::kF16, 29, 100, 1},   {MatrixFormat::kF32, 19, 203, 1},
+                        {MatrixFormat::kFp8, 300, 320, 128}, {MatrixFormat::kFp8, 71, 200, 32},
+                        {MatrixFormat::kFp8, 9, 136, 8},     {MatrixFormat::kFp4, 67, 1024, 32},
+                        {MatrixFormat::kFp4, 3, 96, 32}};
+  for (const Case& c : cases)
+    CheckAgainstReference(MakeTestMatrix(c.format, c.rows, c.cols, c.tile, rng), ns, rng, pool);
+}
+
 // FP8 decode may scale activations instead of weights, which is exact only for activations
-// away from the subnormal range; tiny or huge activations must still give the batched bits.
+// away from the subnormal range and from overflow; tiny or huge activations (each FP8 route
+// fails in turn: the DecodeFp8Low factors overflow first, then the f16 ones) must still give
+// every row the bits it gets alone, in every batch size.
 TEST(MatMulTest, ExtremeActivationsKeepFp8RowsBitIdentical) {
   std::mt19937 rng(23);
   base::ThreadPool pool(2);
-  TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 64, 256, 32, rng);
-  const int64_t max_n = 12;
-  for (float magnitude : {1e-39f, 3e-36f, 1e32f}) {
+  TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 200, 256, 32, rng);
+  const int64_t max_n = 20;
+  for (float magnitude : {1e-39f, 3e-36f, 1.0f, 1e20f, 1e32f, 1e36f}) {
     std::vector<float> x = RandomVector(max_n * 256, rng, magnitude);
+    if (magnitude == 1.0f) x[7 * 256 + 3] = 1e37f;  // one huge value: batches with row 7 fall back
     for (Isa isa : SupportedIsas()) {
-      std::vector<float> batched(max_n * 64);
-      MatMulWithIsa(isa, tm.matrix, x.data(), max_n, 256, batched.data(), 64, pool);
-      for (int64_t n : {1, 2}) {
-        std::vector<float> alone(n * 64);
-        MatMulWithIsa(isa, tm.matrix, x.data(), n, 256, alone.data(), 64, pool);
-        EXPECT_EQ(0, std::memcmp(alone.data(), batched.data(), alone.size() * sizeof(float)))
+      std::vector<float> alone(max_n * 200);
+      for (int64_t i = 0; i < max_n; ++i)
+        MatMulWithIsa(isa, tm.matrix, x.data() + i * 256, 1, 256, alone.data() + i * 200, 200, pool);
+      for (int64_t n = 2; n <= max_n; ++n) {
+        std::vector<float> batched(n * 200);
+        MatMulWithIsa(isa, tm.matrix, x.data(), n, 256, batched.data(), 200, pool);
+        EXPECT_EQ(0, std::memcmp(alone.data(), batched.data(), batched.size() * sizeof(float)))
             << IsaName(isa) << " magnitude " << magnitude << " n=" << n;
       }
     }

@@ -49,6 +49,33 @@ struct Avx2 {
     const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
   }
+  // Running magnitudes of x (Avx512::Magnitudes).
+  static void Magnitudes(F x, F& lo, F& hi) {
+    const F m = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    hi = _mm256_max_ps(m, hi);
+    lo = _mm256_blendv_ps(lo, _mm256_min_ps(m, lo), _mm256_cmp_ps(m, _mm256_setzero_ps(), _CMP_GT_OQ));
+  }
+  static float MinLanes(F v) {  // exact in any order
+    const __m128 m4 = _mm_min_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 m2 = _mm_min_ps(m4, _mm_movehl_ps(m4, m4));
+    return _mm_cvtss_f32(_mm_min_ss(m2, _mm_movehdup_ps(m2)));
+  }
+  // Lane k of the result is Sum(v[k]) bit for bit, for 8 vectors at once (Avx512::Sums).
+  static F Sums(const F* v) {
+    constexpr int kOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    F w[4];  // halves 4 + 4
+    for (int p = 0; p < 4; ++p) {
+      const F a = v[kOrder[2 * p]], b = v[kOrder[2 * p + 1]];
+      w[p] = _mm256_add_ps(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+    }
+    F z[2];  // 2 + 2
+    for (int p = 0; p < 2; ++p) {
+      const __m256d r = _mm256_castps_pd(w[2 * p]), t = _mm256_castps_pd(w[2 * p + 1]);
+      z[p] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(r, t)),
+                           _mm256_castpd_ps(_mm256_unpackhi_pd(r, t)));
+    }
+    return _mm256_add_ps(_mm256_shuffle_ps(z[0], z[1], 0x88), _mm256_shuffle_ps(z[0], z[1], 0xDD));  // 1 + 1
+  }
 
   // e^x for x <= 0, the AVX-512 method (simd/avx512.h); 2^n is built in the exponent field
   // (n >= -126 after the clamp).

@@ -45,6 +45,35 @@ struct Avx512 {
     const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
   }
+  // Running magnitudes of x: hi = max(hi, |x|), lo = min(lo, |x|) over nonzero lanes; NaN
+  // lanes change neither (max returns its second operand when one is NaN; NaN > 0 is false).
+  static void Magnitudes(F x, F& lo, F& hi) {
+    const F m = _mm512_abs_ps(x);
+    hi = _mm512_max_ps(m, hi);
+    lo = _mm512_mask_min_ps(lo, _mm512_cmp_ps_mask(m, _mm512_setzero_ps(), _CMP_GT_OQ), m, lo);
+  }
+  static float MinLanes(F v) { return _mm512_reduce_min_ps(v); }  // exact in any order
+  // Lane k of the result is Sum(v[k]) bit for bit: Sum's additions of the same pairs, done for
+  // 16 vectors at once (30 shuffles and 15 adds instead of 64 and 64). The visiting order of
+  // v makes the sums come out in lane order.
+  static F Sums(const F* v) {
+    constexpr int kOrder[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+    F w[8];  // halves 8 + 8: w[p] holds two vectors' 8-lane partial sums
+    for (int p = 0; p < 8; ++p) {
+      const F a = v[kOrder[2 * p]], b = v[kOrder[2 * p + 1]];
+      w[p] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+    }
+    F u[4];  // 4 + 4: u[p] holds four 4-lane partial sums
+    for (int p = 0; p < 4; ++p)
+      u[p] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * p], w[2 * p + 1], 0x88),
+                           _mm512_shuffle_f32x4(w[2 * p], w[2 * p + 1], 0xDD));
+    F z[2];  // 2 + 2
+    for (int p = 0; p < 2; ++p) {
+      const __m512d r = _mm512_castps_pd(u[2 * p]), t = _mm512_castps_pd(u[2 * p + 1]);
+      z[p] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(r, t)), _mm512_castpd_ps(_mm512_unpackhi_pd(r, t)));
+    }
+    return _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));  // 1 + 1
+  }
 
   // e^x for x <= 0 (softmax numerators) within about 2 ulp: x = n ln2 + r (Cody-Waite), e^r by
   // its Taylor polynomial to r^7 (|r| <= ln2 / 2), times 2^n. NaN stays NaN; x below -87.3 is
