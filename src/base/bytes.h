@@ -1,15 +1,22 @@
 // Little-endian byte building and bounds-checked parsing for binary formats (state codec, KV
 // store objects, transfer frames), plus the FNV-1a 64-bit and Checksum64 object checksums
-// (one-shot and streaming). Pure functions and value types; no shared state.
+// (one-shot and streaming), and hex text of byte strings. Pure functions and value types; no
+// shared state.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
 namespace flashserve::base {
+
+// Lower-case hex of `bytes` (two digits per byte).
+std::string HexEncode(std::span<const uint8_t> bytes);
+// Exactly 2 x out.size() hex digits (either case) -> out; false (out unspecified) otherwise.
+bool HexDecode(std::string_view hex, std::span<uint8_t> out);
 
 inline uint64_t Fnv1a64(std::string_view data, uint64_t seed = 1469598103934665603ull) {
   uint64_t h = seed;

@@ -59,3 +59,20 @@ TEST(BytesTest, StreamEqualsOneShotForRandomPieces) {
 
 }  // namespace
 }  // namespace flashserve::base
+
+namespace flashserve::base {
+namespace {
+
+TEST(HexTest, EncodesLowerCaseAndDecodesEitherCaseOfExactLength) {
+  const uint8_t bytes[] = {0x00, 0x9f, 0xab, 0xff};
+  EXPECT_EQ(HexEncode(bytes), "009fabff");
+  uint8_t out[4] = {};
+  ASSERT_TRUE(HexDecode("009FabFF", out));
+  EXPECT_EQ(0, std::memcmp(out, bytes, 4));
+  EXPECT_FALSE(HexDecode("009fab", out));     // too short
+  EXPECT_FALSE(HexDecode("009fabff00", out)); // too long
+  EXPECT_FALSE(HexDecode("009fabfg", out));   // not a digit
+}
+
+}  // namespace
+}  // namespace flashserve::base

@@ -1,6 +1,8 @@
 // Block hashing with OpenSSL SHA-256 (kv/block_hash.h).
 #include "kv/block_hash.h"
 
+#include "base/bytes.h"
+
 #include <openssl/evp.h>
 
 #include <cstring>
@@ -79,29 +81,13 @@ std::vector<BlockHash> BlockHashes(const BlockHash& seed, std::span<const int32_
   return out;
 }
 
-std::string ToHex(const BlockHash& hash) {
-  static const char* kDigits = "0123456789abcdef";
-  std::string s(64, '0');
-  for (size_t i = 0; i < 32; ++i) {
-    s[2 * i] = kDigits[hash[i] >> 4];
-    s[2 * i + 1] = kDigits[hash[i] & 15];
-  }
-  return s;
-}
+std::string ToHex(const BlockHash& hash) { return base::HexEncode(hash); }
 
 bool FromHex(std::string_view hex, BlockHash* out) {
-  if (hex.size() != 64) return false;
-  auto nibble = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    return -1;
-  };
-  for (size_t i = 0; i < 32; ++i) {
-    int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    (*out)[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
-  return true;
+  // Lower case only: these name object files, and one hash must have one name.
+  for (char c : hex)
+    if (c >= 'A' && c <= 'F') return false;
+  return base::HexDecode(hex, *out);
 }
 
 }  // namespace flashserve::kv

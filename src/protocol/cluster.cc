@@ -3,6 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/bytes.h"
+
 namespace flashserve::protocol {
 namespace {
 
@@ -10,38 +12,10 @@ using Json = nlohmann::json;
 using base::Error;
 using base::ErrorCode;
 
-constexpr char kHexDigits[] = "0123456789abcdef";
-
-std::string HashHex(const KvHash& hash) {
-  std::string out(64, '0');
-  for (size_t i = 0; i < hash.size(); ++i) {
-    out[2 * i] = kHexDigits[hash[i] >> 4];
-    out[2 * i + 1] = kHexDigits[hash[i] & 15];
-  }
-  return out;
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool ParseHash(const std::string& hex, KvHash* out) {
-  if (hex.size() != 64) return false;
-  for (size_t i = 0; i < out->size(); ++i) {
-    const int hi = HexValue(hex[2 * i]), lo = HexValue(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    (*out)[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
-  return true;
-}
-
 Error Bad(const std::string& what) { return Error(ErrorCode::kInvalidArgument, "malformed cluster message: " + what); }
 
 Json ObjectJson(const KvObject& o) {
-  return Json{{"tier", KvTierName(o.tier)}, {"kind", KvObjectKindName(o.kind)}, {"hash", HashHex(o.hash)},
+  return Json{{"tier", KvTierName(o.tier)}, {"kind", KvObjectKindName(o.kind)}, {"hash", base::HexEncode(o.hash)},
               {"expiry", o.expiry_unix}};
 }
 
@@ -60,7 +34,7 @@ base::Result<KvObject> ObjectFromJson(const Json& j, const std::string& path) {
   if (k == "block") o.kind = KvObjectKind::kBlock;
   else if (k == "boundary") o.kind = KvObjectKind::kBoundary;
   else return Bad(path + ".kind: unknown kind '" + k + "'");
-  if (hash == j.end() || !hash->is_string() || !ParseHash(hash->get_ref<const std::string&>(), &o.hash))
+  if (hash == j.end() || !hash->is_string() || !base::HexDecode(hash->get_ref<const std::string&>(), o.hash))
     return Bad(path + ".hash: expected 64 hex digits");
   if (expiry != j.end()) {
     if (!expiry->is_number_integer()) return Bad(path + ".expiry: expected an integer");

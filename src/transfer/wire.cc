@@ -69,11 +69,7 @@ TransferId NewTransferId() {
   return id;
 }
 
-std::string ToHex(const TransferId& id) {
-  std::string out;
-  for (uint8_t b : id) out += fmt::format("{:02x}", b);
-  return out;
-}
+std::string ToHex(const TransferId& id) { return base::HexEncode(id); }
 
 void EncodeFrameHeader(const FrameHeader& header, char* out) {
   std::memcpy(out, kFrameMagic, 4);
@@ -197,20 +193,6 @@ base::Result<EndSummary> DecodeEnd(std::string_view payload) {
   return EndSummary{Load<uint64_t>(payload.data()), Load<uint64_t>(payload.data() + 8), Load<int64_t>(payload.data() + 16)};
 }
 
-bool ParseTransferId(std::string_view hex, TransferId* out) {
-  if (hex.size() != 2 * out->size()) return false;
-  auto digit = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  for (size_t i = 0; i < out->size(); ++i) {
-    const int hi = digit(hex[2 * i]), lo = digit(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return false;
-    (*out)[i] = static_cast<uint8_t>(hi << 4 | lo);
-  }
-  return true;
-}
+bool ParseTransferId(std::string_view hex, TransferId* out) { return base::HexDecode(hex, *out); }
 
 }  // namespace flashserve::transfer
