@@ -1,7 +1,9 @@
 // POST /v1/chat/completions: body -> ChatRequest -> DeepSeek prompt -> token ids -> job
 // (api/routes.h).
-#include "net/api_error.h"
+#include <optional>
+
 #include "api/routes.h"
+#include "net/api_error.h"
 #include "encoding/encoder.h"
 #include "protocol/chat_json.h"
 
@@ -18,6 +20,21 @@ net::ApiError ChatRequestError(const base::Error& error) {
   return net::FromError(error, is_path ? m.substr(0, colon) : "");
 }
 
+// Image parts need a vision encoder stage, which this server does not have yet.
+std::optional<net::ApiError> ImageInputError(const protocol::ChatRequest& chat) {
+  for (size_t m = 0; m < chat.messages.size(); ++m) {
+    const auto& parts = chat.messages[m].content.parts;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (parts[i].type != protocol::PartType::kImage) continue;
+      return net::FromError(base::Error(base::ErrorCode::kInvalidArgument,
+                                        "image inputs are not supported yet: this server runs the text model only "
+                                        "(vision is planned as a separate encoder stage)"),
+                            "messages[" + std::to_string(m) + "].content[" + std::to_string(i) + "]");
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange) {
@@ -26,6 +43,7 @@ void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange)
   if (!ReadGenerationBody(ctx, *exchange, Dialect::kChat, &body, &options)) return;
   base::Result<protocol::ChatRequest> chat = protocol::ChatRequestFromJson(body);
   if (!chat.ok()) return exchange->Respond(net::ErrorResponse(ChatRequestError(chat.error())));
+  if (auto error = ImageInputError(*chat)) return exchange->Respond(net::ErrorResponse(*error));
   base::Result<encoding::EncodedPrompt> prompt = encoding::EncodeChat(*chat, ctx.options.encoding_version);
   if (!prompt.ok()) return exchange->Respond(net::ErrorResponse(ChatRequestError(prompt.error())));
   base::Result<std::vector<int32_t>> ids = encoding::ToTokenIds(*prompt, *ctx.tokenizer);

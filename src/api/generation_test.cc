@@ -340,6 +340,8 @@ TEST_F(RoutesTest, InputErrors) {
       {R"({"model": "test-model", "messages": [{"role": "user", "content": 5}]})", 400, "messages[0].content", nullptr},
       {R"({"model": "test-model", "messages": [{"role": "user", "content": "x"}], "temperature": "hot"})", 400, "temperature", nullptr},
       {R"({"model": "test-model", "messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", 400, "max_tokens", nullptr},
+      {R"({"model": "test-model", "messages": [{"role": "user", "content": [{"type": "text", "text": "x"},
+          {"type": "image_url", "image_url": {"url": "https://x/a.png"}}]}]})", 400, "messages[0].content[1]", nullptr},
   };
   for (const Case& c : cases) {
     auto ex = std::make_shared<FakeExchange>(c.body);

@@ -50,9 +50,11 @@ int RunMakeModel(const MakeModelFlags& f) {
 
 void RegisterMakeModelCommand(CLI::App& app, CommandFn* run) {
   auto flags = std::make_shared<MakeModelFlags>();
-  auto* cmd = app.add_subcommand("make-model", "Write a random-weight DeepSeek-V4 checkpoint in the official layout");
-  cmd->add_option("--preset", flags->preset, "tiny (all layer types + MTP) or medium (~1.5 GB, for benchmarks)")
-      ->check(CLI::IsMember({"tiny", "medium"}));
+  auto* cmd = app.add_subcommand("make-model", "Write a random-weight DeepSeek-V4 or V4.1 checkpoint in the official layout");
+  cmd->add_option("--preset", flags->preset,
+                  "tiny (all V4 layer types + MTP), medium (~1.5 GB, for benchmarks), or their DeepSeek-V4.1 "
+                  "siblings tiny-v41 / medium-v41")
+      ->check(CLI::IsMember(model::PresetNames()));
   cmd->add_option("--out", flags->out, "Output directory")->required();
   cmd->add_option("--seed", flags->seed, "Random seed (same seed = same bytes)");
   cmd->add_option("--weights", flags->weights, "fp8 (FP8 dense + FP4 experts, as released) or bf16")

@@ -136,7 +136,10 @@ int RunServe(ServeFlags f) {
   if (!model) return 1;
   auto tok = LoadTokenizer(tokenizer_path, demo);
   if (!tok.ok()) return PrintError(tok.error());
-  auto version = encoding::ParseEncodingVersion(f.encoding);
+  // "auto": the prompt format of the checkpoint's family (DeepseekV41ForCausalLM -> v41).
+  auto version = f.encoding == "auto" ? std::optional(model->config().is_v41() ? encoding::EncodingVersion::kV41
+                                                                                : encoding::EncodingVersion::kV4)
+                                      : encoding::ParseEncodingVersion(f.encoding);
   if (!version) return PrintError(Error(ErrorCode::kInvalidArgument, "unknown --encoding " + f.encoding));
 
   f.engine.qat = !f.no_qat;
@@ -201,7 +204,8 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
       ->check(CLI::IsMember({"both", "prefill", "decode"}))->capture_default_str();
   cmd->add_option("--transfer-port", f->transfer_port, "Port receiving prompt state from prefill workers (decode, both; 0 = any)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
-  cmd->add_option("--encoding", f->encoding, "Prompt format: v4 or v41")->check(CLI::IsMember({"v4", "v41", "v4.1"}))->capture_default_str();
+  cmd->add_option("--encoding", f->encoding, "Prompt format: auto (from the checkpoint's architecture), v4 or v41")
+      ->check(CLI::IsMember({"auto", "v4", "v41", "v4.1"}))->capture_default_str();
   sched::SchedConfig& s = f->server.sched;
   cmd->add_option("--max-step-tokens", s.max_step_tokens, "Tokens per engine step, all sequences")->capture_default_str();
   cmd->add_option("--max-running", s.max_running, "Sequences in the running batch")->capture_default_str();

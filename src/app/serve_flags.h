@@ -25,7 +25,7 @@ inline kvstore::StoreConfig DefaultStoreConfig() {
 }
 
 struct ServeFlags {
-  std::string model, host = "127.0.0.1", served_name, tokenizer, encoding = "v4";
+  std::string model, host = "127.0.0.1", served_name, tokenizer, encoding = "auto";
   int port = 8000;
   std::string role = "both";  // both | prefill | decode (disaggregated serving)
   int transfer_port = 0;      // decode/both: prompt-state receiver port (0 = any free port)

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "engine/compressor.h"
+#include "engine/compressor_v41.h"
 #include "kernels/attention/sink_attention.h"
 #include "kernels/norm_rope/norm_rope.h"
 #include "kernels/quant/fake_quant.h"
@@ -45,7 +46,12 @@ void KvPath(Ops& ops, const model::ModelConfig& c, const model::AttentionWeights
   ops.ForRows(rows, [&](int64_t r) {
     float* kv = s->kv.data() + r * c.head_dim;
     kernels::ApplyRope(kv + c.nope_dim(), c.rope_head_dim / 2, angles.Cos(r), angles.Sin(r), false);
-    if (ops.qat()) kernels::FakeQuantFp8(kv, c.nope_dim(), 64);
+    if (!ops.qat()) return;
+    if (c.is_v41()) {
+      kernels::FakeQuantFp8(kv, c.head_dim, 32);  // all channels, block 32
+    } else {
+      kernels::FakeQuantFp8(kv, c.nope_dim(), 64);  // non-RoPE channels, block 64
+    }
   }, 8);
 }
 
@@ -70,24 +76,28 @@ void RunCompressors(Ops& ops, const Model& model, int layer, const RowBatch& bat
   }, &s->compressor);
 }
 
-// Key lists per row: visible compressed entries (selected ones on CSA) ascending, then the raw
-// window in position order (ring for positions before the batch, this batch's kv after).
+// Key lists per row: the compressed entries of the layer's KV source (those selected by its
+// index source, or all visible ones on HCA) ascending, then the raw window in position order
+// (ring for positions before the batch, this batch's kv after).
 void BuildKeyLists(const Model& model, int layer, const RowBatch& batch, AttentionScratch* s) {
   const model::ModelConfig& c = model.config();
   const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
   const int64_t rows = batch.num_rows();
   s->keys.clear();
   s->key_offset.assign(static_cast<size_t>(rows) + 1, 0);
+  const EntrySelection* selection =
+      spec.index_source >= 0 ? &s->selections[static_cast<size_t>(spec.index_source)] : nullptr;
   for (const SeqRows& seq : batch.seqs) {
     const LayerState& ls = seq.state->layer(layer);
+    const float* entries = spec.kv_source >= 0 ? seq.state->layer(spec.kv_source).compressed.data() : nullptr;
     for (int64_t r = seq.row_begin; r < seq.row_end; ++r) {
       const int64_t t = batch.pos[static_cast<size_t>(r)];
-      if (spec.attention == AttentionKind::kCsa) {
-        const int32_t* sel = s->selection.begin(r);
-        for (int64_t i = 0; i < s->selection.size(r); ++i) s->keys.push_back(ls.compressed.data() + sel[i] * c.head_dim);
-      } else if (spec.attention == AttentionKind::kHca) {
+      if (selection) {
+        const int32_t* sel = selection->begin(r);
+        for (int64_t i = 0; i < selection->size(r); ++i) s->keys.push_back(entries + sel[i] * c.head_dim);
+      } else if (entries) {
         const int64_t visible = (t + 1) / spec.compress_ratio;
-        for (int64_t e = 0; e < visible; ++e) s->keys.push_back(ls.compressed.data() + e * c.head_dim);
+        for (int64_t e = 0; e < visible; ++e) s->keys.push_back(entries + e * c.head_dim);
       }
       for (int64_t p = std::max<int64_t>(0, t - c.sliding_window + 1); p <= t; ++p) {
         s->keys.push_back(p >= seq.start_pos ? s->kv.data() + (seq.row_begin + p - seq.start_pos) * c.head_dim
@@ -172,13 +182,23 @@ void RunAttention(Ops& ops, const Model& model, int layer, const RowBatch& batch
     Ops::ScopedPhase t(ops, Phase::kKv);
     KvPath(ops, c, w, angles, h, rows, s);
   }
-  if (spec.compress_ratio > 0) {
+  if (spec.owns_compressor) {
     Ops::ScopedPhase t(ops, Phase::kCompress);
-    RunCompressors(ops, model, layer, batch, h, s);
+    if (c.is_v41()) {
+      RunCompressorV41(ops, model, layer, batch, h, &s->compressor);
+    } else {
+      RunCompressors(ops, model, layer, batch, h, s);
+    }
   }
-  if (spec.attention == AttentionKind::kCsa) {
+  if (spec.runs_indexer) {
     Ops::ScopedPhase t(ops, Phase::kIndex);
-    RunIndexer(ops, c, w.indexer, layer, batch, h, s->q_lat.data(), &s->selection, &s->indexer);
+    s->selections.resize(model.plan().size());
+    EntrySelection* selection = &s->selections[static_cast<size_t>(layer)];
+    if (c.is_v41()) {
+      RunIndexerV41(ops, model, layer, batch, h, s->q_lat.data(), selection, &s->candidates, &s->indexer);
+    } else {
+      RunIndexer(ops, c, w.indexer, layer, batch, h, s->q_lat.data(), selection, &s->indexer);
+    }
   }
   {
     Ops::ScopedPhase t(ops, Phase::kAttend);

@@ -1,6 +1,7 @@
-// The attention sublayer of every V4 layer type (v4-architecture.md section 4.3): query LoRA
-// with per-head RMS and partial RoPE, the raw K=V window ring, the CSA/HCA compressors, the
-// lightning indexer, sink attention over window + compressed keys, inverse RoPE and the
+// The attention sublayer of every V4 / V4.1 layer type (v4-architecture.md sections 4.3, 5.1,
+// 5.2): query LoRA with per-head RMS and partial RoPE, the raw K=V window ring, the CSA/HCA
+// compressors (V4.1: the KV-source compressor), the lightning indexer, sink attention over
+// window + compressed keys (V4.1: another layer's entries and top-k), inverse RoPE and the
 // grouped output projection. Updates each sequence's layer state. Engine thread.
 #pragma once
 
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "engine/indexer.h"
+#include "engine/indexer_v41.h"
 #include "engine/model.h"
 #include "engine/ops.h"
 #include "engine/row_batch.h"
@@ -19,7 +21,10 @@ struct AttentionScratch {
   std::vector<const float*> keys;
   std::vector<int64_t> key_offset;
   IndexerScratch indexer;
-  EntrySelection selection;
+  // Top-k of every index-source layer in the current forward, by layer (V4.1 layers reuse
+  // their index source's selection).
+  std::vector<EntrySelection> selections;
+  CandidateBlocks candidates;  // V4.1: published by the candidate-source layer
 };
 
 // h: [rows, d] (already attn_norm'ed); out: [rows, d].

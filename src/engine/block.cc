@@ -12,22 +12,26 @@ void RunBlock(Ops& ops, const Model& model, int layer, const RowBatch& batch, fl
   s->h.resize(s->u.size());
   s->y.resize(s->u.size());
 
+  // V4.1: each site collapses with the pre computed by the site before it.
+  const bool lagged = c.is_v41();
   {
     Ops::ScopedPhase t(ops, Phase::kMhc);
-    HcPre(ops, c, w.hc_attn, x, rows, &s->mix, s->u.data(), &s->mixes);
+    HcPre(ops, c, w.hc_attn, x, rows, &s->mix, s->u.data(), &s->mixes, lagged ? s->lagged_pre.data() : nullptr);
     ops.RmsNormRows(s->u.data(), w.attn_norm.data(), rows, d, d, eps, s->h.data(), d);
   }
   RunAttention(ops, model, layer, batch, s->h.data(), s->y.data(), &s->attention);
   {
     Ops::ScopedPhase t(ops, Phase::kMhc);
     HcPost(ops, c, s->mix, s->y.data(), rows, x);
-    HcPre(ops, c, w.hc_ffn, x, rows, &s->mix, s->u.data(), &s->mixes);
+    if (lagged) s->lagged_pre = s->mix.pre;
+    HcPre(ops, c, w.hc_ffn, x, rows, &s->mix, s->u.data(), &s->mixes, lagged ? s->lagged_pre.data() : nullptr);
     ops.RmsNormRows(s->u.data(), w.ffn_norm.data(), rows, d, d, eps, s->h.data(), d);
   }
   RunMoe(ops, c, w.moe, model.plan()[static_cast<size_t>(layer)].hash_moe, batch.ids.data(), s->h.data(), rows,
          s->y.data(), &s->moe);
   Ops::ScopedPhase t(ops, Phase::kMhc);
   HcPost(ops, c, s->mix, s->y.data(), rows, x);
+  if (lagged) s->lagged_pre = s->mix.pre;
 }
 
 }  // namespace flashserve::engine

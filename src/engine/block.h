@@ -1,5 +1,6 @@
 // One transformer block over a row batch: attention site and FFN site, each wrapped in its
-// hyper-connection pre/post (v4-architecture.md section 4.2). Engine thread.
+// hyper-connection pre/post (v4-architecture.md section 4.2; V4.1's lagged pre, section 5.3).
+// Engine thread.
 #pragma once
 
 #include <vector>
@@ -15,6 +16,9 @@ namespace flashserve::engine {
 
 struct BlockScratch {
   HcMix mix;
+  // V4.1 single-pass mHC: the pre weights the next site collapses with ([rows * hc]); the
+  // engine sets them to one-hot (stream 0) before layer 0 and reads them after the last layer.
+  std::vector<float> lagged_pre;
   std::vector<float> u, h, y, mixes;
   AttentionScratch attention;
   MoeScratch moe;

@@ -44,33 +44,8 @@ TEST_P(ConsistencyTest, BatchedSequencesEqualTheirSoloRuns) {
   opt.qat = GetParam();
   Engine engine(TestModel(), opt);
   // Sequences at different positions, some prefilling, some decoding, in one call.
-  const std::vector<int> prefix = {0, 3, 126, 130, 255, 40};
-  const std::vector<int> chunk = {5, 1, 4, 1, 2, 60};
-  std::vector<std::unique_ptr<SequenceState>> solo, batched;
-  std::vector<std::vector<int32_t>> tokens;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    tokens.push_back(RandomTokens(prefix[i] + chunk[i], 7 + static_cast<uint32_t>(i)));
-    solo.push_back(engine.NewSequence());
-    batched.push_back(engine.NewSequence());
-    if (prefix[i] > 0) {
-      std::vector<int32_t> head(tokens[i].begin(), tokens[i].begin() + prefix[i]);
-      RunChunked(engine, solo[i].get(), head, {prefix[i]});
-      RunChunked(engine, batched[i].get(), head, {prefix[i]});
-    }
-  }
-  std::vector<ForwardRequest> reqs;
-  for (size_t i = 0; i < prefix.size(); ++i)
-    reqs.push_back({batched[i].get(), std::span<const int32_t>(tokens[i].data() + prefix[i], chunk[i]), LogitsMode::kAll});
-  auto together = engine.Forward(reqs);
-  ASSERT_TRUE(together.ok());
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    ForwardRequest alone{solo[i].get(), reqs[i].tokens, LogitsMode::kAll};
-    auto r = engine.Forward({&alone, 1});
-    ASSERT_TRUE(r.ok());
-    std::vector<float> a(r->logits.begin(), r->logits.end());
-    std::vector<float> b(together->row(i, 0), together->row(i, 0) + chunk[i] * 1280);
-    EXPECT_TRUE(BitEqual(a, b)) << "sequence " << i;
-  }
+  std::vector<bool> equal = testing::BatchedEqualsSolo(engine, {0, 3, 126, 130, 255, 40}, {5, 1, 4, 1, 2, 60}, 7);
+  for (size_t i = 0; i < equal.size(); ++i) EXPECT_TRUE(equal[i]) << "sequence " << i;
 }
 
 TEST_P(ConsistencyTest, ThreadCountDoesNotChangeLogits) {

@@ -95,7 +95,17 @@ void Engine::Head(const model::HcWeights& hc, const std::vector<float>& norm, co
   std::vector<float> gathered(static_cast<size_t>(n * width));
   for (int64_t i = 0; i < n; ++i) std::memcpy(gathered.data() + i * width, x + rows[i] * width, sizeof(float) * width);
   head_in_.resize(static_cast<size_t>(n * d));
-  HcHead(ops_, c, hc, gathered.data(), n, head_in_.data(), &head_mix_);
+  if (c.is_v41()) {
+    // V4.1 has no hc_head: the last FFN site's pre collapses the streams.
+    const int streams = c.hc_mult;
+    head_mix_.resize(static_cast<size_t>(n * streams));
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(head_mix_.data() + i * streams, scratch_.lagged_pre.data() + rows[i] * streams,
+                  sizeof(float) * streams);
+    HcCollapse(ops_, c, gathered.data(), head_mix_.data(), n, head_in_.data());
+  } else {
+    HcHead(ops_, c, hc, gathered.data(), n, head_in_.data(), &head_mix_);
+  }
   ops_.RmsNormRows(head_in_.data(), norm.data(), n, d, d, static_cast<float>(c.norm_eps), head_in_.data(), d);
   ops_.Linear(model_.weights().head, head_in_.data(), n, d, logits, c.vocab_size);
 }
@@ -111,6 +121,10 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
   {
     Ops::ScopedPhase t(ops_, Phase::kEmbed);
     Embed(rows, x_.data());
+  }
+  if (c.is_v41()) {  // layer 0's attention collapses stream 0 only
+    scratch_.lagged_pre.assign(static_cast<size_t>(rows.num_rows() * c.hc_mult), 0.0f);
+    for (int64_t r = 0; r < rows.num_rows(); ++r) scratch_.lagged_pre[static_cast<size_t>(r * c.hc_mult)] = 1.0f;
   }
   for (int layer = 0; layer < c.num_layers; ++layer) RunBlock(ops_, model_, layer, rows, x_.data(), &scratch_);
 

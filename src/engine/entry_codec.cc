@@ -28,9 +28,10 @@ uint8_t BlockScale(const float* x, int n, float qmax, float* scale) {
   return static_cast<uint8_t>(std::clamp(biased, 0, 254));
 }
 
-bool EncodeFp8Row(const float* x, int dim, int nope, std::string* out) {
-  for (int b = 0; b < nope; b += 64) {
-    const int n = std::min(64, nope - b);
+// FP8 blocks of `block` over x[0, n): per block one ue8m0 byte then the codes.
+bool EncodeFp8Blocks(const float* x, int n_total, int block, std::string* out) {
+  for (int b = 0; b < n_total; b += block) {
+    const int n = std::min(block, n_total - b);
     float scale;
     uint8_t sb = BlockScale(x + b, n, 448.0f, &scale);
     if (model::E8m0ToFloat(sb) != scale) return false;
@@ -41,8 +42,40 @@ bool EncodeFp8Row(const float* x, int dim, int nope, std::string* out) {
       out->push_back(static_cast<char>(q));
     }
   }
+  return true;
+}
+
+bool EncodeFp8Row(const float* x, int dim, int nope, std::string* out) {
+  if (!EncodeFp8Blocks(x, nope, 64, out)) return false;
   out->append(reinterpret_cast<const char*>(x + nope), sizeof(float) * (dim - nope));
   return true;
+}
+
+// Finds the e4m3 scale and e2m1 codes that reproduce a 16-value block exactly: the largest
+// magnitude is code * scale for one of the grid's magnitudes.
+bool EncodeFp4E4m3Block(const float* x, std::string* out) {
+  float amax = 0.0f;
+  for (int i = 0; i < 16; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  uint8_t codes[8];
+  auto try_scale = [&](uint8_t sb) {
+    const float scale = model::E4m3ToFloat(sb);
+    if (!(scale > 0.0f)) return false;
+    for (int i = 0; i < 16; i += 2) {
+      const uint8_t lo = model::FloatToE2m1(x[i] / scale), hi = model::FloatToE2m1(x[i + 1] / scale);
+      if (model::E2m1ToFloat(lo) * scale != x[i] || model::E2m1ToFloat(hi) * scale != x[i + 1]) return false;
+      codes[i / 2] = static_cast<uint8_t>(lo | (hi << 4));
+    }
+    out->push_back(static_cast<char>(sb));
+    out->append(reinterpret_cast<const char*>(codes), 8);
+    return true;
+  };
+  if (amax == 0.0f) return try_scale(model::FloatToE4m3(1.0f));
+  for (float grid : {6.0f, 4.0f, 3.0f, 2.0f, 1.5f, 1.0f, 0.5f}) {
+    const uint8_t sb = model::FloatToE4m3(amax / grid);
+    for (int delta : {0, -1, 1})
+      if (sb + delta >= 1 && sb + delta < 0x7F && try_scale(static_cast<uint8_t>(sb + delta))) return true;
+  }
+  return false;
 }
 
 bool EncodeFp4Row(const float* x, int dim, std::string* out) {
@@ -67,12 +100,15 @@ int64_t EncodedEntryBytes(EntryEncoding enc, int dim, int nope) {
     case EntryEncoding::kRawF32: return 4LL * dim;
     case EntryEncoding::kFp8Nope: return (nope + 63) / 64 + nope + 4LL * (dim - nope);
     case EntryEncoding::kFp4: return dim / 32 + dim / 2;
+    case EntryEncoding::kFp8Block32: return dim / 32 + dim;
+    case EntryEncoding::kFp4E4m3: return dim / 16 + dim / 2;
   }
   return 0;
 }
 
 bool EncodeEntries(EntryEncoding enc, const float* rows, int64_t count, int dim, int nope, std::string* out) {
-  if (enc == EntryEncoding::kFp4 && dim % 32 != 0) return false;
+  if ((enc == EntryEncoding::kFp4 || enc == EntryEncoding::kFp8Block32) && dim % 32 != 0) return false;
+  if (enc == EntryEncoding::kFp4E4m3 && dim % 16 != 0) return false;
   out->reserve(out->size() + static_cast<size_t>(count * EncodedEntryBytes(enc, dim, nope)));
   for (int64_t r = 0; r < count; ++r) {
     const float* x = rows + r * dim;
@@ -80,6 +116,11 @@ bool EncodeEntries(EntryEncoding enc, const float* rows, int64_t count, int dim,
       case EntryEncoding::kRawF32: out->append(reinterpret_cast<const char*>(x), sizeof(float) * dim); break;
       case EntryEncoding::kFp8Nope: if (!EncodeFp8Row(x, dim, nope, out)) return false; break;
       case EntryEncoding::kFp4: if (!EncodeFp4Row(x, dim, out)) return false; break;
+      case EntryEncoding::kFp8Block32: if (!EncodeFp8Blocks(x, dim, 32, out)) return false; break;
+      case EntryEncoding::kFp4E4m3:
+        for (int b = 0; b < dim; b += 16)
+          if (!EncodeFp4E4m3Block(x + b, out)) return false;
+        break;
     }
   }
   return true;
@@ -105,6 +146,21 @@ bool DecodeEntries(EntryEncoding enc, std::string_view bytes, int64_t count, int
         for (int b = 0; b < dim; b += 32) {
           const float scale = model::E8m0ToFloat(*p++);
           for (int i = 0; i < 32; i += 2, ++p) {
+            x[b + i] = model::E2m1ToFloat(*p & 0xF) * scale;
+            x[b + i + 1] = model::E2m1ToFloat(*p >> 4) * scale;
+          }
+        }
+        break;
+      case EntryEncoding::kFp8Block32:
+        for (int b = 0; b < dim; b += 32) {
+          const float scale = model::E8m0ToFloat(*p++);
+          for (int i = 0; i < 32; ++i) x[b + i] = model::E4m3ToFloat(*p++) * scale;
+        }
+        break;
+      case EntryEncoding::kFp4E4m3:
+        for (int b = 0; b < dim; b += 16) {
+          const float scale = model::E4m3ToFloat(*p++);
+          for (int i = 0; i < 16; i += 2, ++p) {
             x[b + i] = model::E2m1ToFloat(*p & 0xF) * scale;
             x[b + i + 1] = model::E2m1ToFloat(*p >> 4) * scale;
           }

@@ -9,9 +9,7 @@
 #include "kernels/quant/fake_quant.h"
 
 namespace flashserve::engine {
-namespace {
-
-float Dot(const float* a, const float* b, int n, bool reference) {
+float IndexDot(const float* a, const float* b, int n, bool reference) {
   if (reference) {
     double acc = 0.0;
     for (int i = 0; i < n; ++i) acc += static_cast<double>(a[i]) * b[i];
@@ -27,8 +25,6 @@ float Dot(const float* a, const float* b, int n, bool reference) {
   return acc[0];
 }
 
-}  // namespace
-
 void TopKIndices(const float* scores, int64_t n, int64_t k, std::vector<int32_t>* out) {
   out->resize(static_cast<size_t>(n));
   std::iota(out->begin(), out->end(), 0);
@@ -40,8 +36,9 @@ void TopKIndices(const float* scores, int64_t n, int64_t k, std::vector<int32_t>
   std::sort(out->begin(), out->end());
 }
 
-void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeights& w, int layer,
-                const RowBatch& batch, const float* h, const float* q_lat, EntrySelection* out, IndexerScratch* s) {
+void PrepareIndexerQueries(Ops& ops, const model::ModelConfig& c, const model::IndexerWeights& w,
+                           const RowBatch& batch, const float* h, const float* q_lat, bool hadamard,
+                           IndexerScratch* s) {
   const int64_t rows = batch.num_rows();
   const int heads = c.index_n_heads, dim = c.index_head_dim, rope = c.rope_head_dim;
   s->q.resize(static_cast<size_t>(rows * heads * dim));
@@ -55,12 +52,19 @@ void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeigh
       float* q = s->q.data() + (r * heads + hd) * dim;
       kernels::ApplyRope(q + dim - rope, rope / 2, angles.Cos(r), angles.Sin(r), false);
       if (ops.qat()) {
-        kernels::HadamardTransform(q, dim);
+        if (hadamard) kernels::HadamardTransform(q, dim);
         kernels::FakeQuantFp4(q, dim, 32);
       }
     }
     for (int hd = 0; hd < heads; ++hd) s->weights[r * heads + hd] *= weight_scale;
   }, 4);
+}
+
+void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeights& w, int layer,
+                const RowBatch& batch, const float* h, const float* q_lat, EntrySelection* out, IndexerScratch* s) {
+  const int64_t rows = batch.num_rows();
+  const int heads = c.index_n_heads, dim = c.index_head_dim;
+  PrepareIndexerQueries(ops, c, w, batch, h, q_lat, /*hadamard=*/true, s);
 
   // Row -> sequence lookup and the per-row selection sizes.
   std::vector<const LayerState*> row_state(static_cast<size_t>(rows));
@@ -95,7 +99,7 @@ void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeigh
     for (int64_t e = 0; e < visible; ++e) {
       float score = 0.0f;
       for (int hd = 0; hd < heads; ++hd)
-        score += wts[hd] * std::max(0.0f, Dot(q + hd * dim, keys + e * dim, dim, ref));
+        score += wts[hd] * std::max(0.0f, IndexDot(q + hd * dim, keys + e * dim, dim, ref));
       scores[e] = score;
     }
     TopKIndices(scores.data(), visible, c.index_topk, &picked);

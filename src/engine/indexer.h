@@ -25,10 +25,19 @@ struct IndexerScratch {
   std::vector<float> q, weights, scores;
 };
 
+// s->q = FP4-QAT(Hadamard?(RoPE_compress(wq_b q_lat))) per head and s->weights =
+// weights_proj(h) * D_I^-0.5 * H_I^-0.5 for every row (V4: Hadamard; V4.1: none).
+void PrepareIndexerQueries(Ops& ops, const model::ModelConfig& config, const model::IndexerWeights& w,
+                           const RowBatch& batch, const float* h, const float* q_lat, bool hadamard,
+                           IndexerScratch* s);
+
 // q_lat: [rows, q_lora_rank]; h: [rows, d]. Index keys must already hold every entry visible
 // to the batch's rows (layer `layer` of each sequence state).
 void RunIndexer(Ops& ops, const model::ModelConfig& config, const model::IndexerWeights& w, int layer,
                 const RowBatch& batch, const float* h, const float* q_lat, EntrySelection* out, IndexerScratch* s);
+
+// q . k in a fixed summation order (16 lanes, then a fixed tree); fp64 on the reference path.
+float IndexDot(const float* a, const float* b, int n, bool reference);
 
 // Top-k of scores[0, n) by (score desc, index asc), returned ascending by index.
 void TopKIndices(const float* scores, int64_t n, int64_t k, std::vector<int32_t>* out);

@@ -69,7 +69,7 @@ void Sinkhorn(float* c, int hc, int iters, float eps) {
 }
 
 void HcPre(Ops& ops, const model::ModelConfig& c, const model::HcWeights& w, const float* x, int64_t rows,
-           HcMix* mix, float* u, std::vector<float>* scratch) {
+           HcMix* mix, float* u, std::vector<float>* scratch, const float* collapse_pre) {
   const int hc = c.hc_mult, num_mix = c.hc_mix();
   const int64_t d = c.hidden_size;
   scratch->resize(static_cast<size_t>(rows * num_mix));
@@ -90,8 +90,15 @@ void HcPre(Ops& ops, const model::ModelConfig& c, const model::HcWeights& w, con
     }
     for (int k = 0; k < hc * hc; ++k) comb[k] = m[2 * hc + k] * w.scale[2] + w.base[2 * hc + k];
     Sinkhorn(comb, hc, c.hc_sinkhorn_iters, hc_eps);
-    Collapse(x + r * hc * d, pre, hc, d, u + r * d);
+    Collapse(x + r * hc * d, collapse_pre ? collapse_pre + r * hc : pre, hc, d, u + r * d);
   }, 4);
+}
+
+void HcCollapse(Ops& ops, const model::ModelConfig& c, const float* x, const float* weights, int64_t rows,
+                float* out) {
+  const int hc = c.hc_mult;
+  const int64_t d = c.hidden_size;
+  ops.ForRows(rows, [&](int64_t r) { Collapse(x + r * hc * d, weights + r * hc, hc, d, out + r * d); }, 4);
 }
 
 void HcPost(Ops& ops, const model::ModelConfig& c, const HcMix& mix, const float* y, int64_t rows, float* x) {

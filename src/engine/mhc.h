@@ -20,9 +20,15 @@ struct HcMix {
 };
 
 // For each of `rows` rows of X ([rows, hc*d]): computes the site's pre/post/comb and the
-// sublayer input u[row] = sum_i pre_i * X_i ([rows, d]).
+// sublayer input u[row] = sum_i w_i * X_i ([rows, d]), where w is the site's own pre (V4) or,
+// when collapse_pre is given ([rows * hc]), those weights (V4.1's single-pass mHC collapses
+// with the previous site's pre; v4-architecture.md section 5.3).
 void HcPre(Ops& ops, const model::ModelConfig& config, const model::HcWeights& w, const float* x, int64_t rows,
-           HcMix* mix, float* u, std::vector<float>* scratch);
+           HcMix* mix, float* u, std::vector<float>* scratch, const float* collapse_pre = nullptr);
+
+// out[row] = sum_i weights[row * hc + i] * X_i (V4.1's final collapse before the norm).
+void HcCollapse(Ops& ops, const model::ModelConfig& config, const float* x, const float* weights, int64_t rows,
+                float* out);
 
 // X_j <- post_j * y + sum_i comb[i][j] * X_i (comb applied transposed), in place.
 void HcPost(Ops& ops, const model::ModelConfig& config, const HcMix& mix, const float* y, int64_t rows, float* x);

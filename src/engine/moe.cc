@@ -86,7 +86,8 @@ void RouteRow(const model::ModelConfig& c, const model::MoeWeights& w, bool hash
   thread_local std::vector<float> score_buffer;
   score_buffer.resize(static_cast<size_t>(num_experts));
   float* sc = score_buffer.data();
-  for (int e = 0; e < num_experts; ++e) sc[e] = SqrtSoftplus(logits[e]);
+  const float temp = static_cast<float>(c.gate_temp);  // V4.1 gate temperature (1 = none)
+  for (int e = 0; e < num_experts; ++e) sc[e] = SqrtSoftplus(temp == 1.0f ? logits[e] : logits[e] / temp);
   if (hash) {
     std::memcpy(experts, w.tid2eid.data() + static_cast<int64_t>(token_id) * k, sizeof(int32_t) * k);
   } else {
@@ -100,6 +101,8 @@ void RouteRow(const model::ModelConfig& c, const model::MoeWeights& w, bool hash
   }
   float total = 0.0f;
   for (int i = 0; i < k; ++i) total += sc[experts[i]];
+  // V4 renormalises without an epsilon; V4.1 adds 1e-20 and skips it for a single expert.
+  if (c.is_v41()) total = k > 1 ? total + 1e-20f : 1.0f;
   const float scale = static_cast<float>(c.routed_scaling_factor);
   for (int i = 0; i < k; ++i) weights[i] = sc[experts[i]] / total * scale;
 }

@@ -10,24 +10,10 @@ namespace flashserve::engine {
 namespace {
 
 using testing::BitEqual;
+using testing::MinRowCosine;
 using testing::RandomTokens;
 using testing::RunChunked;
 using testing::TestModel;
-
-double MinRowCosine(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
-  double worst = 1.0;
-  for (size_t r = 0; r * vocab < a.size(); ++r) {
-    double dot = 0, na = 0, nb = 0;
-    for (int64_t i = 0; i < vocab; ++i) {
-      double x = a[r * vocab + i], y = b[r * vocab + i];
-      dot += x * y;
-      na += x * x;
-      nb += y * y;
-    }
-    worst = std::min(worst, dot / std::sqrt(na * nb));
-  }
-  return worst;
-}
 
 TEST(PathsTest, OptimizedKernelsMatchTheReferencePath) {
   for (bool bf16 : {false, true}) {

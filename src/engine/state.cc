@@ -46,13 +46,13 @@ int64_t EstimateStateBytes(const model::ModelConfig& c, const model::LayerPlan& 
   for (const model::LayerSpec& spec : plan) {
     if (spec.is_mtp && !with_mtp) continue;
     bytes += int64_t{4} * c.sliding_window * c.head_dim;  // ring
-    if (spec.compress_ratio > 0) {
+    if (spec.owns_compressor) {
       // Entries grow in whole blocks of 128 tokens (see the growth policy in compressor.cc).
       const int64_t blocks = position / 128 + 1;
       const int64_t entries = blocks * 128 / spec.compress_ratio;
       bytes += entries * 4 * c.head_dim + 2 * 3 * 4 * c.head_dim;
-      if (spec.attention == model::AttentionKind::kCsa)
-        bytes += entries * 4 * c.index_head_dim + 2 * 3 * 4 * c.index_head_dim;
+      if (spec.owns_index_keys) bytes += entries * 4 * c.index_head_dim;
+      if (spec.index_compressor) bytes += 2 * 3 * 4 * c.index_head_dim;
     }
   }
   if (with_mtp) bytes += int64_t{4} * c.hc_dim();
@@ -67,11 +67,9 @@ SequenceState::SequenceState(const model::ModelConfig& config, const model::Laye
     s.window = config.sliding_window;
     s.dim = config.head_dim;
     s.ring.assign(static_cast<size_t>(s.window) * s.dim, 0.0f);
-    if (spec.compress_ratio > 0) s.compressor.Init(config.head_dim, spec.attention == model::AttentionKind::kCsa);
-    if (spec.attention == model::AttentionKind::kCsa) {
-      s.index_dim = config.index_head_dim;
-      s.index_compressor.Init(config.index_head_dim, true);
-    }
+    if (spec.owns_compressor) s.compressor.Init(config.head_dim, spec.compressor_overlap);
+    if (spec.owns_index_keys) s.index_dim = config.index_head_dim;
+    if (spec.index_compressor) s.index_compressor.Init(config.index_head_dim, true);
     layers_.push_back(std::move(s));
   }
 }

@@ -1,7 +1,8 @@
-// Per-sequence DeepSeek-V4 inference state (v4-architecture.md section 7): for every layer a
-// raw K=V ring of the last `window` positions, the append-only compressed entries (and indexer
-// keys on CSA layers), and the compressor carry (running per-channel softmax pools of the
-// incomplete windows). Owned by one caller; the engine mutates it only inside Forward.
+// Per-sequence DeepSeek-V4 / V4.1 inference state (v4-architecture.md section 7): for every
+// layer a raw K=V ring of the last `window` positions; on layers that own a compressor (V4:
+// every CSA/HCA layer; V4.1: the KV sources only) the append-only compressed entries, indexer
+// keys (V4 CSA, V4.1 KV sources) and the compressor carry (running per-channel softmax pools of
+// the incomplete windows). Owned by one caller; the engine mutates it only inside Forward.
 #pragma once
 
 #include <cstdint>
@@ -38,12 +39,12 @@ struct CompressorState {
 struct LayerState {
   int window = 0;
   int dim = 0;                        // D
-  int index_dim = 0;                  // D_I (CSA only)
+  int index_dim = 0;                  // D_I (layers that own index keys)
   std::vector<float> ring;            // [window * dim], slot = position % window
   std::vector<float> compressed;      // [num_entries * dim]
-  std::vector<float> index_keys;      // [num_entries * index_dim] (CSA)
-  CompressorState compressor;         // ratio > 0
-  CompressorState index_compressor;   // CSA
+  std::vector<float> index_keys;      // [num_entries * index_dim]
+  CompressorState compressor;         // layers that own a compressor
+  CompressorState index_compressor;   // V4 CSA
   int64_t num_entries() const { return dim == 0 ? 0 : static_cast<int64_t>(compressed.size()) / dim; }
 };
 

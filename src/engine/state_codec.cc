@@ -26,6 +26,14 @@ constexpr uint32_t kVersion = 2;
 
 Error Corrupt(const std::string& what) { return Error(ErrorCode::kDataLoss, "sequence state: " + what); }
 
+// The compact forms the QAT round trips leave the values in (v4-architecture.md 3.3).
+EntryEncoding RingEncoding(const model::ModelConfig& c) {
+  return c.is_v41() ? EntryEncoding::kFp8Block32 : EntryEncoding::kFp8Nope;
+}
+EntryEncoding EntriesEncoding(const model::ModelConfig& c) {
+  return c.is_v41() ? EntryEncoding::kFp4E4m3 : EntryEncoding::kFp8Nope;
+}
+
 void PutEntries(ByteWriter* w, const float* rows, int64_t count, int dim, int nope, EntryEncoding preferred) {
   std::string body;
   EntryEncoding enc = preferred;
@@ -46,7 +54,7 @@ bool GetEntries(ByteReader* r, int dim, int nope, int64_t expected_count, std::v
   uint64_t count, size;
   std::string_view body;
   if (!r->Get(&enc) || !r->Get(&count) || !r->Get(&size) || !r->View(size, &body)) return false;
-  if (enc > 2 || static_cast<int64_t>(count) != expected_count) return false;
+  if (enc > kMaxEntryEncoding || static_cast<int64_t>(count) != expected_count) return false;
   const size_t offset = out->size();
   out->resize(offset + static_cast<size_t>(count) * dim);
   return DecodeEntries(static_cast<EntryEncoding>(enc), body, static_cast<int64_t>(count), dim, nope, out->data() + offset);
@@ -123,24 +131,24 @@ std::string StateCodec::Serialize(const SequenceState& s, const model::ModelConf
       std::memcpy(ring.data() + k * ls.dim, ls.ring.data() + ((pos - keep + k) % ls.window) * ls.dim,
                   sizeof(float) * ls.dim);
     size_t before = w.size();
-    PutEntries(&w, ring.data(), keep, ls.dim, c.nope_dim(), EntryEncoding::kFp8Nope);
+    PutEntries(&w, ring.data(), keep, ls.dim, c.nope_dim(), RingEncoding(c));
     local.rings += static_cast<int64_t>(w.size() - before);
     before = w.size();
-    if (spec.compress_ratio > 0) {
+    if (spec.owns_compressor) {
       PutPool(&w, ls.compressor.cur, ls.dim);
       if (ls.compressor.overlap) PutPool(&w, ls.compressor.next, ls.dim);
     }
-    if (spec.attention == model::AttentionKind::kCsa) {
+    if (spec.index_compressor) {
       PutPool(&w, ls.index_compressor.cur, ls.index_dim);
       PutPool(&w, ls.index_compressor.next, ls.index_dim);
     }
     local.carries += static_cast<int64_t>(w.size() - before);
     before = w.size();
-    if (spec.compress_ratio > 0) {
+    if (spec.owns_compressor) {
       const int64_t first = FirstEntry(spec, first_block);
       PutEntries(&w, ls.compressed.data() + first * ls.dim, ls.num_entries() - first, ls.dim, c.nope_dim(),
-                 EntryEncoding::kFp8Nope);
-      if (spec.attention == model::AttentionKind::kCsa)
+                 EntriesEncoding(c));
+      if (spec.owns_index_keys)
         PutEntries(&w, ls.index_keys.data() + first * ls.index_dim, ls.num_entries() - first, ls.index_dim, 0,
                    EntryEncoding::kFp4);
     }
@@ -166,10 +174,10 @@ std::string StateCodec::Block(const SequenceState& s, const model::ModelConfig& 
   for (int i = 0; i < c.num_layers; ++i) {
     const LayerState& ls = s.layers_[static_cast<size_t>(i)];
     const model::LayerSpec& spec = plan[static_cast<size_t>(i)];
-    if (spec.compress_ratio == 0) continue;
+    if (!spec.owns_compressor) continue;
     const int64_t first = FirstEntry(spec, block), count = FirstEntry(spec, block + 1) - first;
-    PutEntries(&w, ls.compressed.data() + first * ls.dim, count, ls.dim, c.nope_dim(), EntryEncoding::kFp8Nope);
-    if (spec.attention == model::AttentionKind::kCsa)
+    PutEntries(&w, ls.compressed.data() + first * ls.dim, count, ls.dim, c.nope_dim(), EntriesEncoding(c));
+    if (spec.owns_index_keys)
       PutEntries(&w, ls.index_keys.data() + first * ls.index_dim, count, ls.index_dim, 0, EntryEncoding::kFp4);
   }
   Seal(&w);
@@ -191,10 +199,10 @@ base::Status StateCodec::ReadBlock(std::string_view bytes, int64_t block, const 
   for (int i = 0; i < c.num_layers; ++i) {
     LayerState& ls = s->layers_[static_cast<size_t>(i)];
     const model::LayerSpec& spec = plan[static_cast<size_t>(i)];
-    if (spec.compress_ratio == 0) continue;
+    if (!spec.owns_compressor) continue;
     const int64_t count = FirstEntry(spec, block + 1) - FirstEntry(spec, block);
     bool ok = GetEntries(&r, ls.dim, c.nope_dim(), count, &ls.compressed);
-    if (ok && spec.attention == model::AttentionKind::kCsa) ok = GetEntries(&r, ls.index_dim, 0, count, &ls.index_keys);
+    if (ok && spec.owns_index_keys) ok = GetEntries(&r, ls.index_dim, 0, count, &ls.index_keys);
     if (!ok) return Corrupt("block " + std::to_string(block) + " layer " + std::to_string(i));
   }
   if (r.remaining() != 0) return Corrupt("block " + std::to_string(block) + ": trailing bytes");
@@ -212,14 +220,14 @@ base::Status StateCodec::ReadLayer(ByteReader* r, const model::ModelConfig& c, c
     std::memcpy(ls->ring.data() + ((pos - keep + k) % ls->window) * ls->dim, ring.data() + k * ls->dim,
                 sizeof(float) * ls->dim);
   bool ok = true;
-  if (spec.compress_ratio > 0)
+  if (spec.owns_compressor)
     ok = GetPool(r, ls->dim, &ls->compressor.cur) && (!ls->compressor.overlap || GetPool(r, ls->dim, &ls->compressor.next));
-  if (ok && spec.attention == model::AttentionKind::kCsa)
+  if (ok && spec.index_compressor)
     ok = GetPool(r, ls->index_dim, &ls->index_compressor.cur) && GetPool(r, ls->index_dim, &ls->index_compressor.next);
-  if (ok && spec.compress_ratio > 0) {
+  if (ok && spec.owns_compressor) {
     const int64_t tail = pos / spec.compress_ratio - FirstEntry(spec, first_block);
     ok = tail >= 0 && GetEntries(r, ls->dim, c.nope_dim(), tail, &ls->compressed);
-    if (ok && spec.attention == model::AttentionKind::kCsa) ok = GetEntries(r, ls->index_dim, 0, tail, &ls->index_keys);
+    if (ok && spec.owns_index_keys) ok = GetEntries(r, ls->index_dim, 0, tail, &ls->index_keys);
   }
   return ok ? base::Status::Ok() : base::Status(Corrupt(where + " compressed state"));
 }

@@ -1,9 +1,10 @@
-// Test-only: a small generated V4 model (the tiny preset with a reduced vocabulary) written
-// once per test binary into a temporary directory, and helpers to run token sequences.
+// Test-only: small generated V4 and V4.1 models (the tiny presets with a reduced vocabulary)
+// written once per test binary into a temporary directory, and helpers to run token sequences.
 #pragma once
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -18,22 +19,31 @@
 
 namespace flashserve::engine::testing {
 
+inline std::unique_ptr<Model> WriteAndLoad(model::ModelConfig c, bool bf16, const std::string& tag) {
+  std::string dir = std::filesystem::temp_directory_path() / ("fs_engine_model_" + std::to_string(getpid()) + tag);
+  c.vocab_size = 1280;
+  model::RandomCheckpointOptions opt;
+  opt.bf16 = bf16;
+  base::ThreadPool pool(2);
+  base::Status s = model::WriteRandomCheckpoint(c, dir, opt, pool);
+  FS_CHECK(s.ok(), "%s", s.ToString().c_str());
+  auto m = std::move(Model::Load(dir)).value();
+  std::filesystem::remove_all(dir);  // the mapping stays valid
+  return m;
+}
+
+// The tiny-v41 preset (Reuse, Reindex, ratios 2 and 1, candidate blocks).
+inline const Model& TestModelV41(bool bf16 = false) {
+  static std::unique_ptr<Model> models[2];
+  std::unique_ptr<Model>& m = models[bf16 ? 1 : 0];
+  if (!m) m = WriteAndLoad(model::TinyV41Preset(), bf16, bf16 ? "_v41_bf16" : "_v41_fp8");
+  return *m;
+}
+
 inline const Model& TestModel(bool bf16 = false) {
   static std::unique_ptr<Model> models[2];
   std::unique_ptr<Model>& m = models[bf16 ? 1 : 0];
-  if (!m) {
-    std::string dir = std::filesystem::temp_directory_path() /
-                      ("fs_engine_model_" + std::to_string(getpid()) + (bf16 ? "_bf16" : "_fp8"));
-    model::ModelConfig c = model::TinyPreset();
-    c.vocab_size = 1280;
-    model::RandomCheckpointOptions opt;
-    opt.bf16 = bf16;
-    base::ThreadPool pool(2);
-    base::Status s = model::WriteRandomCheckpoint(c, dir, opt, pool);
-    FS_CHECK(s.ok(), "%s", s.ToString().c_str());
-    m = std::move(Model::Load(dir)).value();
-    std::filesystem::remove_all(dir);  // the mapping stays valid
-  }
+  if (!m) m = WriteAndLoad(model::TinyPreset(), bf16, bf16 ? "_bf16" : "_fp8");
   return *m;
 }
 
@@ -64,6 +74,56 @@ inline std::vector<float> RunChunked(Engine& engine, SequenceState* state, const
 
 inline bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Smallest cosine similarity between corresponding rows of `vocab` logits.
+inline double MinRowCosine(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab = 1280) {
+  double worst = 1.0;
+  for (size_t r = 0; r * vocab < a.size(); ++r) {
+    double dot = 0, na = 0, nb = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const double x = a[r * vocab + i], y = b[r * vocab + i];
+      dot += x * y;
+      na += x * x;
+      nb += y * y;
+    }
+    worst = std::min(worst, dot / std::sqrt(na * nb));
+  }
+  return worst;
+}
+
+// Sequences i = 0.. with prefix[i] tokens already in their state extend by chunk[i] tokens in
+// one batched call; returns for each whether its logits equal a solo call bit for bit.
+inline std::vector<bool> BatchedEqualsSolo(Engine& engine, const std::vector<int>& prefix, const std::vector<int>& chunk,
+                                           uint32_t seed) {
+  const int64_t vocab = engine.model().config().vocab_size;
+  std::vector<std::unique_ptr<SequenceState>> solo, batched;
+  std::vector<std::vector<int32_t>> tokens;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    tokens.push_back(RandomTokens(prefix[i] + chunk[i], seed + static_cast<uint32_t>(i)));
+    solo.push_back(engine.NewSequence());
+    batched.push_back(engine.NewSequence());
+    if (prefix[i] > 0) {
+      std::vector<int32_t> head(tokens[i].begin(), tokens[i].begin() + prefix[i]);
+      RunChunked(engine, solo[i].get(), head, {prefix[i]});
+      RunChunked(engine, batched[i].get(), head, {prefix[i]});
+    }
+  }
+  std::vector<ForwardRequest> reqs;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    reqs.push_back({batched[i].get(), std::span<const int32_t>(tokens[i].data() + prefix[i], chunk[i]), LogitsMode::kAll});
+  auto together = engine.Forward(reqs);
+  FS_CHECK(together.ok(), "%s", together.error().ToString().c_str());
+  std::vector<bool> equal;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    ForwardRequest alone{solo[i].get(), reqs[i].tokens, LogitsMode::kAll};
+    auto r = engine.Forward({&alone, 1});
+    FS_CHECK(r.ok(), "%s", r.error().ToString().c_str());
+    std::vector<float> a(r->logits.begin(), r->logits.end());
+    std::vector<float> b(together->row(i, 0), together->row(i, 0) + chunk[i] * vocab);
+    equal.push_back(BitEqual(a, b));
+  }
+  return equal;
 }
 
 }  // namespace flashserve::engine::testing

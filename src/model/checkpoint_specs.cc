@@ -31,6 +31,23 @@ struct Builder {
     F32(p + "ape", {ratio, coff * dim}, 0.5f);
     Norm(p + "norm.weight", dim);
   }
+  // V4.1: compressor on KV sources (no ape, no wgate at ratio 1), indexer on index sources,
+  // index-key projection on KV sources.
+  void V41Branches(const LayerSpec& s, const std::string& p) {
+    if (s.owns_compressor) {
+      Linear(p + "compressor.wkv", TensorRole::kFloatLinear, c.head_dim, c.hidden_size);
+      if (s.compress_ratio > 1) Linear(p + "compressor.wgate", TensorRole::kFloatLinear, c.head_dim, c.hidden_size);
+      Norm(p + "compressor.norm.weight", c.head_dim);
+    }
+    if (!s.runs_indexer) return;
+    Linear(p + "indexer.wq_b", TensorRole::kDenseLinear, static_cast<int64_t>(c.index_n_heads) * c.index_head_dim,
+           c.q_lora_rank);
+    Linear(p + "indexer.weights_proj", TensorRole::kFloatLinear, c.index_n_heads, c.hidden_size, sharp);
+    if (s.owns_index_keys) {
+      Linear(p + "indexer.wk", TensorRole::kFloatLinear, c.index_head_dim, c.head_dim);
+      Norm(p + "indexer.k_norm.weight", c.index_head_dim);
+    }
+  }
   void Attention(const LayerSpec& s) {
     const std::string p = s.prefix + "attn.";
     const int64_t d = c.hidden_size, hd = static_cast<int64_t>(c.num_heads) * c.head_dim;
@@ -42,6 +59,7 @@ struct Builder {
     Linear(p + "wo_a", TensorRole::kDenseLinear, static_cast<int64_t>(c.o_groups) * c.o_lora_rank, hd / c.o_groups);
     Linear(p + "wo_b", TensorRole::kDenseLinear, d, static_cast<int64_t>(c.o_groups) * c.o_lora_rank);
     F32(p + "attn_sink", {c.num_heads}, 1.0f);
+    if (c.is_v41()) return V41Branches(s, p);
     if (s.compress_ratio > 0) Compressor(p + "compressor.", s.compress_ratio, c.head_dim, s.attention == AttentionKind::kCsa ? 2 : 1);
     if (s.attention == AttentionKind::kCsa) {
       Linear(p + "indexer.wq_b", TensorRole::kDenseLinear, static_cast<int64_t>(c.index_n_heads) * c.index_head_dim,
@@ -59,6 +77,7 @@ struct Builder {
     } else {
       F32(p + "gate.bias", {c.num_routed_experts}, 0.1f);
     }
+    if (c.is_v41()) F32(p + "gate.bias_vl", {c.num_routed_experts}, 0.1f);
     for (int e = 0; e < c.num_routed_experts; ++e) {
       const std::string ep = p + "experts." + std::to_string(e) + ".";
       Linear(ep + "w1", TensorRole::kExpertLinear, f, d);
@@ -79,7 +98,7 @@ std::vector<TensorSpec> CheckpointTensorSpecs(const ModelConfig& c, float sharp)
   b.out.push_back({"embed", TensorRole::kFloatLinear, {c.vocab_size, d}, 1.0f});
   b.Linear("head", TensorRole::kFloatLinear, c.vocab_size, d, sharp);
   b.Norm("norm.weight", d);
-  b.Hc("hc_head_", c.hc_mult, 1);
+  if (!c.is_v41()) b.Hc("hc_head_", c.hc_mult, 1);
   for (const LayerSpec& s : BuildLayerPlan(c)) {
     b.Norm(s.prefix + "attn_norm.weight", d);
     b.Norm(s.prefix + "ffn_norm.weight", d);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_util.h"
+#include "model/config_json.h"
 
 namespace flashserve::model {
 
@@ -16,45 +17,7 @@ using nlohmann::json;
 
 namespace {
 
-Error BadKey(const std::string& key, const std::string& what) {
-  return Error(ErrorCode::kBadConfig, "config.json: '" + key + "' " + what);
-}
-Error Unsupported(const std::string& key, const std::string& what) {
-  return Error(ErrorCode::kUnsupportedConfig, "config.json: '" + key + "' " + what);
-}
-
-// Reads an integer key; `required` keys must exist, others keep *out.
-Status GetInt(const json& j, const std::string& key, bool required, int64_t* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) {
-    if (required) return BadKey(key, "is missing");
-    return Status::Ok();
-  }
-  if (it->is_number_integer()) {
-    *out = it->get<int64_t>();
-  } else if (it->is_number_float() && it->get<double>() == static_cast<double>(static_cast<int64_t>(it->get<double>()))) {
-    *out = static_cast<int64_t>(it->get<double>());
-  } else {
-    return BadKey(key, "must be an integer");
-  }
-  return Status::Ok();
-}
-
-template <typename T>
-Status GetIntAs(const json& j, const std::string& key, bool required, T* out) {
-  int64_t v = static_cast<int64_t>(*out);
-  FS_RETURN_IF_ERROR(GetInt(j, key, required, &v));
-  *out = static_cast<T>(v);
-  return Status::Ok();
-}
-
-Status GetDouble(const json& j, const std::string& key, double* out) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return Status::Ok();
-  if (!it->is_number()) return BadKey(key, "must be a number");
-  *out = it->get<double>();
-  return Status::Ok();
-}
+using namespace config_json;
 
 Status ParseArchitecture(const json& j, ModelConfig* c) {
   auto arch = j.find("architectures");
@@ -64,10 +27,14 @@ Status ParseArchitecture(const json& j, ModelConfig* c) {
   } else if (model_type == "deepseek_v4") {
     c->architecture = "DeepseekV4ForCausalLM";
   }
-  if (c->architecture == "DeepseekV41ForCausalLM" || model_type == "deepseek_v41")
-    return Unsupported("architectures", "DeepseekV41ForCausalLM (DeepSeek-V4.1) is not supported yet");
-  if (c->architecture != "DeepseekV4ForCausalLM")
-    return Unsupported("architectures", "must be DeepseekV4ForCausalLM, got '" + c->architecture + "'");
+  if (c->architecture.empty() && (model_type == "deepseek_v41" || model_type == "deepseek_v41_text"))
+    c->architecture = "DeepseekV41ForCausalLM";
+  if (c->architecture == "DeepseekV41ForCausalLM") {
+    c->family = ModelFamily::kV41;
+  } else if (c->architecture != "DeepseekV4ForCausalLM") {
+    return Unsupported("architectures",
+                       "must be DeepseekV4ForCausalLM or DeepseekV41ForCausalLM, got '" + c->architecture + "'");
+  }
   return Status::Ok();
 }
 
@@ -217,14 +184,19 @@ Status ParseMoe(const json& j, ModelConfig* c) {
 }  // namespace
 
 Result<ModelConfig> ParseModelConfig(const std::string& json_text) {
-  json j = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return Error(ErrorCode::kBadConfig, "config.json is not a JSON object");
+  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) return Error(ErrorCode::kBadConfig, "config.json is not a JSON object");
   ModelConfig c;
-  FS_RETURN_IF_ERROR(ParseArchitecture(j, &c));
+  FS_RETURN_IF_ERROR(ParseArchitecture(root, &c));
+  FS_ASSIGN_OR_RETURN(json j, c.is_v41() ? V41TextSection(root) : root);
   FS_RETURN_IF_ERROR(GetInt(j, "vocab_size", true, &c.vocab_size));
   FS_RETURN_IF_ERROR(GetInt(j, "hidden_size", true, &c.hidden_size));
   FS_RETURN_IF_ERROR(GetIntAs(j, "num_hidden_layers", true, &c.num_layers));
   FS_RETURN_IF_ERROR(GetIntAs(j, "num_nextn_predict_layers", false, &c.num_mtp_layers));
+  if (c.is_v41()) {  // V4.1's extra layers are DSpark draft stages, not an MTP block
+    c.num_draft_layers = c.num_mtp_layers;
+    c.num_mtp_layers = 0;
+  }
   FS_RETURN_IF_ERROR(GetIntAs(j, "num_attention_heads", true, &c.num_heads));
   FS_RETURN_IF_ERROR(GetIntAs(j, "head_dim", true, &c.head_dim));
   FS_RETURN_IF_ERROR(GetIntAs(j, "q_lora_rank", true, &c.q_lora_rank));
@@ -238,6 +210,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text) {
   FS_RETURN_IF_ERROR(GetIntAs(j, "hc_mult", false, &c.hc_mult));
   FS_RETURN_IF_ERROR(GetIntAs(j, "hc_sinkhorn_iters", false, &c.hc_sinkhorn_iters));
   FS_RETURN_IF_ERROR(GetDouble(j, "hc_eps", &c.hc_eps));
+  if (c.is_v41()) c.norm_eps = 1e-20;  // V4.1's default
   FS_RETURN_IF_ERROR(GetDouble(j, "rms_norm_eps", &c.norm_eps));
   c.max_position = 1 << 20;
   FS_RETURN_IF_ERROR(GetInt(j, "max_position_embeddings", false, &c.max_position));
@@ -256,6 +229,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text) {
   FS_RETURN_IF_ERROR(ParseRope(j, &c));
   FS_RETURN_IF_ERROR(ParseQuantization(j, &c));
   FS_RETURN_IF_ERROR(ParseMoe(j, &c));
+  if (c.is_v41()) FS_RETURN_IF_ERROR(ParseV41Fields(j, &c));
   FS_RETURN_IF_ERROR(ValidateModelConfig(c));
   return c;
 }

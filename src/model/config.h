@@ -1,5 +1,6 @@
-// Model hyper-parameters read from a checkpoint's config.json (DeepseekV4ForCausalLM), with
-// both the official key names and the normalised Hugging Face ones, validated once.
+// Model hyper-parameters read from a checkpoint's config.json (DeepseekV4ForCausalLM, or the
+// composite DeepseekV41ForCausalLM config with its text_config), with both the official key
+// names and the normalised Hugging Face ones, validated once.
 // Immutable after parsing; callers: weights loading, the engine, make-model, app.
 #pragma once
 
@@ -11,6 +12,7 @@
 
 namespace flashserve::model {
 
+enum class ModelFamily { kV4, kV41 };       // DeepSeek-V4 / V4-Pro, or DeepSeek-V4.1
 enum class WeightFormat { kBf16, kFp8 };    // dense linears
 enum class ExpertFormat { kBf16, kFp8, kFp4 };  // routed experts
 
@@ -21,8 +23,21 @@ struct YarnParams {
   double beta_slow = 1.0;
 };
 
+// V4.1 Engram n-gram tables (v4-architecture.md section 5.4).
+struct EngramConfig {
+  std::vector<int> layer_ids;
+  std::vector<int64_t> num_embeddings;  // rows per layer table
+  int max_ngram_size = 0;
+  int64_t vocab_size = 0;               // primes are drawn above this
+  int num_heads = 0;
+  int head_dim = 0;
+  int64_t pad_id = 0;
+  int64_t compressed_vocab_size = 0;
+};
+
 struct ModelConfig {
-  std::string architecture;  // "DeepseekV4ForCausalLM"
+  std::string architecture;  // "DeepseekV4ForCausalLM" or "DeepseekV41ForCausalLM"
+  ModelFamily family = ModelFamily::kV4;
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;        // d
   int num_layers = 0;             // trunk blocks
@@ -34,7 +49,7 @@ struct ModelConfig {
   int o_groups = 0;
   int o_lora_rank = 0;
   int sliding_window = 0;
-  std::vector<int> compress_ratios;  // trunk layers then MTP layers (0 / 4 / 128)
+  std::vector<int> compress_ratios;  // trunk layers then MTP layers (V4: 0 / 4 / 128; V4.1: 0 / 2 / 1)
   double rope_theta = 10000.0;
   double compress_rope_theta = 160000.0;
   YarnParams yarn;                   // applied to ratio > 0 layers only
@@ -59,6 +74,19 @@ struct ModelConfig {
   ExpertFormat expert_format = ExpertFormat::kBf16;
   int weight_block = 128;  // FP8 scale tile edge
 
+  // V4.1 only (v4-architecture.md section 5): cross-layer KV / index sharing, two-level top-k.
+  std::vector<int> kv_source_layers;
+  std::vector<int> index_source_layers;
+  int candidate_source_layer = -1;  // -1: no candidate blocks
+  int candidate_topk_blocks = 0;
+  int candidate_block_size = 0;
+  double gate_temp = 1.0;           // router logits are divided by it
+  int64_t image_token_id = -1;
+  int num_draft_layers = 0;         // DSpark stages in the checkpoint (not run by the engine)
+  EngramConfig engram;
+
+  bool is_v41() const { return family == ModelFamily::kV41; }
+
   int hc_dim() const { return hc_mult * static_cast<int>(hidden_size); }
   int hc_mix() const { return (2 + hc_mult) * hc_mult; }
   int nope_dim() const { return head_dim - rope_head_dim; }
@@ -70,6 +98,7 @@ base::Result<ModelConfig> ParseModelConfig(const std::string& json_text);
 base::Result<ModelConfig> LoadModelConfig(const std::string& checkpoint_dir);
 // Checks internal consistency (divisibility, ranges); called by ParseModelConfig.
 base::Status ValidateModelConfig(const ModelConfig& config);
+base::Status ValidateV41Config(const ModelConfig& config);  // the V4.1 layer roles
 // Serialises with the official key names (what make-model writes).
 std::string ModelConfigToJson(const ModelConfig& config);
 

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "model/config_json.h"
 
 namespace flashserve::model {
 
@@ -24,19 +25,20 @@ Status ValidateModelConfig(const ModelConfig& c) {
   if (c.num_heads <= 0 || c.head_dim <= 0) return Invalid("num_attention_heads and head_dim must be positive");
   if (c.rope_head_dim <= 0 || c.rope_head_dim % 2 != 0 || c.rope_head_dim >= c.head_dim)
     return Invalid("qk_rope_head_dim must be even and smaller than head_dim");
-  if (c.nope_dim() % 64 != 0) return Invalid("head_dim - qk_rope_head_dim must be a multiple of 64 (FP8 KV blocks)");
+  if (!c.is_v41() && c.nope_dim() % 64 != 0)
+    return Invalid("head_dim - qk_rope_head_dim must be a multiple of 64 (FP8 KV blocks)");
   if (c.q_lora_rank <= 0 || c.q_lora_rank % 32 != 0) return Invalid("q_lora_rank must be a positive multiple of 32");
   if (c.o_groups <= 0 || c.num_heads % c.o_groups != 0) return Invalid("num_attention_heads must be divisible by o_groups");
   if (c.o_lora_rank <= 0 || c.o_lora_rank % 32 != 0) return Invalid("o_lora_rank must be a positive multiple of 32");
   if (c.sliding_window <= 0) return Invalid("sliding_window must be positive");
-  for (size_t i = 0; i < c.compress_ratios.size(); ++i) {
+  for (size_t i = 0; i < c.compress_ratios.size() && !c.is_v41(); ++i) {
     int r = c.compress_ratios[i];
     if (r != 0 && r != 4 && r != 128)
       return Error(ErrorCode::kUnsupportedConfig, "config.json: compress_ratios[" + std::to_string(i) + "] = " +
                                                       std::to_string(r) + " (V4 supports 0, 4, 128)");
   }
   bool has_csa = false;
-  for (int r : c.compress_ratios) has_csa |= r == 4;
+  for (int r : c.compress_ratios) has_csa |= c.is_v41() ? r > 0 : r == 4;
   if (has_csa) {
     if (c.index_n_heads <= 0 || c.index_topk <= 0) return Invalid("index_n_heads and index_topk must be positive");
     if (!IsPowerOfTwo(c.index_head_dim) || c.index_head_dim < 32 || c.index_head_dim <= c.rope_head_dim)
@@ -55,12 +57,14 @@ Status ValidateModelConfig(const ModelConfig& c) {
     return Invalid("weight_block_size must be a positive multiple of 32");
   if (c.yarn.original_max_position > 0 && !(c.yarn.factor >= 1.0)) return Invalid("YaRN factor must be >= 1");
   if (c.max_position <= 0) return Invalid("max_position_embeddings must be positive");
+  if (c.is_v41()) FS_RETURN_IF_ERROR(ValidateV41Config(c));
   if (c.bos_token_id < 0 || c.bos_token_id >= c.vocab_size || c.eos_token_id < 0 || c.eos_token_id >= c.vocab_size)
     return Invalid("bos/eos token ids must be inside the vocabulary");
   return Status::Ok();
 }
 
 std::string ModelConfigToJson(const ModelConfig& c) {
+  if (c.is_v41()) return config_json::V41ConfigToJson(c);
   nlohmann::ordered_json j;
   j["architectures"] = {c.architecture.empty() ? "DeepseekV4ForCausalLM" : c.architecture};
   j["model_type"] = "deepseek_v4";

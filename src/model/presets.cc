@@ -32,7 +32,65 @@ ModelConfig CommonV4() {
   c.weight_block = 128;
   return c;
 }
+// V4.1 common values (v4-architecture.md sections 2.2 and 5): 32x32 FP8 tiles, eps 1e-20,
+// no hash layers, no MTP block.
+ModelConfig CommonV41() {
+  ModelConfig c = CommonV4();
+  c.architecture = "DeepseekV41ForCausalLM";
+  c.family = ModelFamily::kV41;
+  c.num_hash_layers = 0;
+  c.norm_eps = 1e-20;
+  c.weight_block = 32;
+  c.gate_temp = 1.0;
+  c.image_token_id = 129264;
+  c.candidate_block_size = 8;
+  return c;
+}
 }  // namespace
+
+ModelConfig TinyV41Preset() {
+  ModelConfig c = CommonV41();
+  c.hidden_size = 256;
+  c.num_layers = 8;
+  c.num_heads = 16;
+  c.q_lora_rank = 128;
+  c.o_groups = 4;
+  c.o_lora_rank = 128;
+  c.compress_ratios = {0, 0, 2, 2, 1, 1, 1, 1};
+  c.kv_source_layers = {2, 4};
+  c.index_source_layers = {2, 4, 6};
+  c.candidate_source_layer = 4;
+  c.candidate_topk_blocks = 4;
+  c.index_n_heads = 4;
+  c.index_topk = 16;
+  c.num_routed_experts = 16;
+  c.num_experts_per_token = 4;
+  c.moe_inter_dim = 128;
+  c.max_position = 8192;
+  return c;
+}
+
+ModelConfig MediumV41Preset() {
+  ModelConfig c = CommonV41();
+  c.hidden_size = 1024;
+  c.num_layers = 10;
+  c.num_heads = 16;
+  c.q_lora_rank = 512;
+  c.o_groups = 4;
+  c.o_lora_rank = 256;
+  c.compress_ratios = {0, 0, 2, 2, 2, 1, 1, 1, 1, 1};
+  c.kv_source_layers = {2, 5};
+  c.index_source_layers = {2, 5, 7, 9};
+  c.candidate_source_layer = 5;
+  c.candidate_topk_blocks = 64;
+  c.index_n_heads = 16;
+  c.index_topk = 128;
+  c.num_routed_experts = 64;
+  c.num_experts_per_token = 6;
+  c.moe_inter_dim = 768;
+  c.max_position = 65536;
+  return c;
+}
 
 ModelConfig TinyPreset() {
   ModelConfig c = CommonV4();
@@ -75,9 +133,12 @@ ModelConfig MediumPreset() {
 Result<ModelConfig> PresetByName(const std::string& name) {
   if (name == "tiny") return TinyPreset();
   if (name == "medium") return MediumPreset();
-  return base::Error(base::ErrorCode::kInvalidArgument, "unknown preset '" + name + "' (tiny, medium)");
+  if (name == "tiny-v41") return TinyV41Preset();
+  if (name == "medium-v41") return MediumV41Preset();
+  return base::Error(base::ErrorCode::kInvalidArgument,
+                     "unknown preset '" + name + "' (tiny, medium, tiny-v41, medium-v41)");
 }
 
-std::vector<std::string> PresetNames() { return {"tiny", "medium"}; }
+std::vector<std::string> PresetNames() { return {"tiny", "medium", "tiny-v41", "medium-v41"}; }
 
 }  // namespace flashserve::model

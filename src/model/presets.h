@@ -1,6 +1,7 @@
 // Named model configurations for generated checkpoints: "tiny" (v4-architecture.md
-// section 11: every attention type x both MoE kinds + MTP) and "medium" (benchmark sized,
-// ~1.5 GB, FP8 dense + FP4 experts). Pure functions.
+// section 11: every attention type x both MoE kinds + MTP), "medium" (benchmark sized,
+// ~1.5 GB, FP8 dense + FP4 experts), and their V4.1 siblings "tiny-v41" / "medium-v41".
+// Pure functions.
 #pragma once
 
 #include <string>
@@ -13,6 +14,8 @@ namespace flashserve::model {
 
 ModelConfig TinyPreset();
 ModelConfig MediumPreset();
+ModelConfig TinyV41Preset();    // v4-architecture.md section 11 V4.1 tiny (Reuse, Reindex, both ratios)
+ModelConfig MediumV41Preset();  // benchmark-sized V4.1
 base::Result<ModelConfig> PresetByName(const std::string& name);
 std::vector<std::string> PresetNames();
 

@@ -28,6 +28,7 @@ class WeightReader {
   base::Result<std::vector<float>> Floats(const std::string& name, std::vector<int64_t> shape);
   base::Result<std::vector<int32_t>> Ints(const std::string& name, std::vector<int64_t> shape,
                                           int64_t min_value, int64_t max_value_exclusive);
+  bool Has(const std::string& name) const { return ckpt_.Find(name) != nullptr; }
   const std::set<std::string>& used() const { return used_; }
 
  private:

@@ -26,6 +26,32 @@ struct Loader {
     return Status::Ok();
   }
 
+  // V4.1 (v4-architecture.md 6.3): a compressor only on KV sources (no ape; no wgate at ratio
+  // 1), an indexer only on index sources, index-key projection only on KV sources.
+  Status V41Branches(const LayerSpec& s, const std::string& p, AttentionWeights* w) {
+    int64_t d = c.hidden_size;
+    if (s.owns_compressor) {
+      // Pooling sources keep wkv in float (the reference computes the pool in fp32); at ratio 1
+      // it is a plain projection, so an FP8 tensor is accepted there too.
+      const LinearKind wkv_kind = s.compress_ratio > 1 ? LinearKind::kFloatOnly : LinearKind::kDense;
+      FS_ASSIGN_OR_RETURN(w->compressor.wkv, r.Linear(p + "compressor.wkv", c.head_dim, d, wkv_kind));
+      if (s.compress_ratio > 1) {
+        FS_ASSIGN_OR_RETURN(w->compressor.wgate, r.Linear(p + "compressor.wgate", c.head_dim, d, LinearKind::kFloatOnly));
+      }
+      FS_ASSIGN_OR_RETURN(w->compressor.norm, r.Floats(p + "compressor.norm.weight", {c.head_dim}));
+    }
+    if (!s.runs_indexer) return Status::Ok();
+    std::string ip = p + "indexer.";
+    FS_ASSIGN_OR_RETURN(w->indexer.wq_b, r.Linear(ip + "wq_b", static_cast<int64_t>(c.index_n_heads) * c.index_head_dim,
+                                                  c.q_lora_rank, LinearKind::kDense));
+    FS_ASSIGN_OR_RETURN(w->indexer.weights_proj, r.Linear(ip + "weights_proj", c.index_n_heads, d, LinearKind::kFloatOnly));
+    if (s.owns_index_keys) {
+      FS_ASSIGN_OR_RETURN(w->indexer.wk, r.Linear(ip + "wk", c.index_head_dim, c.head_dim, LinearKind::kFloatOnly));
+      FS_ASSIGN_OR_RETURN(w->indexer.k_norm, r.Floats(ip + "k_norm.weight", {c.index_head_dim}));
+    }
+    return Status::Ok();
+  }
+
   Status Attention(const LayerSpec& s, AttentionWeights* w) {
     std::string p = s.prefix + "attn.";
     int64_t d = c.hidden_size, hd = c.num_heads * static_cast<int64_t>(c.head_dim);
@@ -38,6 +64,7 @@ struct Loader {
     FS_ASSIGN_OR_RETURN(w->wo_a, r.Linear(p + "wo_a", lora, group_in, LinearKind::kDense));
     FS_ASSIGN_OR_RETURN(w->wo_b, r.Linear(p + "wo_b", d, lora, LinearKind::kDense));
     FS_ASSIGN_OR_RETURN(w->attn_sink, r.Floats(p + "attn_sink", {c.num_heads}));
+    if (c.is_v41()) return V41Branches(s, p, w);
     if (s.compress_ratio > 0) {
       int coff = s.attention == AttentionKind::kCsa ? 2 : 1;
       FS_RETURN_IF_ERROR(Compressor(p + "compressor.", s.compress_ratio, c.head_dim, coff, &w->compressor));
@@ -68,6 +95,9 @@ struct Loader {
                                               c.num_routed_experts));
     } else {
       FS_ASSIGN_OR_RETURN(w->gate_bias, r.Floats(p + "gate.bias", {c.num_routed_experts}));
+    }
+    if (c.is_v41() && r.Has(p + "gate.bias_vl")) {
+      FS_ASSIGN_OR_RETURN(w->gate_bias_vl, r.Floats(p + "gate.bias_vl", {c.num_routed_experts}));
     }
     w->experts.resize(static_cast<size_t>(c.num_routed_experts));
     for (int e = 0; e < c.num_routed_experts; ++e)
@@ -113,7 +143,7 @@ Result<ModelWeights> LoadModelWeights(const Checkpoint& ckpt, const ModelConfig&
   FS_ASSIGN_OR_RETURN(w.embed, reader.Linear("embed", v, d, LinearKind::kFloatOnly));
   FS_ASSIGN_OR_RETURN(w.head, reader.Linear("head", v, d, LinearKind::kFloatOnly));
   FS_ASSIGN_OR_RETURN(w.norm, reader.Floats("norm.weight", {d}));
-  FS_RETURN_IF_ERROR(loader.Hc("hc_head_", config.hc_mult, 1, &w.hc_head));
+  if (!config.is_v41()) FS_RETURN_IF_ERROR(loader.Hc("hc_head_", config.hc_mult, 1, &w.hc_head));
   w.layers.resize(plan.size());
   for (const LayerSpec& spec : plan) {
     Status s = loader.Layer(spec, &w.layers[static_cast<size_t>(spec.index)]);

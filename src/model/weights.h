@@ -16,15 +16,17 @@
 namespace flashserve::model {
 
 struct CompressorWeights {
-  Matrix wkv, wgate;          // [c*D, d]
-  std::vector<float> ape;     // [ratio * c*D]
+  Matrix wkv, wgate;          // [c*D, d]; V4.1 ratio 1 has no wgate (invalid matrix)
+  std::vector<float> ape;     // [ratio * c*D]; empty in V4.1
   std::vector<float> norm;    // [D]
 };
 
 struct IndexerWeights {
   Matrix wq_b;                // [H_I*D_I, r_q]
   Matrix weights_proj;        // [H_I, d]
-  CompressorWeights compressor;  // D = D_I, always overlapping (ratio 4)
+  CompressorWeights compressor;  // V4: D = D_I, always overlapping (ratio 4)
+  Matrix wk;                  // V4.1 KV sources: index keys from the latent [D_I, D]
+  std::vector<float> k_norm;  // V4.1 KV sources: [D_I]
 };
 
 struct AttentionWeights {
@@ -41,6 +43,7 @@ struct ExpertWeights {
 struct MoeWeights {
   Matrix gate;                       // [E, d]
   std::vector<float> gate_bias;      // [E], score-routed layers
+  std::vector<float> gate_bias_vl;   // [E], V4.1 image-span tokens (optional)
   std::vector<int32_t> tid2eid;      // [vocab * k], hash layers
   std::vector<ExpertWeights> experts;
   ExpertWeights shared;
@@ -70,7 +73,7 @@ struct ModelWeights {
   Matrix embed;  // [vocab, d]
   Matrix head;   // [vocab, d]
   std::vector<float> norm;
-  HcWeights hc_head;
+  HcWeights hc_head;                 // V4 only (V4.1 collapses with the last FFN site's pre)
   std::vector<LayerWeights> layers;  // trunk layers then MTP layers (LayerPlan order)
   size_t num_tensors = 0;
   size_t total_bytes = 0;

@@ -71,6 +71,37 @@ TEST_F(WeightsTest, GeneratedCheckpointLoadsCompletelyInAllFormats) {
   }
 }
 
+TEST_F(WeightsTest, GeneratedV41CheckpointLoadsCompletelyWithItsRoleTensors) {
+  ModelConfig c = TinyV41Preset();
+  c.vocab_size = 512;
+  ASSERT_TRUE(WriteRandomCheckpoint(c, dir_, RandomCheckpointOptions{}, pool_).ok());
+  base::Status s = Load();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(unused_, 0u);
+  auto ckpt = Checkpoint::Open(dir_).value();
+  // KV sources own the compressor (no ape; no wgate at ratio 1) and the index-key projection;
+  // the reindexing layer 6 has an indexer without keys; reusing layers have neither; no hc_head.
+  EXPECT_NE(ckpt->Find("layers.2.attn.compressor.wgate.weight"), nullptr);
+  EXPECT_EQ(ckpt->Find("layers.4.attn.compressor.wgate.weight"), nullptr);
+  EXPECT_EQ(ckpt->Find("layers.2.attn.compressor.ape"), nullptr);
+  EXPECT_NE(ckpt->Find("layers.4.attn.indexer.wk.weight"), nullptr);
+  EXPECT_NE(ckpt->Find("layers.6.attn.indexer.wq_b.weight"), nullptr);
+  EXPECT_EQ(ckpt->Find("layers.6.attn.indexer.wk.weight"), nullptr);
+  EXPECT_EQ(ckpt->Find("layers.5.attn.compressor.wkv.weight"), nullptr);
+  EXPECT_EQ(ckpt->Find("layers.5.attn.indexer.wq_b.weight"), nullptr);
+  EXPECT_NE(ckpt->Find("layers.3.ffn.gate.bias_vl"), nullptr);
+  EXPECT_EQ(ckpt->Find("hc_head_fn"), nullptr);
+  const TensorInfo* scale = ckpt->Find("layers.0.attn.wq_a.scale");
+  ASSERT_NE(scale, nullptr);
+  EXPECT_EQ(scale->shape, (std::vector<int64_t>{128 / 32, 256 / 32}));  // 32x32 tiles
+  // A missing role tensor is named in the error.
+  ckpt.reset();
+  Rewrite([](const TensorInfo& t, SafetensorsWriter*) { return t.name == "layers.4.attn.indexer.k_norm.weight"; });
+  s = Load();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("layers.4.attn.indexer.k_norm.weight"), std::string::npos) << s.ToString();
+}
+
 TEST_F(WeightsTest, ShardedCheckpointWithIndexLoads) {
   RandomCheckpointOptions opt;
   opt.shard_bytes = 4 << 20;

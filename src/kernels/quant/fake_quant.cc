@@ -65,6 +65,17 @@ void FakeQuantFp4(float* x, int64_t n, int block) {
                   [](float q) { return model::E2m1ToFloat(model::FloatToE2m1(q)); });
 }
 
+void FakeQuantFp4E4m3(float* x, int64_t n, int block) {
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    const int64_t b1 = std::min<int64_t>(n, b0 + block);
+    float amax = 0.0f;
+    for (int64_t i = b0; i < b1; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float scale = model::E4m3ToFloat(model::FloatToE4m3(std::max(amax, 6.0f * std::ldexp(1.0f, -9)) / 6.0f));
+    for (int64_t i = b0; i < b1; ++i)
+      x[i] = model::E2m1ToFloat(model::FloatToE2m1(std::clamp(x[i] / scale, -6.0f, 6.0f))) * scale;
+  }
+}
+
 void HadamardTransform(float* x, int n) {
   FS_CHECK(n > 0 && (n & (n - 1)) == 0, "Hadamard size %d is not a power of two", n);
   for (int h = 1; h < n; h *= 2) {

@@ -1,5 +1,5 @@
 // Quantization-aware-training emulation (v4-architecture.md section 3.3): in-place round trips
-// of float vectors through FP8 e4m3 / FP4 e2m1 with power-of-two (ue8m0) block scales, and the
+// of float vectors through FP8 e4m3 / FP4 e2m1 with power-of-two (ue8m0) or e4m3 block scales, and the
 // normalised Walsh-Hadamard transform. Pure functions on caller-owned buffers; any thread.
 #pragma once
 
@@ -15,6 +15,10 @@ void FakeQuantFp8Reference(float* x, int64_t n, int block);
 
 // Per block: scale = 2^ceil(log2(max(amax, 6 * 2^-126) / 6)), x = e2m1(clamp(x / scale, +-6)) * scale.
 void FakeQuantFp4(float* x, int64_t n, int block);
+
+// V4.1 compressed KV (NVFP4-like, no global scale): per block,
+// scale = e4m3(max(amax, 6 * 2^-9) / 6), x = e2m1(clamp(x / scale, +-6)) * scale.
+void FakeQuantFp4E4m3(float* x, int64_t n, int block);
 
 // In-place normalised Walsh-Hadamard transform (scale 1/sqrt(n)); n must be a power of two.
 void HadamardTransform(float* x, int n);

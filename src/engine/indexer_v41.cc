@@ -1,0 +1,106 @@
+// V4.1 sparse indexer (engine/indexer_v41.h).
+#include "engine/indexer_v41.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "kernels/norm_rope/norm_rope.h"
+#include "kernels/quant/fake_quant.h"
+
+namespace flashserve::engine {
+namespace {
+
+constexpr float kMasked = -std::numeric_limits<float>::infinity();
+
+struct RowJob {
+  const model::ModelConfig& c;
+  const model::LayerSpec& spec;
+  const float* q;        // [heads * dim] of this row
+  const float* weights;  // [heads], scales folded in
+  const float* keys;     // the KV source's index keys
+  bool reference;
+
+  void Score(int64_t n, std::vector<float>* scores) const {
+    const int heads = c.index_n_heads, dim = c.index_head_dim;
+    scores->resize(static_cast<size_t>(n));
+    for (int64_t e = 0; e < n; ++e) {
+      float score = 0.0f;
+      for (int hd = 0; hd < heads; ++hd)
+        score += weights[hd] * std::max(0.0f, IndexDot(q + hd * dim, keys + e * dim, dim, reference));
+      (*scores)[static_cast<size_t>(e)] = score;
+    }
+  }
+};
+
+// Keep flags of the top `topk_blocks` blocks by max score, the newest block pinned.
+void SelectBlocks(const float* scores, int64_t n, int block, int topk_blocks, uint8_t* keep) {
+  const int64_t blocks = (n + block - 1) / block;
+  std::vector<float> block_score(static_cast<size_t>(blocks), kMasked);
+  for (int64_t e = 0; e < n; ++e) block_score[e / block] = std::max(block_score[e / block], scores[e]);
+  block_score[blocks - 1] = std::numeric_limits<float>::infinity();
+  std::vector<int32_t> picked;
+  TopKIndices(block_score.data(), blocks, topk_blocks, &picked);
+  std::fill(keep, keep + blocks, uint8_t{0});
+  for (int32_t b : picked) keep[b] = 1;
+}
+
+}  // namespace
+
+void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h,
+                   const float* q_lat, EntrySelection* out, CandidateBlocks* candidates, IndexerScratch* s) {
+  const model::ModelConfig& c = model.config();
+  const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
+  const model::IndexerWeights& w = model.layer(layer).attn.indexer;
+  const int64_t rows = batch.num_rows();
+  const int heads = c.index_n_heads, dim = c.index_head_dim, ratio = spec.compress_ratio;
+  const int block = c.candidate_block_size;
+  PrepareIndexerQueries(ops, c, w, batch, h, q_lat, /*hadamard=*/false, s);
+
+  std::vector<const LayerState*> key_state(static_cast<size_t>(rows));
+  for (const SeqRows& seq : batch.seqs)
+    for (int64_t r = seq.row_begin; r < seq.row_end; ++r) key_state[r] = &seq.state->layer(spec.kv_source);
+  auto visible = [&](int64_t r) { return (batch.pos[static_cast<size_t>(r)] + 1) / ratio; };
+  if (spec.candidate_source) {
+    candidates->offset.assign(static_cast<size_t>(rows) + 1, 0);
+    for (int64_t r = 0; r < rows; ++r) candidates->offset[r + 1] = candidates->offset[r] + (visible(r) + block - 1) / block;
+    candidates->keep.assign(static_cast<size_t>(candidates->offset[rows]), 1);
+  }
+  std::vector<std::vector<int32_t>> picks(static_cast<size_t>(rows));
+  double scored = 0;
+  for (int64_t r = 0; r < rows; ++r) scored += static_cast<double>(visible(r));
+  ops.CountWork(2.0 * scored * heads * dim, scored * dim * sizeof(float));
+  const bool ref = ops.reference();
+  ops.ForRows(rows, [&](int64_t r) {
+    const int64_t n = visible(r);
+    std::vector<int32_t>& pick = picks[static_cast<size_t>(r)];
+    if (n == 0) return;
+    const int64_t blocks = (n + block - 1) / block;
+    const uint8_t* allowed = spec.uses_candidates ? candidates->keep.data() + candidates->offset[r] : nullptr;
+    const bool pruned_blocks = allowed && std::count(allowed, allowed + blocks, uint8_t{1}) < blocks;
+    const bool make_blocks = spec.candidate_source && blocks > c.candidate_topk_blocks;
+    if (n <= c.index_topk && !pruned_blocks && !make_blocks) {
+      pick.resize(static_cast<size_t>(n));
+      std::iota(pick.begin(), pick.end(), 0);
+      return;
+    }
+    thread_local std::vector<float> scores;
+    RowJob job{c, spec, s->q.data() + r * heads * dim, s->weights.data() + r * heads,
+               key_state[r]->index_keys.data(), ref};
+    job.Score(n, &scores);
+    if (make_blocks)
+      SelectBlocks(scores.data(), n, block, c.candidate_topk_blocks, candidates->keep.data() + candidates->offset[r]);
+    if (pruned_blocks)
+      for (int64_t e = 0; e < n; ++e)
+        if (!allowed[e / block]) scores[e] = kMasked;
+    TopKIndices(scores.data(), n, std::min<int64_t>(n, c.index_topk), &pick);
+    pick.erase(std::remove_if(pick.begin(), pick.end(), [&](int32_t e) { return scores[e] == kMasked; }), pick.end());
+  }, 1);
+  out->offset.assign(static_cast<size_t>(rows) + 1, 0);
+  for (int64_t r = 0; r < rows; ++r) out->offset[r + 1] = out->offset[r] + static_cast<int64_t>(picks[r].size());
+  out->index.resize(static_cast<size_t>(out->offset[rows]));
+  for (int64_t r = 0; r < rows; ++r) std::copy(picks[r].begin(), picks[r].end(), out->index.begin() + out->offset[r]);
+}
+
+}  // namespace flashserve::engine
