@@ -9,7 +9,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev libssl-dev liburing-dev libboost-dev
+  libpcre2-dev libssl-dev liburing-dev libboost-dev libicu-dev
   curl
 )
 # Node.js + npm (only to fetch tokenizer data and run the OpenAI-SDK e2e tests). A machine may

@@ -7,6 +7,7 @@
 
 #include "base/file_util.h"
 #include "base/log.h"
+#include "tokenizer/engram_map.h"
 
 namespace flashserve::app {
 
@@ -48,10 +49,35 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
   cmd->add_option("--threads", options->num_threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
 }
 
-std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir) {
+namespace {
+
+// V4.1 Engram layers hash token classes derived from the checkpoint's own tokenizer.
+base::Status BindEngramTokenMap(engine::Model& model, std::string path) {
+  if (!model.needs_engram_token_map()) return base::Status::Ok();
+  const std::filesystem::path own = std::filesystem::path(model.dir()) / "tokenizer.json";
+  if (path.empty() && std::filesystem::exists(own)) path = own.string();
+  if (path.empty()) path = FindDefaultTokenizer();
+  if (path.empty())
+    return base::Error(base::ErrorCode::kNotFound,
+                       "the checkpoint has Engram layers, which need its tokenizer.json (none found; pass --tokenizer)");
+  FS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::Load(path));
+  tokenizer::EngramTokenMap map = tokenizer::BuildEngramTokenMap(*tok);
+  base::Status s = model.SetEngramTokenMap(std::move(map.classes), map.num_classes);
+  if (!s.ok()) return s.error().WithContext("Engram token classes from " + path);
+  FS_LOG(kInfo, "Engram: {} token classes from {}", map.num_classes, path);
+  return base::Status::Ok();
+}
+
+}  // namespace
+
+std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const std::string& tokenizer_path) {
   auto model = engine::Model::Load(dir);
   if (!model.ok()) {
     PrintError(model.error());
+    return nullptr;
+  }
+  if (base::Status s = BindEngramTokenMap(**model, tokenizer_path); !s.ok()) {
+    PrintError(s.error());
     return nullptr;
   }
   return std::move(model).value();

@@ -27,7 +27,9 @@ base::Result<std::vector<int32_t>> TokensFromFlags(const std::string& tokens, co
 void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat);
 
 // Loads the model; on error prints it and returns null.
-std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir);
+// Loads a checkpoint; a V4.1 model with Engram layers also gets its token classes from
+// `tokenizer_path` (default: the checkpoint's tokenizer.json, else the installed one).
+std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const std::string& tokenizer_path = "");
 
 // "agent=3d,chat=7d" (units s, m, h, d; none = seconds) -> TTL classes.
 base::Result<std::vector<kvstore::TtlClass>> ParseTtlClasses(const std::string& spec);

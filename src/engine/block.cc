@@ -12,8 +12,13 @@ void RunBlock(Ops& ops, const Model& model, int layer, const RowBatch& batch, fl
   s->h.resize(s->u.size());
   s->y.resize(s->u.size());
 
-  // V4.1: each site collapses with the pre computed by the site before it.
+  // V4.1: each site collapses with the pre computed by the site before it; Engram layers first
+  // add their n-gram lookup to the streams.
   const bool lagged = c.is_v41();
+  if (w.engram.embed.valid()) {
+    Ops::ScopedPhase t(ops, Phase::kEmbed);
+    RunEngram(ops, model, layer, batch, x, &s->engram);
+  }
   {
     Ops::ScopedPhase t(ops, Phase::kMhc);
     HcPre(ops, c, w.hc_attn, x, rows, &s->mix, s->u.data(), &s->mixes, lagged ? s->lagged_pre.data() : nullptr);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/attention.h"
+#include "engine/engram.h"
 #include "engine/mhc.h"
 #include "engine/model.h"
 #include "engine/moe.h"
@@ -22,6 +23,7 @@ struct BlockScratch {
   std::vector<float> u, h, y, mixes;
   AttentionScratch attention;
   MoeScratch moe;
+  EngramScratch engram;
 };
 
 // x: [rows, hc * d] residual streams, updated in place.

@@ -32,6 +32,9 @@ std::unique_ptr<SequenceState> Engine::NewSequence(bool with_mtp) const {
 
 Status Engine::Validate(std::span<const ForwardRequest> batch) const {
   const model::ModelConfig& c = model_.config();
+  if (model_.needs_engram_token_map())
+    return Error(ErrorCode::kFailedPrecondition,
+                 "the model's Engram layers need the tokenizer-derived token map (load the checkpoint's tokenizer)");
   std::set<const SequenceState*> seen;
   for (size_t i = 0; i < batch.size(); ++i) {
     const ForwardRequest& r = batch[i];
@@ -41,6 +44,8 @@ Status Engine::Validate(std::span<const ForwardRequest> batch) const {
     if (r.tokens.empty()) return Error(ErrorCode::kInvalidArgument, where + "no tokens");
     const int expected_layers = c.num_layers + (r.state->with_mtp() ? c.num_mtp_layers : 0);
     if (r.state->num_layers() != expected_layers)
+      return Error(ErrorCode::kBadState, where + "state does not belong to this model");
+    if (r.state->engram_lookback() != (c.engram.layer_ids.empty() ? 0 : c.engram.max_ngram_size - 1))
       return Error(ErrorCode::kBadState, where + "state does not belong to this model");
     if (r.mtp_logits && !r.state->with_mtp())
       return Error(ErrorCode::kFailedPrecondition, where + "MTP logits need a state created with MTP");
@@ -147,7 +152,11 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
     Head(model_.weights().hc_head, model_.weights().norm, x_.data(), logit_rows, out.logits.data());
   }
   RunMtp(batch, rows, x_.data(), &out);
-  for (const SeqRows& seq : rows.seqs) seq.state->set_position(seq.start_pos + (seq.row_end - seq.row_begin));
+  for (size_t i = 0; i < rows.seqs.size(); ++i) {
+    const SeqRows& seq = rows.seqs[i];
+    seq.state->set_position(seq.start_pos + (seq.row_end - seq.row_begin));
+    seq.state->PushTokens(batch[i].tokens);
+  }
   stats_ = ops_.stats();
   return out;
 }

@@ -27,10 +27,29 @@ base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   auto weights = model::LoadModelWeights(*m->checkpoint_, m->config_, m->plan_);
   if (!weights.ok()) return weights.error().WithContext("loading weights from " + dir);
   m->weights_ = std::move(weights).value();
+  if (!m->config_.engram.layer_ids.empty()) m->engram_hasher_ = std::make_unique<model::EngramHasher>(m->config_);
   FS_LOG(kInfo, "loaded {}: {} layers (+{} MTP), hidden {}, {} experts, {} tensors, {:.1f} MB", dir,
          m->config_.num_layers, m->config_.num_mtp_layers, m->config_.hidden_size, m->config_.num_routed_experts,
          m->weights_.num_tensors, m->weights_.total_bytes / 1e6);
   return m;
+}
+
+base::Status Model::SetEngramTokenMap(std::vector<int32_t> map, int64_t classes) {
+  const model::EngramConfig& e = config_.engram;
+  if (engram_hasher_ == nullptr) return base::Status::Ok();  // no Engram layers: nothing to bind
+  if (classes != e.compressed_vocab_size)
+    return base::Error(base::ErrorCode::kBadTokenizer,
+                       "the tokenizer-derived compressed vocabulary has " + std::to_string(classes) +
+                           " classes but engram_compressed_vocab_size is " + std::to_string(e.compressed_vocab_size) +
+                           " (the Engram hashes would not match the tables; is this the checkpoint's tokenizer?)");
+  if (map.empty() || e.pad_id >= static_cast<int64_t>(map.size()))
+    return base::Error(base::ErrorCode::kBadTokenizer, "the Engram token map does not cover the pad id " +
+                                                           std::to_string(e.pad_id));
+  for (int32_t v : map)
+    if (v < 0 || v >= classes) return base::Error(base::ErrorCode::kBadTokenizer, "Engram token map value out of range");
+  engram_pad_class_ = map[static_cast<size_t>(e.pad_id)];
+  engram_map_ = std::move(map);
+  return base::Status::Ok();
 }
 
 }  // namespace flashserve::engine

@@ -8,6 +8,7 @@
 #include "base/result.h"
 #include "kernels/norm_rope/norm_rope.h"
 #include "model/config.h"
+#include "model/engram_layout.h"
 #include "model/layer_plan.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
@@ -28,6 +29,19 @@ class Model {
     return which == model::RopeTable::kMain ? rope_main_ : rope_compress_;
   }
   const std::string& dir() const { return dir_; }
+
+  // V4.1 Engram: the tokenizer-derived map of token ids to compressed classes (HF41's
+  // build_compressed_token_map; tokenizer::BuildEngramTokenMap). Required before Forward when
+  // the model has Engram layers; `classes` must equal engram_compressed_vocab_size.
+  bool needs_engram_token_map() const { return engram_hasher_ != nullptr && engram_map_.empty(); }
+  base::Status SetEngramTokenMap(std::vector<int32_t> map, int64_t classes);
+  const model::EngramHasher* engram_hasher() const { return engram_hasher_.get(); }
+  // A token's class (ids past the map, e.g. unused embedding rows, count as the pad).
+  int64_t EngramClass(int32_t token) const {
+    return token >= 0 && static_cast<size_t>(token) < engram_map_.size() ? engram_map_[static_cast<size_t>(token)]
+                                                                         : engram_pad_class_;
+  }
+  int64_t engram_pad_class() const { return engram_pad_class_; }
   const model::Checkpoint& checkpoint() const { return *checkpoint_; }
 
  private:
@@ -40,6 +54,9 @@ class Model {
   model::ModelWeights weights_;
   kernels::RopeTable rope_main_;
   kernels::RopeTable rope_compress_;
+  std::unique_ptr<model::EngramHasher> engram_hasher_;
+  std::vector<int32_t> engram_map_;
+  int64_t engram_pad_class_ = 0;
 };
 
 }  // namespace flashserve::engine

@@ -59,8 +59,16 @@ int64_t EstimateStateBytes(const model::ModelConfig& c, const model::LayerPlan& 
   return bytes + 4096;  // object overhead
 }
 
+void SequenceState::PushTokens(std::span<const int32_t> tokens) {
+  if (engram_lookback_ == 0) return;
+  recent_tokens_.insert(recent_tokens_.end(), tokens.begin(), tokens.end());
+  if (static_cast<int>(recent_tokens_.size()) > engram_lookback_)
+    recent_tokens_.erase(recent_tokens_.begin(), recent_tokens_.end() - engram_lookback_);
+}
+
 SequenceState::SequenceState(const model::ModelConfig& config, const model::LayerPlan& plan, bool with_mtp)
-    : with_mtp_(with_mtp && config.num_mtp_layers > 0) {
+    : with_mtp_(with_mtp && config.num_mtp_layers > 0),
+      engram_lookback_(config.engram.layer_ids.empty() ? 0 : config.engram.max_ngram_size - 1) {
   for (const model::LayerSpec& spec : plan) {
     if (spec.is_mtp && !with_mtp_) break;
     LayerState s;

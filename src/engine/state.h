@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/config.h"
@@ -70,6 +71,12 @@ class SequenceState {
   const std::vector<float>& pending_hidden() const { return pending_hidden_; }
   int64_t mtp_position() const { return mtp_position_; }
 
+  // V4.1 Engram look-back: the last (max_ngram - 1) token ids, oldest first (fewer at the
+  // start of the sequence); empty for models without Engram layers.
+  const std::vector<int32_t>& recent_tokens() const { return recent_tokens_; }
+  int engram_lookback() const { return engram_lookback_; }
+  void PushTokens(std::span<const int32_t> tokens);
+
   // Deep copy (a snapshot that can be resumed independently).
   std::unique_ptr<SequenceState> Clone() const { return std::make_unique<SequenceState>(*this); }
 
@@ -84,6 +91,8 @@ class SequenceState {
   int64_t mtp_position_ = 0;
   std::vector<LayerState> layers_;
   std::vector<float> pending_hidden_;
+  int engram_lookback_ = 0;
+  std::vector<int32_t> recent_tokens_;
 };
 
 }  // namespace flashserve::engine

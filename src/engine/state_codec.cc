@@ -115,7 +115,7 @@ std::string StateCodec::Serialize(const SequenceState& s, const model::ModelConf
   StateSizes local;
   w.Put<uint32_t>(kStateMagic);
   w.Put<uint32_t>(kVersion);
-  w.Put<uint32_t>(s.with_mtp_ ? 1u : 0u);
+  w.Put<uint32_t>((s.with_mtp_ ? 1u : 0u) | (s.engram_lookback_ > 0 ? 2u : 0u));
   w.Put<int64_t>(s.position_);
   w.Put<int64_t>(s.mtp_position_);
   w.Put<int64_t>(first_block);
@@ -157,6 +157,11 @@ std::string StateCodec::Serialize(const SequenceState& s, const model::ModelConf
   w.Put<uint64_t>(s.pending_hidden_.size());
   w.PutBytes(s.pending_hidden_.data(), sizeof(float) * s.pending_hidden_.size());
   local.carries += 8 + static_cast<int64_t>(sizeof(float) * s.pending_hidden_.size());
+  if (s.engram_lookback_ > 0) {  // V4.1 Engram look-back (only written for such models)
+    w.Put<uint32_t>(static_cast<uint32_t>(s.recent_tokens_.size()));
+    w.PutBytes(s.recent_tokens_.data(), sizeof(int32_t) * s.recent_tokens_.size());
+    local.carries += 4 + static_cast<int64_t>(sizeof(int32_t) * s.recent_tokens_.size());
+  }
   Seal(&w);
   local.total = static_cast<int64_t>(w.size());
   if (sizes) *sizes = local;
@@ -246,7 +251,8 @@ base::Result<std::unique_ptr<SequenceState>> StateCodec::Assemble(std::string_vi
   if (!r.Get(&flags) || !r.Get(&position) || !r.Get(&mtp_position) || !r.Get(&first_block) || !r.Get(&num_layers))
     return Corrupt("truncated header");
   auto s = std::make_unique<SequenceState>(c, plan, (flags & 1u) != 0);
-  if (num_layers != s->layers_.size()) return Error(ErrorCode::kBadState, "sequence state: layer count does not match the model");
+  if (num_layers != s->layers_.size() || ((flags & 2u) != 0) != (s->engram_lookback_ > 0))
+    return Error(ErrorCode::kBadState, "sequence state: layer count or Engram look-back does not match the model");
   if (position < 0 || position > c.max_position || mtp_position < 0 || mtp_position > position || first_block < 0 ||
       first_block > position / kBlockTokens)
     return Corrupt("bad position");
@@ -261,7 +267,14 @@ base::Result<std::unique_ptr<SequenceState>> StateCodec::Assemble(std::string_vi
   uint64_t pending;
   if (!r.Get(&pending) || (pending != 0 && pending != static_cast<uint64_t>(c.hc_dim()))) return Corrupt("MTP streams");
   s->pending_hidden_.resize(pending);
-  if (!r.GetBytes(s->pending_hidden_.data(), sizeof(float) * pending) || r.remaining() != 0) return Corrupt("trailing bytes");
+  if (!r.GetBytes(s->pending_hidden_.data(), sizeof(float) * pending)) return Corrupt("MTP streams");
+  if (s->engram_lookback_ > 0) {
+    uint32_t count;
+    if (!r.Get(&count) || count != std::min<int64_t>(position, s->engram_lookback_)) return Corrupt("Engram look-back");
+    s->recent_tokens_.resize(count);
+    if (!r.GetBytes(s->recent_tokens_.data(), sizeof(int32_t) * count)) return Corrupt("Engram look-back");
+  }
+  if (r.remaining() != 0) return Corrupt("trailing bytes");
   return s;
 }
 

@@ -32,11 +32,37 @@ inline std::unique_ptr<Model> WriteAndLoad(model::ModelConfig c, bool bf16, cons
   return m;
 }
 
-// The tiny-v41 preset (Reuse, Reindex, ratios 2 and 1, candidate blocks).
+// The tiny-v41 preset without its Engram layer (Reuse, Reindex, ratios 2 and 1, candidate blocks).
+inline model::ModelConfig TinyV41NoEngram() {
+  model::ModelConfig c = model::TinyV41Preset();
+  c.engram = model::EngramConfig{};
+  return c;
+}
+
 inline const Model& TestModelV41(bool bf16 = false) {
   static std::unique_ptr<Model> models[2];
   std::unique_ptr<Model>& m = models[bf16 ? 1 : 0];
-  if (!m) m = WriteAndLoad(model::TinyV41Preset(), bf16, bf16 ? "_v41_bf16" : "_v41_fp8");
+  if (!m) m = WriteAndLoad(TinyV41NoEngram(), bf16, bf16 ? "_v41_bf16" : "_v41_fp8");
+  return *m;
+}
+
+// tiny-v41 with its Engram layer 1 (4-grams, 2 heads of 32, primes above 1000) and a
+// synthetic token map (id % 1000) standing in for the tokenizer-derived one.
+inline model::ModelConfig TinyV41EngramConfig() {
+  model::ModelConfig c = model::TinyV41Preset();
+  c.engram.compressed_vocab_size = 1000;
+  return c;
+}
+
+inline const Model& TestModelV41Engram() {
+  static std::unique_ptr<Model> m;
+  if (!m) {
+    m = WriteAndLoad(TinyV41EngramConfig(), false, "_v41_engram");
+    std::vector<int32_t> map(1280);
+    for (size_t i = 0; i < map.size(); ++i) map[i] = static_cast<int32_t>(i % 1000);
+    base::Status s = m->SetEngramTokenMap(std::move(map), 1000);
+    FS_CHECK(s.ok(), "%s", s.ToString().c_str());
+  }
   return *m;
 }
 

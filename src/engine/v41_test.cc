@@ -113,10 +113,10 @@ TEST(V41PathsTest, ThreadCountDoesNotChangeLogits) {
 // Same weights (generation is seeded by tensor name), different selection limits: logits are
 // equal while nothing is pruned and differ once the top-k / candidate blocks bite.
 TEST(V41PathsTest, TopKAndCandidateBlocksPruneOnlyLongContexts) {
-  model::ModelConfig narrow = model::TinyV41Preset();
+  model::ModelConfig narrow = testing::TinyV41NoEngram();
   narrow.candidate_topk_blocks = 2;  // 16 entries of the ratio-1 source
   auto narrow_model = testing::WriteAndLoad(narrow, false, "_v41_narrow");
-  model::ModelConfig wide = model::TinyV41Preset();
+  model::ModelConfig wide = testing::TinyV41NoEngram();
   wide.candidate_topk_blocks = 1000;
   wide.index_topk = 1000;
   auto wide_model = testing::WriteAndLoad(wide, false, "_v41_wide");
@@ -136,6 +136,62 @@ TEST(V41PathsTest, TopKAndCandidateBlocksPruneOnlyLongContexts) {
   // Later positions: the candidate blocks (narrow) and the top-16 (preset vs wide) change them.
   EXPECT_FALSE(BitEqual(rows(lb, 100, 120), rows(la, 100, 120)));
   EXPECT_FALSE(BitEqual(rows(lb, 100, 120), rows(lw, 100, 120)));
+}
+
+// Engram (layer 1 of the spec's tiny config): chunking, batching and resume from bytes keep
+// the logits, the look-back crosses chunk and snapshot boundaries, and the lookup matters.
+TEST(V41EngramTest, LookBackSurvivesChunkingBatchingAndResume) {
+  const Model& model = testing::TestModelV41Engram();
+  Engine engine(model, EngineOptions{});
+  std::vector<int32_t> tokens = RandomTokens(140, 61);
+  auto one = engine.NewSequence();
+  std::vector<float> full = RunChunked(engine, one.get(), tokens, {140});
+  EXPECT_EQ(one->recent_tokens(), std::vector<int32_t>(tokens.end() - 3, tokens.end()));
+  for (const auto& chunks : std::vector<std::vector<int>>{{1}, {2, 5}, {130, 3}}) {
+    auto st = engine.NewSequence();
+    EXPECT_TRUE(BitEqual(full, RunChunked(engine, st.get(), tokens, chunks))) << "chunk " << chunks[0];
+  }
+  for (int p : {1, 2, 129}) {
+    auto st = engine.NewSequence();
+    RunChunked(engine, st.get(), std::vector<int32_t>(tokens.begin(), tokens.begin() + p), {p});
+    auto restored = DeserializeState(SerializeState(*st, model.config(), model.plan()), model.config(), model.plan());
+    ASSERT_TRUE(restored.ok()) << restored.error().ToString();
+    std::vector<float> expected(full.begin() + static_cast<int64_t>(p) * kVocab, full.end());
+    EXPECT_TRUE(BitEqual(expected, RunChunked(engine, restored->get(), std::vector<int32_t>(tokens.begin() + p, tokens.end()),
+                                              {4}))) << "resume at " << p;
+  }
+  std::vector<bool> equal = testing::BatchedEqualsSolo(engine, {0, 2, 40}, {3, 1, 20}, 5);
+  for (size_t i = 0; i < equal.size(); ++i) EXPECT_TRUE(equal[i]) << "sequence " << i;
+  // The same trunk weights without the Engram layer give other logits from the first token on.
+  Engine plain(TestModelV41(), EngineOptions{});
+  auto st = plain.NewSequence();
+  std::vector<float> without = RunChunked(plain, st.get(), std::vector<int32_t>(tokens.begin(), tokens.begin() + 4), {4});
+  EXPECT_FALSE(BitEqual(std::vector<float>(full.begin(), full.begin() + 4 * kVocab), without));
+  // A different token 3 positions back changes the 4-gram, hence the logits at position 5.
+  std::vector<int32_t> other = tokens;
+  other[2] = other[2] == 7 ? 8 : 7;
+  auto so = engine.NewSequence();
+  std::vector<float> changed = RunChunked(engine, so.get(), std::vector<int32_t>(other.begin(), other.begin() + 6), {6});
+  EXPECT_TRUE(BitEqual(std::vector<float>(full.begin(), full.begin() + 2 * kVocab),
+                       std::vector<float>(changed.begin(), changed.begin() + 2 * kVocab)));
+  EXPECT_FALSE(BitEqual(std::vector<float>(full.begin() + 5 * kVocab, full.begin() + 6 * kVocab),
+                        std::vector<float>(changed.begin() + 5 * kVocab, changed.begin() + 6 * kVocab)));
+}
+
+TEST(V41EngramTest, ModelWithoutTokenMapRefusesToRun) {
+  auto m = testing::WriteAndLoad(testing::TinyV41EngramConfig(), false, "_v41_engram_nomap");
+  EXPECT_TRUE(m->needs_engram_token_map());
+  Engine engine(*m, EngineOptions{});
+  auto st = engine.NewSequence();
+  std::vector<int32_t> ids = {5, 6};
+  ForwardRequest req{st.get(), ids};
+  auto r = engine.Forward({&req, 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), base::ErrorCode::kFailedPrecondition);
+  EXPECT_NE(r.error().message().find("Engram"), std::string::npos);
+  std::vector<int32_t> map(1280, 0);
+  EXPECT_EQ(m->SetEngramTokenMap(map, 999).error().code(), base::ErrorCode::kBadTokenizer);  // wrong class count
+  EXPECT_EQ(st->position(), 0);
 }
 
 TEST(V41StateTest, OnlyKvSourcesGrowAndEntriesAreOnTheirQatGrids) {

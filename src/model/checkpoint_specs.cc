@@ -68,6 +68,16 @@ struct Builder {
       Compressor(p + "indexer.compressor.", 4, c.index_head_dim, 2);
     }
   }
+  // V4.1 Engram (v4-architecture.md 5.4): the n-gram table, the key/value projection of the
+  // gathered rows and the gate weights.
+  void Engram(const std::string& p, int index) {
+    const EngramConfig& e = c.engram;
+    const int64_t cols = static_cast<int64_t>(e.max_ngram_size - 1) * e.num_heads * e.head_dim;
+    out.push_back({p + "embed", TensorRole::kEngramTable, {e.num_embeddings[static_cast<size_t>(index)], e.head_dim}, 1.0f});
+    Linear(p + "wkv", TensorRole::kDenseLinear, (c.hc_mult + 1) * c.hidden_size, cols);
+    F32(p + "q_weight", {c.hc_mult, c.hidden_size}, -1.0f);
+    F32(p + "k_weight", {c.hc_mult, c.hidden_size}, -1.0f);
+  }
   void Moe(const LayerSpec& s) {
     const std::string p = s.prefix + "ffn.";
     const int64_t d = c.hidden_size, f = c.moe_inter_dim;
@@ -92,6 +102,13 @@ struct Builder {
 
 }  // namespace
 
+int EngramIndex(const ModelConfig& c, int layer) {
+  const auto& ids = c.engram.layer_ids;
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] == layer) return static_cast<int>(i);
+  return -1;
+}
+
 std::vector<TensorSpec> CheckpointTensorSpecs(const ModelConfig& c, float sharp) {
   Builder b{c, sharp, {}};
   const int64_t d = c.hidden_size;
@@ -106,6 +123,7 @@ std::vector<TensorSpec> CheckpointTensorSpecs(const ModelConfig& c, float sharp)
     b.Hc(s.prefix + "hc_ffn_", c.hc_mix(), 3);
     b.Attention(s);
     b.Moe(s);
+    if (const int e = EngramIndex(c, s.index); e >= 0) b.Engram(s.prefix + "engram.", e);
     if (s.is_mtp) {
       b.Linear(s.prefix + "e_proj", TensorRole::kDenseLinear, d, d);
       b.Linear(s.prefix + "h_proj", TensorRole::kDenseLinear, d, d);

@@ -19,6 +19,7 @@ enum class TensorRole {
   kNormWeight,    // BF16 vector, initialised near 1
   kF32,           // F32 (mHC, sinks, ape, biases); init std, or uniform [0.5, 1.5) when std < 0
   kTid2eid,       // I64 [vocab, k]
+  kEngramTable,   // V4.1 Engram rows: FP8 with one ue8m0 scale per 32 columns of a row, or BF16
 };
 
 struct TensorSpec {
@@ -29,5 +30,8 @@ struct TensorSpec {
 };
 
 std::vector<TensorSpec> CheckpointTensorSpecs(const ModelConfig& config, float sharp);
+
+// Position of `layer` in config.engram.layer_ids, or -1.
+int EngramIndex(const ModelConfig& config, int layer);
 
 }  // namespace flashserve::model

@@ -184,6 +184,27 @@ int LatestAtOrBefore(const std::vector<int>& sorted, int layer) {
   return it == sorted.begin() ? -1 : *(it - 1);
 }
 
+base::Status ValidateEngram(const ModelConfig& c) {
+  const EngramConfig& e = c.engram;
+  if (e.layer_ids.empty()) return base::Status::Ok();
+  auto bad = [](const std::string& what) {
+    return base::Error(base::ErrorCode::kBadConfig, "config.json (Engram): " + what);
+  };
+  for (size_t i = 0; i < e.layer_ids.size(); ++i) {
+    if (e.layer_ids[i] < 0 || e.layer_ids[i] >= c.num_layers) return bad("engram_layer_ids lists a layer outside the model");
+    if (i > 0 && e.layer_ids[i] <= e.layer_ids[i - 1]) return bad("engram_layer_ids must be strictly increasing");
+  }
+  if (e.num_embeddings.size() != e.layer_ids.size())
+    return bad("engram_num_embeddings needs one table size per engram layer");
+  if (e.max_ngram_size < 2 || e.max_ngram_size > 8) return bad("engram_max_ngram_size must be in [2, 8]");
+  if (e.num_heads <= 0 || e.head_dim <= 0 || e.head_dim % 32 != 0)
+    return bad("engram_n_heads must be positive and engram_head_dim a positive multiple of 32");
+  if (e.vocab_size <= 1 || e.compressed_vocab_size <= 0 || e.compressed_vocab_size > c.vocab_size)
+    return bad("engram_vocab_size and engram_compressed_vocab_size must be positive (the latter <= vocab_size)");
+  if (e.pad_id < 0 || e.pad_id >= c.vocab_size) return bad("engram_pad_token_id must be a token id");
+  return base::Status::Ok();
+}
+
 }  // namespace
 
 base::Status ValidateV41Config(const ModelConfig& c) {
@@ -222,10 +243,7 @@ base::Status ValidateV41Config(const ModelConfig& c) {
   if (!(c.gate_temp > 0)) return Role("gate_temp must be positive");
   if (c.head_dim % 32 != 0 || c.index_head_dim % 32 != 0)
     return Role("head_dim and index_head_dim must be multiples of 32 (FP8 / FP4 cache blocks)");
-  if (!c.engram.layer_ids.empty())
-    return base::Error(base::ErrorCode::kUnsupportedConfig,
-                       "config.json: engram_layer_ids is not empty: Engram n-gram tables are not supported yet");
-  return base::Status::Ok();
+  return ValidateEngram(c);
 }
 
 }  // namespace flashserve::model

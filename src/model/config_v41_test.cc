@@ -57,7 +57,7 @@ void ExpectRejected(const json& j, const std::string& needle) {
 }
 
 TEST(ConfigV41Test, CompositeReleaseLayoutParses) {
-  auto c = ParseModelConfig(SpecWithoutEngram().dump());
+  auto c = ParseModelConfig(kSpecTinyV41);
   ASSERT_TRUE(c.ok()) << c.error().ToString();
   EXPECT_TRUE(c->is_v41());
   EXPECT_EQ(c->architecture, "DeepseekV41ForCausalLM");
@@ -72,6 +72,13 @@ TEST(ConfigV41Test, CompositeReleaseLayoutParses) {
   EXPECT_EQ(c->num_hash_layers, 0);
   EXPECT_EQ(c->num_mtp_layers, 0);
   EXPECT_EQ(c->engram.pad_id, 2);
+  EXPECT_EQ(c->engram.layer_ids, (std::vector<int>{1}));
+  EXPECT_EQ(c->engram.num_embeddings, (std::vector<int64_t>{6126}));
+  EXPECT_EQ(c->engram.max_ngram_size, 4);
+  EXPECT_EQ(c->engram.num_heads, 2);
+  EXPECT_EQ(c->engram.head_dim, 32);
+  EXPECT_EQ(c->engram.vocab_size, 1000);
+  EXPECT_EQ(c->engram.compressed_vocab_size, 99092);
 }
 
 TEST(ConfigV41Test, LayerRolesFollowTheSources) {
@@ -150,12 +157,24 @@ TEST(ConfigV41Test, PresetRoundTripsThroughTheCompositeLayout) {
 }
 
 TEST(ConfigV41Test, UnservableSchedulesAreClearErrors) {
-  ExpectRejected(json::parse(kSpecTinyV41), "Engram");
   auto with = [](auto edit) {
     json j = SpecWithoutEngram();
     edit(j["text_config"]);
     return j;
   };
+  auto engram = [](auto edit) {
+    json j = json::parse(kSpecTinyV41);
+    edit(j["text_config"]);
+    return j;
+  };
+  for (const json& j : {engram([](json& t) { t["engram_num_embeddings"] = {6126, 6126}; }),
+                        engram([](json& t) { t["engram_head_dim"] = 30; }),
+                        engram([](json& t) { t["engram_layer_ids"] = {9}; }),
+                        engram([](json& t) { t["engram_max_ngram_size"] = 1; })}) {
+    auto c = ParseModelConfig(j.dump());
+    ASSERT_FALSE(c.ok());
+    EXPECT_NE(c.error().message().find("Engram"), std::string::npos) << c.error().ToString();
+  }
   ExpectRejected(with([](json& t) { t["compress_ratios"] = {0, 0, 4, 4, 1, 1, 1, 1}; }), "compress_ratios[2]");
   ExpectRejected(with([](json& t) { t["kv_source_layer_ids"] = {2, 5}; t["index_source_layer_ids"] = {2, 4, 5, 6}; }),
                  "compressed at another ratio");

@@ -48,6 +48,8 @@ ModelConfig CommonV41() {
 }
 }  // namespace
 
+// Engram class counts depend on the tokenizer: make-model sets compressed_vocab_size from the
+// tokenizer it ships with the checkpoint (99092 is the released V4.1 tokenizer's count).
 ModelConfig TinyV41Preset() {
   ModelConfig c = CommonV41();
   c.hidden_size = 256;
@@ -67,6 +69,8 @@ ModelConfig TinyV41Preset() {
   c.num_experts_per_token = 4;
   c.moe_inter_dim = 128;
   c.max_position = 8192;
+  // Engram at layer 1: 2-, 3- and 4-grams x 2 heads of 32, six primes above 1000 (6126 rows).
+  c.engram = EngramConfig{{1}, {6126}, 4, 1000, 2, 32, 2, 99092};
   return c;
 }
 
@@ -89,6 +93,8 @@ ModelConfig MediumV41Preset() {
   c.num_experts_per_token = 6;
   c.moe_inter_dim = 768;
   c.max_position = 65536;
+  // Engram at layer 1 shaped like V4.1-Flash's (3 n-gram sizes x 8 heads), smaller rows/tables.
+  c.engram = EngramConfig{{1}, {482648}, 4, 20000, 8, 64, 2, 99092};
   return c;
 }
 

@@ -82,20 +82,21 @@ std::string F32Bytes(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4);
 }
 
-// FP8 e4m3 weight + ue8m0 tile scales (tile B x B).
-void QuantizeFp8(const std::vector<float>& w, int64_t rows, int64_t cols, int b, std::string* q, std::string* s) {
-  const int64_t sr = (rows + b - 1) / b, sc = (cols + b - 1) / b;
+// FP8 e4m3 weight + ue8m0 tile scales (tiles br x bc).
+void QuantizeFp8(const std::vector<float>& w, int64_t rows, int64_t cols, int br, int bc, std::string* q,
+                 std::string* s) {
+  const int64_t sr = (rows + br - 1) / br, sc = (cols + bc - 1) / bc;
   q->assign(static_cast<size_t>(rows * cols), '\0');
   s->assign(static_cast<size_t>(sr * sc), '\0');
   for (int64_t tr = 0; tr < sr; ++tr) {
     for (int64_t tc = 0; tc < sc; ++tc) {
       float amax = 0;
-      for (int64_t r = tr * b; r < std::min(rows, (tr + 1) * b); ++r)
-        for (int64_t c = tc * b; c < std::min(cols, (tc + 1) * b); ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
+      for (int64_t r = tr * br; r < std::min(rows, (tr + 1) * br); ++r)
+        for (int64_t c = tc * bc; c < std::min(cols, (tc + 1) * bc); ++c) amax = std::max(amax, std::fabs(w[r * cols + c]));
       float scale = Pow2Ceil(std::max(amax, 1e-30f) / 448.0f);
       (*s)[tr * sc + tc] = static_cast<char>(ScaleByte(scale));
-      for (int64_t r = tr * b; r < std::min(rows, (tr + 1) * b); ++r)
-        for (int64_t c = tc * b; c < std::min(cols, (tc + 1) * b); ++c)
+      for (int64_t r = tr * br; r < std::min(rows, (tr + 1) * br); ++r)
+        for (int64_t c = tc * bc; c < std::min(cols, (tc + 1) * bc); ++c)
           (*q)[r * cols + c] = static_cast<char>(FloatToE4m3(w[r * cols + c] / scale));
     }
   }
@@ -166,10 +167,15 @@ std::vector<Generated> Generate(const TensorSpec& spec, const ModelConfig& c, co
     QuantizeFp4(v, rows, cols, &q, &s);
     return {{w, DType::kI8, {rows, cols / 2}, std::move(q)}, {sc, DType::kF8E8M0, {rows, cols / 32}, std::move(s)}};
   }
-  if (spec.role != TensorRole::kFloatLinear && quant) {
+  if (spec.role == TensorRole::kEngramTable && quant) {
+    std::string q, s;
+    QuantizeFp8(v, rows, cols, 1, 32, &q, &s);
+    return {{w, DType::kF8E4M3, {rows, cols}, std::move(q)}, {sc, DType::kF8E8M0, {rows, cols / 32}, std::move(s)}};
+  }
+  if (spec.role != TensorRole::kFloatLinear && spec.role != TensorRole::kEngramTable && quant) {
     const int b = c.weight_block;
     std::string q, s;
-    QuantizeFp8(v, rows, cols, b, &q, &s);
+    QuantizeFp8(v, rows, cols, b, b, &q, &s);
     return {{w, DType::kF8E4M3, {rows, cols}, std::move(q)},
             {sc, DType::kF8E8M0, {(rows + b - 1) / b, (cols + b - 1) / b}, std::move(s)}};
   }

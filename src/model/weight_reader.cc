@@ -20,6 +20,20 @@ Error BadTensor(const TensorInfo& t, const std::string& what) {
                                           t.ShapeString() + " in " + t.file + "): " + what);
 }
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+Matrix Scaled(MatrixFormat format, int64_t rows, int64_t cols, const TensorInfo& w, const TensorInfo& s, int tile_rows,
+              int tile_cols) {
+  Matrix m;
+  m.format = format;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = w.data;
+  m.scale = s.data;
+  m.tile_rows = tile_rows;
+  m.tile_cols = tile_cols;
+  m.scale_cols = s.shape[1];
+  return m;
+}
 }  // namespace
 
 Result<const TensorInfo*> WeightReader::Get(const std::string& name) {
@@ -29,22 +43,19 @@ Result<const TensorInfo*> WeightReader::Get(const std::string& name) {
   return t;
 }
 
-Result<Matrix> WeightReader::Fp8(const TensorInfo& w, int64_t rows, int64_t cols) {
+Result<Matrix> WeightReader::Fp8(const TensorInfo& w, int64_t rows, int64_t cols, bool row_scaled) {
   FS_ASSIGN_OR_RETURN(const TensorInfo* s, Get(w.name.substr(0, w.name.size() - 6) + "scale"));
   if (s->dtype != DType::kF8E8M0 || s->shape.size() != 2)
     return BadTensor(*s, "FP8 weight scale must be a 2-D F8_E8M0 tensor");
+  if (row_scaled) {
+    if (cols % 32 != 0 || s->shape != std::vector<int64_t>{rows, cols / 32})
+      return BadTensor(*s, "row-scaled FP8 table needs scales of shape " + ShapeString({rows, cols / 32}));
+    return Scaled(MatrixFormat::kFp8, rows, cols, w, *s, 1, 32);
+  }
   // The tile edge follows from the scale shape; the configured block first, then 128 / 32.
   for (int block : {fp8_block_, 128, 32}) {
     if (block <= 0 || s->shape[0] != CeilDiv(rows, block) || s->shape[1] != CeilDiv(cols, block)) continue;
-    Matrix m;
-    m.format = MatrixFormat::kFp8;
-    m.rows = rows;
-    m.cols = cols;
-    m.data = w.data;
-    m.scale = s->data;
-    m.tile_rows = m.tile_cols = block;
-    m.scale_cols = s->shape[1];
-    return m;
+    return Scaled(MatrixFormat::kFp8, rows, cols, w, *s, block, block);
   }
   return BadTensor(*s, "scale shape does not tile " + ShapeString({rows, cols}) + " in " +
                            std::to_string(fp8_block_) + "x" + std::to_string(fp8_block_) + " (or 128/32) blocks");
@@ -57,16 +68,7 @@ Result<Matrix> WeightReader::Fp4(const TensorInfo& w, int64_t rows, int64_t cols
   FS_ASSIGN_OR_RETURN(const TensorInfo* s, Get(w.name.substr(0, w.name.size() - 6) + "scale"));
   if (s->dtype != DType::kF8E8M0 || s->shape != std::vector<int64_t>{rows, cols / 32})
     return BadTensor(*s, "FP4 scale must be F8_E8M0 " + ShapeString({rows, cols / 32}));
-  Matrix m;
-  m.format = MatrixFormat::kFp4;
-  m.rows = rows;
-  m.cols = cols;
-  m.data = w.data;
-  m.scale = s->data;
-  m.tile_rows = 1;
-  m.tile_cols = 32;
-  m.scale_cols = cols / 32;
-  return m;
+  return Scaled(MatrixFormat::kFp4, rows, cols, w, *s, 1, 32);
 }
 
 Result<Matrix> WeightReader::Linear(const std::string& prefix, int64_t rows, int64_t cols, LinearKind kind) {
@@ -76,12 +78,12 @@ Result<Matrix> WeightReader::Linear(const std::string& prefix, int64_t rows, int
   bool is_fp8 = w->dtype == DType::kF8E4M3 && kind != LinearKind::kFloatOnly;
   if (!is_float && !is_fp8) {
     std::string allowed = kind == LinearKind::kFloatOnly ? "BF16/F16/F32"
-                          : kind == LinearKind::kDense   ? "F8_E4M3 (+scale) or BF16/F16/F32"
-                                                         : "packed FP4 I8/U8 (+scale), F8_E4M3 or BF16/F16/F32";
+                          : kind == LinearKind::kExpert  ? "packed FP4 I8/U8 (+scale), F8_E4M3 or BF16/F16/F32"
+                                                         : "F8_E4M3 (+scale) or BF16/F16/F32";
     return BadTensor(*w, "dtype not allowed here (expected " + allowed + ")");
   }
   if (w->shape != std::vector<int64_t>{rows, cols}) return BadTensor(*w, "expected shape " + ShapeString({rows, cols}));
-  if (is_fp8) return Fp8(*w, rows, cols);
+  if (is_fp8) return Fp8(*w, rows, cols, kind == LinearKind::kRowTable);
   Matrix m;
   m.format = w->dtype == DType::kF32 ? MatrixFormat::kF32 : w->dtype == DType::kBF16 ? MatrixFormat::kBF16 : MatrixFormat::kF16;
   m.rows = rows;

@@ -18,6 +18,7 @@ enum class LinearKind {
   kFloatOnly,   // BF16/F16/F32 by spec (compressor, gate, weights_proj, embed, head)
   kDense,       // FP8 with tile scales, or float
   kExpert,      // FP4 (packed, per-32 scales), FP8 or float
+  kRowTable,    // FP8 with one scale per 32 columns of each row (V4.1 Engram tables), or float
 };
 
 class WeightReader {
@@ -33,7 +34,7 @@ class WeightReader {
 
  private:
   base::Result<const TensorInfo*> Get(const std::string& name);
-  base::Result<Matrix> Fp8(const TensorInfo& w, int64_t rows, int64_t cols);
+  base::Result<Matrix> Fp8(const TensorInfo& w, int64_t rows, int64_t cols, bool row_scaled);
   base::Result<Matrix> Fp4(const TensorInfo& w, int64_t rows, int64_t cols);
 
   const Checkpoint& ckpt_;

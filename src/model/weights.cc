@@ -3,6 +3,8 @@
 #include "model/weights.h"
 
 #include "base/log.h"
+#include "model/checkpoint_specs.h"
+#include "model/engram_layout.h"
 #include "model/weight_reader.h"
 
 namespace flashserve::model {
@@ -112,8 +114,25 @@ struct Loader {
     return Status::Ok();
   }
 
+  Status Engram(const std::string& p, int index, EngramWeights* w) {
+    const EngramConfig& e = c.engram;
+    const int64_t rows = e.num_embeddings[static_cast<size_t>(index)];
+    const int64_t cols = static_cast<int64_t>(e.max_ngram_size - 1) * e.num_heads * e.head_dim;
+    const int64_t needed = EngramHasher(c).TableRows(index);
+    if (rows < needed)
+      return Error(base::ErrorCode::kBadConfig, "config.json: engram_num_embeddings[" + std::to_string(index) + "] = " +
+                                                    std::to_string(rows) + " but the hash buckets need " +
+                                                    std::to_string(needed) + " rows");
+    FS_ASSIGN_OR_RETURN(w->embed, r.Linear(p + "embed", rows, e.head_dim, LinearKind::kRowTable));
+    FS_ASSIGN_OR_RETURN(w->wkv, r.Linear(p + "wkv", (c.hc_mult + 1) * c.hidden_size, cols, LinearKind::kDense));
+    FS_ASSIGN_OR_RETURN(w->q_weight, r.Floats(p + "q_weight", {c.hc_mult, c.hidden_size}));
+    FS_ASSIGN_OR_RETURN(w->k_weight, r.Floats(p + "k_weight", {c.hc_mult, c.hidden_size}));
+    return Status::Ok();
+  }
+
   Status Layer(const LayerSpec& s, LayerWeights* w) {
     int64_t d = c.hidden_size;
+    if (const int e = EngramIndex(c, s.index); e >= 0) FS_RETURN_IF_ERROR(Engram(s.prefix + "engram.", e, &w->engram));
     FS_ASSIGN_OR_RETURN(w->attn_norm, r.Floats(s.prefix + "attn_norm.weight", {d}));
     FS_ASSIGN_OR_RETURN(w->ffn_norm, r.Floats(s.prefix + "ffn_norm.weight", {d}));
     FS_RETURN_IF_ERROR(Hc(s.prefix + "hc_attn_", c.hc_mix(), 3, &w->hc_attn));

@@ -61,8 +61,17 @@ struct MtpExtraWeights {
   HcWeights hc_head;
 };
 
+// V4.1 Engram at a layer (v4-architecture.md 5.4); `embed` stays in the mapped file and only
+// the rows a token hashes to are read.
+struct EngramWeights {
+  Matrix embed;                          // [rows, head_dim]: FP8 + per-32 ue8m0 scales, or float
+  Matrix wkv;                            // [(hc + 1) * d, (max_ngram - 1) * heads * head_dim]
+  std::vector<float> q_weight, k_weight;  // [hc * d]
+};
+
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
+  EngramWeights engram;  // V4.1 Engram layers only (engram.embed.valid())
   HcWeights hc_attn, hc_ffn;
   AttentionWeights attn;
   MoeWeights moe;

@@ -74,6 +74,7 @@ TEST_F(WeightsTest, GeneratedCheckpointLoadsCompletelyInAllFormats) {
 TEST_F(WeightsTest, GeneratedV41CheckpointLoadsCompletelyWithItsRoleTensors) {
   ModelConfig c = TinyV41Preset();
   c.vocab_size = 512;
+  c.engram.compressed_vocab_size = 500;
   ASSERT_TRUE(WriteRandomCheckpoint(c, dir_, RandomCheckpointOptions{}, pool_).ok());
   base::Status s = Load();
   ASSERT_TRUE(s.ok()) << s.ToString();
@@ -91,6 +92,14 @@ TEST_F(WeightsTest, GeneratedV41CheckpointLoadsCompletelyWithItsRoleTensors) {
   EXPECT_EQ(ckpt->Find("layers.5.attn.indexer.wq_b.weight"), nullptr);
   EXPECT_NE(ckpt->Find("layers.3.ffn.gate.bias_vl"), nullptr);
   EXPECT_EQ(ckpt->Find("hc_head_fn"), nullptr);
+  // Engram at layer 1: FP8 rows with a ue8m0 scale per 32 columns, the projection, the gates.
+  const TensorInfo* table = ckpt->Find("layers.1.engram.embed.weight");
+  ASSERT_NE(table, nullptr);
+  EXPECT_EQ(table->shape, (std::vector<int64_t>{6126, 32}));
+  EXPECT_EQ(ckpt->Find("layers.1.engram.embed.scale")->shape, (std::vector<int64_t>{6126, 1}));
+  EXPECT_EQ(ckpt->Find("layers.1.engram.wkv.weight")->shape, (std::vector<int64_t>{5 * 256, 6 * 32}));
+  EXPECT_NE(ckpt->Find("layers.1.engram.q_weight"), nullptr);
+  EXPECT_EQ(ckpt->Find("layers.2.engram.embed.weight"), nullptr);
   const TensorInfo* scale = ckpt->Find("layers.0.attn.wq_a.scale");
   ASSERT_NE(scale, nullptr);
   EXPECT_EQ(scale->shape, (std::vector<int64_t>{128 / 32, 256 / 32}));  // 32x32 tiles
