@@ -2,6 +2,7 @@
 #include <charconv>
 
 #include "api/routes.h"
+#include "encoding/version.h"
 #include "net/api_error.h"
 
 namespace flashserve::api {
@@ -64,6 +65,7 @@ void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange) {
   load.model = info.name;
   load.fingerprint = info.fingerprint;
   load.role = ctx.options.role;
+  load.prompt_format = std::string(encoding::EncodingVersionName(ctx.options.encoding_version));
   load.transfer_address = ctx.options.transfer_address;
   load.queued_prefill_tokens = s.queued_prefill_tokens;
   load.running = s.running;

@@ -20,7 +20,7 @@ namespace {
 
 struct RouterFlags {
   router::RouterConfig config;
-  std::string host = "127.0.0.1", policy = "cache-aware", tokenizer, encoding = "v4", api_keys_file;
+  std::string host = "127.0.0.1", policy = "cache-aware", tokenizer, encoding = "auto", api_keys_file;
   int port = 8080;
   std::vector<std::string> api_keys;
 };
@@ -29,9 +29,11 @@ int RunRouter(RouterFlags f) {
   auto policy = router::ParsePolicy(f.policy);
   if (!policy.ok()) return PrintError(policy.error());
   f.config.chooser.policy = *policy;
-  auto version = encoding::ParseEncodingVersion(f.encoding);
-  if (!version) return PrintError(base::Error(base::ErrorCode::kInvalidArgument, "unknown --encoding " + f.encoding));
-  f.config.encoding_version = *version;
+  if (f.encoding != "auto") {
+    auto version = encoding::ParseEncodingVersion(f.encoding);
+    if (!version) return PrintError(base::Error(base::ErrorCode::kInvalidArgument, "unknown --encoding " + f.encoding));
+    f.config.encoding_version = *version;
+  }
   std::string tokenizer_path = f.tokenizer.empty() ? FindDefaultTokenizer() : f.tokenizer;
   if (tokenizer_path.empty()) {
     return PrintError(base::Error(base::ErrorCode::kNotFound,
@@ -77,7 +79,8 @@ void RegisterRouterCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--policy", f->policy, "round-robin, least-load or cache-aware")
       ->check(CLI::IsMember({"round-robin", "least-load", "cache-aware"}))->capture_default_str();
   cmd->add_option("--tokenizer", f->tokenizer, "The workers' tokenizer.json (default: the DeepSeek one from setup)")->check(CLI::ExistingFile);
-  cmd->add_option("--encoding", f->encoding, "Prompt format of the workers: v4 or v41")->check(CLI::IsMember({"v4", "v41", "v4.1"}))->capture_default_str();
+  cmd->add_option("--encoding", f->encoding, "Prompt format for prefix hashing: auto (what the workers report), v4 or v41")
+      ->check(CLI::IsMember({"auto", "v4", "v41", "v4.1"}))->capture_default_str();
   cmd->add_option("--api-key", f->api_keys, "KEY[:TENANT[:TTL_CLASS]] as on the workers (repeatable); clients must send one");
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one per line")->check(CLI::ExistingFile);
   cmd->add_option("--worker-key", c.pool.control_api_key, "Key for the router's own polls (default: the first --api-key)");

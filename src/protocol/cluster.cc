@@ -123,6 +123,7 @@ std::string ToJson(const WorkerLoad& l) {
               {"fingerprint", l.fingerprint},
               {"role", l.role},
               {"encoding_version", l.encoding_version},
+              {"prompt_format", l.prompt_format},
               {"block_tokens", l.block_tokens},
               {"queued_prefill_tokens", l.queued_prefill_tokens},
               {"running", l.running},
@@ -183,6 +184,7 @@ base::Result<WorkerLoad> ParseWorkerLoad(std::string_view json_text) {
   int64_t version = l.encoding_version;
   const bool ok = GetString(j, "model", &l.model) && GetString(j, "fingerprint", &l.fingerprint) &&
                   GetString(j, "role", &l.role) && GetI64(j, "encoding_version", &version) &&
+                  GetString(j, "prompt_format", &l.prompt_format) &&
                   GetI64(j, "block_tokens", &l.block_tokens) &&
                   GetI64(j, "queued_prefill_tokens", &l.queued_prefill_tokens) && GetI64(j, "running", &l.running) &&
                   GetI64(j, "waiting", &l.waiting) && GetI64(j, "state_pool_bytes", &l.state_pool_bytes) &&

@@ -55,6 +55,7 @@ struct WorkerLoad {
   std::string fingerprint;   // model fingerprint (seeds the block hashes)
   std::string role = "both"; // both | prefill | decode
   int encoding_version = 1;  // block-hash seed input
+  std::string prompt_format; // chat prompt format the worker encodes with: "v4" | "v41" ("" = not reported)
   int64_t block_tokens = 128;
   int64_t queued_prefill_tokens = 0;  // prompt tokens admitted but not yet computed
   int64_t running = 0, waiting = 0;

@@ -62,6 +62,7 @@ TEST(ClusterWireTest, SnapshotAndLoadRoundTrip) {
   l.transfer_address = "127.0.0.1:9100";
   l.kv_enabled = true;
   l.kv_last_seq = 77;
+  l.prompt_format = "v41";
   auto pl = ParseWorkerLoad(ToJson(l));
   ASSERT_TRUE(pl.ok());
   EXPECT_EQ(pl->queued_prefill_tokens, 1234);
@@ -72,6 +73,8 @@ TEST(ClusterWireTest, SnapshotAndLoadRoundTrip) {
   EXPECT_EQ(pl->transfer_address, "127.0.0.1:9100");
   EXPECT_TRUE(pl->kv_enabled);
   EXPECT_EQ(pl->kv_last_seq, 77u);
+  EXPECT_EQ(pl->prompt_format, "v41");
+  EXPECT_EQ(ParseWorkerLoad(R"({"fingerprint":"f"})")->prompt_format, "");  // older workers: not reported
 }
 
 TEST(ClusterWireTest, MalformedInputIsAnErrorNotACrash) {

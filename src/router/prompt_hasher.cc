@@ -10,15 +10,15 @@ namespace {
 constexpr char kBosToken[] = "<｜begin▁of▁sentence｜>";
 }  // namespace
 
-PromptHasher::PromptHasher(const tokenizer::Tokenizer& tokenizer, encoding::EncodingVersion version)
-    : tokenizer_(tokenizer), version_(version) {
+PromptHasher::PromptHasher(const tokenizer::Tokenizer& tokenizer) : tokenizer_(tokenizer) {
   if (auto id = tokenizer.TokenId(kBosToken)) bos_id_ = *id;
 }
 
-base::Result<std::vector<int32_t>> PromptHasher::Tokens(PromptKind kind, const nlohmann::ordered_json& body) const {
+base::Result<std::vector<int32_t>> PromptHasher::Tokens(PromptKind kind, const nlohmann::ordered_json& body,
+                                                       encoding::EncodingVersion version) const {
   if (kind == PromptKind::kChat) {
     FS_ASSIGN_OR_RETURN(protocol::ChatRequest chat, protocol::ChatRequestFromJson(body));
-    FS_ASSIGN_OR_RETURN(encoding::EncodedPrompt prompt, encoding::EncodeChat(chat, version_));
+    FS_ASSIGN_OR_RETURN(encoding::EncodedPrompt prompt, encoding::EncodeChat(chat, version));
     return encoding::ToTokenIds(prompt, tokenizer_);
   }
   auto it = body.find("prompt");

@@ -27,18 +27,19 @@ struct PromptBlocks {
 
 class PromptHasher {
  public:
-  PromptHasher(const tokenizer::Tokenizer& tokenizer, encoding::EncodingVersion version);
+  explicit PromptHasher(const tokenizer::Tokenizer& tokenizer);
 
-  // The prompt's tokens as the worker will build them. An error when the body is not a valid
-  // request (the router then lets a worker produce the exact error response).
-  base::Result<std::vector<int32_t>> Tokens(PromptKind kind, const nlohmann::ordered_json& body) const;
+  // The prompt's tokens as the worker will build them (chat requests in `version`'s format).
+  // An error when the body is not a valid request (the router then lets a worker produce the
+  // exact error response).
+  base::Result<std::vector<int32_t>> Tokens(PromptKind kind, const nlohmann::ordered_json& body,
+                                            encoding::EncodingVersion version) const;
   // Hashes seeded by (fingerprint, cache namespace), as the worker seeds them.
   static PromptBlocks Blocks(std::span<const int32_t> tokens, std::string_view fingerprint,
                              std::string_view cache_namespace);
 
  private:
   const tokenizer::Tokenizer& tokenizer_;
-  encoding::EncodingVersion version_;
   int32_t bos_id_ = 0;
 };
 

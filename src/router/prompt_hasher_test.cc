@@ -27,16 +27,21 @@ class PromptHasherTest : public ::testing::Test {
 };
 
 TEST_F(PromptHasherTest, ChatTokensAreTheEncodersAndBlocksAreSeededByTenant) {
-  PromptHasher hasher(*tok_, encoding::EncodingVersion::kV4);
+  PromptHasher hasher(*tok_);
   std::string long_text;
   for (int i = 0; i < 200; ++i) long_text += "word" + std::to_string(i) + " ";
   Json body = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", long_text}}}}};
-  auto tokens = hasher.Tokens(PromptKind::kChat, body);
+  auto tokens = hasher.Tokens(PromptKind::kChat, body, encoding::EncodingVersion::kV4);
   ASSERT_TRUE(tokens.ok()) << tokens.error().ToString();
   auto chat = protocol::ChatRequestFromJson(body);
   auto prompt = encoding::EncodeChat(*chat, encoding::EncodingVersion::kV4);
   auto expected = encoding::ToTokenIds(*prompt, *tok_);
   EXPECT_EQ(*tokens, *expected);
+  // V4.1 workers render the same request differently (System token, reasoning effort, ...).
+  auto v41 = hasher.Tokens(PromptKind::kChat, body, encoding::EncodingVersion::kV41);
+  ASSERT_TRUE(v41.ok());
+  EXPECT_EQ(*v41, *encoding::ToTokenIds(*encoding::EncodeChat(*chat, encoding::EncodingVersion::kV41), *tok_));
+  EXPECT_NE(*v41, *tokens);
 
   PromptBlocks a = PromptHasher::Blocks(*tokens, "fp", "");
   PromptBlocks b = PromptHasher::Blocks(*tokens, "fp", "tenant:acme");
@@ -49,17 +54,17 @@ TEST_F(PromptHasherTest, ChatTokensAreTheEncodersAndBlocksAreSeededByTenant) {
 }
 
 TEST_F(PromptHasherTest, CompletionPromptsAndUnreadableBodies) {
-  PromptHasher hasher(*tok_, encoding::EncodingVersion::kV4);
-  auto text = hasher.Tokens(PromptKind::kCompletion, Json{{"prompt", "Hello world"}});
+  PromptHasher hasher(*tok_);
+  auto text = hasher.Tokens(PromptKind::kCompletion, Json{{"prompt", "Hello world"}}, encoding::EncodingVersion::kV4);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(text->front(), *tok_->TokenId("<｜begin▁of▁sentence｜>"));
   EXPECT_EQ(std::vector<int32_t>(text->begin() + 1, text->end()), tok_->Encode("Hello world"));
-  auto ids = hasher.Tokens(PromptKind::kCompletion, Json{{"prompt", {5, 6, 7}}});
+  auto ids = hasher.Tokens(PromptKind::kCompletion, Json{{"prompt", {5, 6, 7}}}, encoding::EncodingVersion::kV4);
   ASSERT_TRUE(ids.ok());
   EXPECT_EQ(*ids, (std::vector<int32_t>{5, 6, 7}));
-  EXPECT_FALSE(hasher.Tokens(PromptKind::kCompletion, Json{{"model", "m"}}).ok());
-  EXPECT_FALSE(hasher.Tokens(PromptKind::kCompletion, Json{{"prompt", {1, "x"}}}).ok());
-  EXPECT_FALSE(hasher.Tokens(PromptKind::kChat, Json{{"messages", "hi"}}).ok());
+  EXPECT_FALSE(hasher.Tokens(PromptKind::kCompletion, Json{{"model", "m"}}, encoding::EncodingVersion::kV4).ok());
+  EXPECT_FALSE(hasher.Tokens(PromptKind::kCompletion, Json{{"prompt", {1, "x"}}}, encoding::EncodingVersion::kV4).ok());
+  EXPECT_FALSE(hasher.Tokens(PromptKind::kChat, Json{{"messages", "hi"}}, encoding::EncodingVersion::kV4).ok());
 }
 
 }  // namespace

@@ -75,7 +75,10 @@ void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, Pro
     auto stream = body.find("stream");
     call->stream = stream != body.end() && stream->is_boolean() && stream->get<bool>();
     call->affinity_key = AffinityKey(req, body, key);
-    auto tokens = hasher.Tokens(kind, body);  // tokenization stays on the I/O threads
+    // Tokenization stays on the I/O threads; the format is the configured one or the workers'.
+    const encoding::EncodingVersion format = config.encoding_version.value_or(
+        pool.prompt_format().value_or(encoding::EncodingVersion::kV4));
+    auto tokens = hasher.Tokens(kind, body, format);
     if (tokens.ok()) {
       call->tokens = std::move(tokens).value();
       call->hashable = true;

@@ -32,7 +32,7 @@ base::Status RouterConfig::Validate() const {
 RouterServer::Impl::Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok)
     : config(c),
       tokenizer(tok),
-      hasher(tok, c.encoding_version),
+      hasher(tok),
       keys(c.api_keys),
       index(c.max_index_entries_per_worker),
       chooser(c.chooser),

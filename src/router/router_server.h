@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,9 @@ struct RouterConfig {
   std::vector<std::string> workers;        // base URLs, "http://127.0.0.1:8001"
   ChooserConfig chooser;
   PoolConfig pool;
-  encoding::EncodingVersion encoding_version = encoding::EncodingVersion::kV4;
+  // Chat prompt format for prefix hashing; nullopt = the one the workers report (v4 until one
+  // answered).
+  std::optional<encoding::EncodingVersion> encoding_version;
   std::vector<net::ApiKey> api_keys;       // empty: no authentication at the router
   int max_attempts = 3;                    // workers tried per request before giving up
   int64_t max_index_entries_per_worker = int64_t{1} << 22;

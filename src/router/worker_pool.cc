@@ -90,6 +90,12 @@ asio::awaitable<void> WorkerPool::PollOnce(Link& link) {
     co_return MarkDown(link, "serves another model (fingerprint " + load->fingerprint.substr(0, 12) + ", others " +
                                  fingerprint_.substr(0, 12) + ")");
   }
+  if (auto format = encoding::ParseEncodingVersion(load->prompt_format)) {
+    int expected = -1;
+    const int value = static_cast<int>(*format);
+    if (!prompt_format_.compare_exchange_strong(expected, value) && expected != value)
+      co_return MarkDown(link, "encodes chat prompts as " + load->prompt_format + ", unlike the other workers");
+  }
   WorkerStatus& s = link.status;
   if (!s.healthy) FS_LOG(kInfo, "router: worker {} ({}) is up", link.id, s.url);
   s.healthy = s.ever_seen = true;

@@ -10,10 +10,13 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "encoding/version.h"
 #include "net/http_client.h"
 #include "net/prometheus.h"
 #include "router/load_view.h"
@@ -56,6 +59,12 @@ class WorkerPool {
   net::HttpClient& proxy_client(int worker);
   // The model fingerprint the workers agree on ("" until one answered).
   const std::string& fingerprint() const { return fingerprint_; }
+  // The chat prompt format the workers report (nullopt until one did). Any thread.
+  std::optional<encoding::EncodingVersion> prompt_format() const {
+    const int f = prompt_format_.load(std::memory_order_relaxed);
+    if (f < 0) return std::nullopt;
+    return static_cast<encoding::EncodingVersion>(f);
+  }
   // A forwarded request could not reach the worker: unhealthy until its next good poll.
   void ReportFailure(int worker, const std::string& error);
   // The worker answered a forwarded request with 429 / 503: treat it as full until the next poll.
@@ -79,6 +88,7 @@ class WorkerPool {
   net::MetricsRegistry* metrics_;
   std::vector<std::unique_ptr<Link>> links_;
   std::string fingerprint_;
+  std::atomic<int> prompt_format_{-1};
   bool stopping_ = false;
 };
 

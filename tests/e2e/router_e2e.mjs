@@ -5,7 +5,9 @@
 //     overflows (gap) are resynced from snapshots, and the restarted worker's disk blocks hit;
 //  3. load shedding: 429 + Retry-After when every worker is saturated; API keys at the router;
 //  4. failures: a killed worker's requests are retried on the other one, and a stream whose
-//     worker dies mid-way ends with an error event (never a hang).
+//     worker dies mid-way ends with an error event (never a hang);
+//  5. DeepSeek-V4.1 workers: the router hashes prompts in the format the workers report (v41),
+//     so it predicts their cached blocks and keeps conversations in place.
 //
 // node tests/e2e/router_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
@@ -20,8 +22,8 @@ const args = parseArgs();
 const work = mkdtempSync(join(tmpdir(), 'flashserve-router-e2e-'));
 const start = (cmdArgs) => startCmd(args.flashserve, cmdArgs);
 
-function worker(name, port = '0', extra = []) {
-  return start(['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny', '--host', '127.0.0.1',
+function worker(name, port = '0', extra = [], model = 'model') {
+  return start(['serve', '--model', join(work, model), '--served-model-name', 'tiny', '--host', '127.0.0.1',
     '--port', port, '--threads', '1', '--kv-dir', join(work, `kv-${name}`), '--kv-disk-bytes', String(1 << 30), ...extra]);
 }
 
@@ -51,8 +53,8 @@ function userText(tag, conv, turn) {
 
 // Runs `convs` conversations of `turns` turns, interleaved turn by turn; returns the hit rate and,
 // per conversation, the worker of every turn.
-async function multiTurn(r, tag, convs, turns) {
-  const histories = Array.from({ length: convs }, () => []);
+async function multiTurn(r, tag, convs, turns, system = null) {
+  const histories = Array.from({ length: convs }, () => (system ? [{ role: 'system', content: system }] : []));
   const placement = Array.from({ length: convs }, () => []);
   let hit = 0, total = 0;
   for (let t = 0; t < turns; ++t) {
@@ -142,6 +144,20 @@ try {
   // 4b. Requests that hit the dead worker before the router noticed are retried on the other.
   const results = await Promise.all([0, 1, 2, 3].map((i) => chat(cacheAware, [{ role: 'user', content: userText('retry', i, 0) }])));
   for (const r of results) assert.equal(r.worker, w1.base);
+
+  // 5. V4.1 workers behind a router left on --encoding auto.
+  const mk41 = spawnSync(args.flashserve, ['make-model', '--preset', 'tiny-v41', '--out', join(work, 'model-v41'),
+    '--tokenizer', args.tokenizer, '--threads', '2'], { encoding: 'utf8' });
+  if (mk41.status !== 0) throw new Error(`make-model tiny-v41 failed: ${mk41.stderr}`);
+  const v41 = [await worker('v41a', '0', [], 'model-v41'), await worker('v41b', '0', [], 'model-v41')];
+  const auto = await router(v41);
+  await waitHealthy(auto, 2);
+  // A system message: V4 and V4.1 render it differently (V4.1 puts <｜System｜> before it).
+  const conv41 = await multiTurn(auto, 'v41', 2, 2, 'You are a terse assistant.');
+  for (const p of conv41.placement) assert.ok(p.every((w) => w === p[0]), `a V4.1 conversation moved: ${p}`);
+  const predicted = [...(await (await fetch(`${auto.base}/metrics`)).text())
+    .matchAll(/flashserve_router_predicted_cached_tokens_total\{[^}]*\} (\d+)/g)].reduce((a, m) => a + Number(m[1]), 0);
+  assert.ok(predicted > 0 && conv41.hitRate > 0.2, `the router predicted V4.1 cache hits (${predicted} tokens)`);
   console.log('PASS router e2e');
 } catch (e) {
   failed = true;
