@@ -16,7 +16,7 @@ void RunBlock(Ops& ops, const Model& model, int layer, const RowBatch& batch, fl
   // add their n-gram lookup to the streams.
   const bool lagged = c.is_v41();
   if (w.engram.embed.valid()) {
-    Ops::ScopedPhase t(ops, Phase::kEmbed);
+    Ops::ScopedPhase t(ops, Phase::kEngram);
     RunEngram(ops, model, layer, batch, x, &s->engram);
   }
   {

@@ -11,7 +11,7 @@ namespace flashserve::engine {
 
 const char* PhaseName(Phase phase) {
   static const char* kNames[] = {"embed", "mhc", "norm", "query", "kv", "compress", "index", "attend",
-                                 "output", "route", "experts", "shared", "head", "mtp"};
+                                 "output", "route", "experts", "shared", "head", "mtp", "engram"};
   return kNames[static_cast<size_t>(phase)];
 }
 

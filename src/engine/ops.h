@@ -17,7 +17,7 @@ namespace flashserve::engine {
 
 // Forward-pass phases timed when EngineOptions::profile is on.
 enum class Phase { kEmbed, kMhc, kNorm, kQuery, kKv, kCompress, kIndex, kAttend, kOutput, kRoute, kExperts,
-                   kShared, kHead, kMtp, kCount };
+                   kShared, kHead, kMtp, kEngram, kCount };
 const char* PhaseName(Phase phase);
 
 // Work done by the forward calls since the last Reset (for rooflines): FLOPs counted as
