@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/gemm/matmul.h"
 #include "kernels/norm_rope/norm_rope.h"
 #include "kernels/quant/fake_quant.h"
 
@@ -60,6 +61,38 @@ void PrepareIndexerQueries(Ops& ops, const model::ModelConfig& c, const model::I
   }, 4);
 }
 
+int64_t ScoreGroupRows(int heads, int64_t n_keys) {
+  return std::max<int64_t>(1, (int64_t{1} << 23) / (static_cast<int64_t>(heads) * std::max<int64_t>(1, n_keys)));
+}
+
+void ScoreRows(Ops& ops, int heads, int dim, const float* keys, int64_t n_keys, int64_t r0, int64_t r1,
+               IndexerScratch* s) {
+  const int64_t rows = r1 - r0;
+  s->dots.resize(static_cast<size_t>(rows * heads * n_keys));
+  s->scores.resize(static_cast<size_t>(rows * n_keys));
+  const float* q = s->q.data() + r0 * heads * dim;
+  if (ops.reference()) {
+    for (int64_t i = 0; i < rows * heads; ++i)
+      for (int64_t e = 0; e < n_keys; ++e) s->dots[i * n_keys + e] = IndexDot(q + i * dim, keys + e * dim, dim, true);
+  } else {
+    model::Matrix k;
+    k.format = model::MatrixFormat::kF32;
+    k.rows = n_keys;
+    k.cols = dim;
+    k.data = reinterpret_cast<const uint8_t*>(keys);
+    kernels::MatMul(k, q, rows * heads, dim, s->dots.data(), n_keys, ops.pool());
+  }
+  ops.ForRows(rows, [&](int64_t i) {
+    const float* wts = s->weights.data() + (r0 + i) * heads;
+    float* out = s->scores.data() + i * n_keys;
+    std::fill(out, out + n_keys, 0.0f);
+    for (int hd = 0; hd < heads; ++hd) {
+      const float* dot = s->dots.data() + (i * heads + hd) * n_keys;
+      for (int64_t e = 0; e < n_keys; ++e) out[e] += wts[hd] * std::max(0.0f, dot[e]);
+    }
+  }, 1);
+}
+
 void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeights& w, int layer,
                 const RowBatch& batch, const float* h, const float* q_lat, EntrySelection* out, IndexerScratch* s) {
   const int64_t rows = batch.num_rows();
@@ -82,29 +115,25 @@ void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeigh
     if (visible > c.index_topk) scored += static_cast<double>(visible);
   }
   ops.CountWork(2.0 * scored * heads * dim, scored * dim * sizeof(float));
-  const bool ref = ops.reference();
-  ops.ForRows(rows, [&](int64_t r) {
-    const int64_t visible = (batch.pos[r] + 1) / 4;
-    int32_t* dst = out->index.data() + out->offset[r];
-    if (visible <= c.index_topk) {
-      std::iota(dst, dst + visible, 0);
-      return;
+  auto visible = [&](int64_t r) { return (batch.pos[static_cast<size_t>(r)] + 1) / 4; };
+  for (const SeqRows& seq : batch.seqs) {
+    // Positions ascend, so the rows that prune (more entries than the top-k) are a suffix.
+    int64_t first = seq.row_begin;
+    for (; first < seq.row_end && visible(first) <= c.index_topk; ++first)
+      std::iota(out->index.data() + out->offset[first], out->index.data() + out->offset[first + 1], 0);
+    if (first == seq.row_end) continue;
+    const float* keys = row_state[first]->index_keys.data();
+    const int64_t group = ScoreGroupRows(heads, visible(seq.row_end - 1));
+    for (int64_t g0 = first; g0 < seq.row_end; g0 += group) {
+      const int64_t g1 = std::min(seq.row_end, g0 + group), n_keys = visible(g1 - 1);
+      ScoreRows(ops, heads, dim, keys, n_keys, g0, g1, s);
+      ops.ForRows(g1 - g0, [&](int64_t i) {
+        thread_local std::vector<int32_t> picked;
+        TopKIndices(s->scores.data() + i * n_keys, visible(g0 + i), c.index_topk, &picked);
+        std::copy(picked.begin(), picked.end(), out->index.data() + out->offset[g0 + i]);
+      }, 1);
     }
-    thread_local std::vector<float> scores;
-    thread_local std::vector<int32_t> picked;
-    scores.resize(static_cast<size_t>(visible));
-    const float* keys = row_state[r]->index_keys.data();
-    const float* q = s->q.data() + r * heads * dim;
-    const float* wts = s->weights.data() + r * heads;
-    for (int64_t e = 0; e < visible; ++e) {
-      float score = 0.0f;
-      for (int hd = 0; hd < heads; ++hd)
-        score += wts[hd] * std::max(0.0f, IndexDot(q + hd * dim, keys + e * dim, dim, ref));
-      scores[e] = score;
-    }
-    TopKIndices(scores.data(), visible, c.index_topk, &picked);
-    std::copy(picked.begin(), picked.end(), dst);
-  }, 1);
+  }
 }
 
 }  // namespace flashserve::engine

@@ -22,7 +22,7 @@ struct EntrySelection {
 };
 
 struct IndexerScratch {
-  std::vector<float> q, weights, scores;
+  std::vector<float> q, weights, scores, dots;
 };
 
 // s->q = FP4-QAT(Hadamard?(RoPE_compress(wq_b q_lat))) per head and s->weights =
@@ -30,6 +30,15 @@ struct IndexerScratch {
 void PrepareIndexerQueries(Ops& ops, const model::ModelConfig& config, const model::IndexerWeights& w,
                            const RowBatch& batch, const float* h, const float* q_lat, bool hadamard,
                            IndexerScratch* s);
+
+// Index scores of query rows [r0, r1) (s->q / s->weights as PrepareIndexerQueries left them)
+// against keys [0, n_keys): s->scores[(r - r0) * n_keys + e] = sum_h w_h * ReLU(q_h . K_e).
+// The dots come from the GEMM kernel (one reduction order per dot, whatever the rows, keys or
+// threads; fp64 on the reference path), so scores do not depend on batching or chunking.
+void ScoreRows(Ops& ops, int heads, int dim, const float* keys, int64_t n_keys, int64_t r0, int64_t r1,
+               IndexerScratch* s);
+// Rows per ScoreRows call that keep its buffers near 32 MB.
+int64_t ScoreGroupRows(int heads, int64_t n_keys);
 
 // q_lat: [rows, q_lora_rank]; h: [rows, d]. Index keys must already hold every entry visible
 // to the batch's rows (layer `layer` of each sequence state).

@@ -14,26 +14,6 @@ namespace {
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
-struct RowJob {
-  const model::ModelConfig& c;
-  const model::LayerSpec& spec;
-  const float* q;        // [heads * dim] of this row
-  const float* weights;  // [heads], scales folded in
-  const float* keys;     // the KV source's index keys
-  bool reference;
-
-  void Score(int64_t n, std::vector<float>* scores) const {
-    const int heads = c.index_n_heads, dim = c.index_head_dim;
-    scores->resize(static_cast<size_t>(n));
-    for (int64_t e = 0; e < n; ++e) {
-      float score = 0.0f;
-      for (int hd = 0; hd < heads; ++hd)
-        score += weights[hd] * std::max(0.0f, IndexDot(q + hd * dim, keys + e * dim, dim, reference));
-      (*scores)[static_cast<size_t>(e)] = score;
-    }
-  }
-};
-
 // Keep flags of the top `topk_blocks` blocks by max score, the newest block pinned.
 void SelectBlocks(const float* scores, int64_t n, int block, int topk_blocks, uint8_t* keep) {
   const int64_t blocks = (n + block - 1) / block;
@@ -71,32 +51,45 @@ void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batc
   double scored = 0;
   for (int64_t r = 0; r < rows; ++r) scored += static_cast<double>(visible(r));
   ops.CountWork(2.0 * scored * heads * dim, scored * dim * sizeof(float));
-  const bool ref = ops.reference();
-  ops.ForRows(rows, [&](int64_t r) {
-    const int64_t n = visible(r);
-    std::vector<int32_t>& pick = picks[static_cast<size_t>(r)];
-    if (n == 0) return;
-    const int64_t blocks = (n + block - 1) / block;
-    const uint8_t* allowed = spec.uses_candidates ? candidates->keep.data() + candidates->offset[r] : nullptr;
-    const bool pruned_blocks = allowed && std::count(allowed, allowed + blocks, uint8_t{1}) < blocks;
-    const bool make_blocks = spec.candidate_source && blocks > c.candidate_topk_blocks;
-    if (n <= c.index_topk && !pruned_blocks && !make_blocks) {
-      pick.resize(static_cast<size_t>(n));
-      std::iota(pick.begin(), pick.end(), 0);
-      return;
+  // Whether a row needs scores: more entries than the top-k, blocks to choose (candidate
+  // source) or blocks pruned (later index sources). All grow with the position, so within a
+  // sequence the rows that need scores are a suffix.
+  auto needs_scores = [&](int64_t r) {
+    const int64_t n = visible(r), blocks = (n + block - 1) / block;
+    if (n > c.index_topk || (spec.candidate_source && blocks > c.candidate_topk_blocks)) return true;
+    if (!spec.uses_candidates || n == 0) return false;
+    const uint8_t* allowed = candidates->keep.data() + candidates->offset[r];
+    return std::count(allowed, allowed + blocks, uint8_t{1}) < blocks;
+  };
+  for (const SeqRows& seq : batch.seqs) {
+    int64_t first = seq.row_begin;
+    for (; first < seq.row_end && !needs_scores(first); ++first) {
+      picks[first].resize(static_cast<size_t>(visible(first)));
+      std::iota(picks[first].begin(), picks[first].end(), 0);
     }
-    thread_local std::vector<float> scores;
-    RowJob job{c, spec, s->q.data() + r * heads * dim, s->weights.data() + r * heads,
-               key_state[r]->index_keys.data(), ref};
-    job.Score(n, &scores);
-    if (make_blocks)
-      SelectBlocks(scores.data(), n, block, c.candidate_topk_blocks, candidates->keep.data() + candidates->offset[r]);
-    if (pruned_blocks)
-      for (int64_t e = 0; e < n; ++e)
-        if (!allowed[e / block]) scores[e] = kMasked;
-    TopKIndices(scores.data(), n, std::min<int64_t>(n, c.index_topk), &pick);
-    pick.erase(std::remove_if(pick.begin(), pick.end(), [&](int32_t e) { return scores[e] == kMasked; }), pick.end());
-  }, 1);
+    if (first == seq.row_end) continue;
+    const float* keys = key_state[first]->index_keys.data();
+    const int64_t group = ScoreGroupRows(heads, visible(seq.row_end - 1));
+    for (int64_t g0 = first; g0 < seq.row_end; g0 += group) {
+      const int64_t g1 = std::min(seq.row_end, g0 + group), n_keys = visible(g1 - 1);
+      ScoreRows(ops, heads, dim, keys, n_keys, g0, g1, s);
+      ops.ForRows(g1 - g0, [&](int64_t i) {
+        const int64_t r = g0 + i, n = visible(r), blocks = (n + block - 1) / block;
+        float* scores = s->scores.data() + i * n_keys;
+        if (spec.candidate_source && blocks > c.candidate_topk_blocks)
+          SelectBlocks(scores, n, block, c.candidate_topk_blocks, candidates->keep.data() + candidates->offset[r]);
+        if (spec.uses_candidates) {
+          const uint8_t* allowed = candidates->keep.data() + candidates->offset[r];
+          for (int64_t e = 0; e < n; ++e)
+            if (!allowed[e / block]) scores[e] = kMasked;
+        }
+        std::vector<int32_t>& pick = picks[static_cast<size_t>(r)];
+        TopKIndices(scores, n, std::min<int64_t>(n, c.index_topk), &pick);
+        pick.erase(std::remove_if(pick.begin(), pick.end(), [&](int32_t e) { return scores[e] == kMasked; }),
+                   pick.end());
+      }, 1);
+    }
+  }
   out->offset.assign(static_cast<size_t>(rows) + 1, 0);
   for (int64_t r = 0; r < rows; ++r) out->offset[r + 1] = out->offset[r] + static_cast<int64_t>(picks[r].size());
   out->index.resize(static_cast<size_t>(out->offset[rows]));
