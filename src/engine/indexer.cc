@@ -122,17 +122,12 @@ void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeigh
     for (; first < seq.row_end && visible(first) <= c.index_topk; ++first)
       std::iota(out->index.data() + out->offset[first], out->index.data() + out->offset[first + 1], 0);
     if (first == seq.row_end) continue;
-    const float* keys = row_state[first]->index_keys.data();
-    const int64_t group = ScoreGroupRows(heads, visible(seq.row_end - 1));
-    for (int64_t g0 = first; g0 < seq.row_end; g0 += group) {
-      const int64_t g1 = std::min(seq.row_end, g0 + group), n_keys = visible(g1 - 1);
-      ScoreRows(ops, heads, dim, keys, n_keys, g0, g1, s);
-      ops.ForRows(g1 - g0, [&](int64_t i) {
-        thread_local std::vector<int32_t> picked;
-        TopKIndices(s->scores.data() + i * n_keys, visible(g0 + i), c.index_topk, &picked);
-        std::copy(picked.begin(), picked.end(), out->index.data() + out->offset[g0 + i]);
-      }, 1);
-    }
+    ForEachScoredRow(ops, heads, dim, row_state[first]->index_keys.data(), first, seq.row_end, visible, s,
+                     [&](int64_t r, float* scores) {
+                       thread_local std::vector<int32_t> picked;
+                       TopKIndices(scores, visible(r), c.index_topk, &picked);
+                       std::copy(picked.begin(), picked.end(), out->index.data() + out->offset[r]);
+                     });
   }
 }
 

@@ -40,6 +40,20 @@ void ScoreRows(Ops& ops, int heads, int dim, const float* keys, int64_t n_keys, 
 // Rows per ScoreRows call that keep its buffers near 32 MB.
 int64_t ScoreGroupRows(int heads, int64_t n_keys);
 
+// Scores rows [first, end) of one sequence (visible(r) keys each, non-decreasing) in groups and
+// calls row_fn(r, scores) for every row on the pool; scores[0, visible(r)) are that row's
+// (writable: the scratch slice of that row).
+template <typename VisibleFn, typename RowFn>
+void ForEachScoredRow(Ops& ops, int heads, int dim, const float* keys, int64_t first, int64_t end,
+                      const VisibleFn& visible, IndexerScratch* s, const RowFn& row_fn) {
+  const int64_t group = ScoreGroupRows(heads, visible(end - 1));
+  for (int64_t g0 = first; g0 < end; g0 += group) {
+    const int64_t g1 = std::min(end, g0 + group), n_keys = visible(g1 - 1);
+    ScoreRows(ops, heads, dim, keys, n_keys, g0, g1, s);
+    ops.ForRows(g1 - g0, [&](int64_t i) { row_fn(g0 + i, s->scores.data() + i * n_keys); }, 1);
+  }
+}
+
 // q_lat: [rows, q_lora_rank]; h: [rows, d]. Index keys must already hold every entry visible
 // to the batch's rows (layer `layer` of each sequence state).
 void RunIndexer(Ops& ops, const model::ModelConfig& config, const model::IndexerWeights& w, int layer,

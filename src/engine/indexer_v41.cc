@@ -68,14 +68,9 @@ void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batc
       std::iota(picks[first].begin(), picks[first].end(), 0);
     }
     if (first == seq.row_end) continue;
-    const float* keys = key_state[first]->index_keys.data();
-    const int64_t group = ScoreGroupRows(heads, visible(seq.row_end - 1));
-    for (int64_t g0 = first; g0 < seq.row_end; g0 += group) {
-      const int64_t g1 = std::min(seq.row_end, g0 + group), n_keys = visible(g1 - 1);
-      ScoreRows(ops, heads, dim, keys, n_keys, g0, g1, s);
-      ops.ForRows(g1 - g0, [&](int64_t i) {
-        const int64_t r = g0 + i, n = visible(r), blocks = (n + block - 1) / block;
-        float* scores = s->scores.data() + i * n_keys;
+    ForEachScoredRow(ops, heads, dim, key_state[first]->index_keys.data(), first, seq.row_end, visible, s,
+                     [&](int64_t r, float* scores) {
+        const int64_t n = visible(r), blocks = (n + block - 1) / block;
         if (spec.candidate_source && blocks > c.candidate_topk_blocks)
           SelectBlocks(scores, n, block, c.candidate_topk_blocks, candidates->keep.data() + candidates->offset[r]);
         if (spec.uses_candidates) {
@@ -87,8 +82,7 @@ void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batc
         TopKIndices(scores, n, std::min<int64_t>(n, c.index_topk), &pick);
         pick.erase(std::remove_if(pick.begin(), pick.end(), [&](int32_t e) { return scores[e] == kMasked; }),
                    pick.end());
-      }, 1);
-    }
+      });
   }
   out->offset.assign(static_cast<size_t>(rows) + 1, 0);
   for (int64_t r = 0; r < rows; ++r) out->offset[r + 1] = out->offset[r] + static_cast<int64_t>(picks[r].size());

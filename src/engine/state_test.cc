@@ -119,7 +119,7 @@ TEST(StateBlocksTest, BoundaryPlusBlocksResumesExactly) {
     auto restored = AssembleState(boundary, views, model.config(), model.plan());
     ASSERT_TRUE(restored.ok()) << restored.error().ToString();
     std::vector<float> expected(full.begin() + static_cast<int64_t>(p) * 1280, full.end());
-    EXPECT_TRUE(testing::BitEqual(expected, testing::RunChunked(engine, restored->get(), tail, {tail.size()})))
+    EXPECT_TRUE(testing::BitEqual(expected, testing::RunChunked(engine, restored->get(), tail, {static_cast<int>(tail.size())})))
         << "position " << p;
     if (!views.empty()) {  // wrong or missing blocks are refused
       auto missing = AssembleState(boundary, std::span(views).subspan(1), model.config(), model.plan());

@@ -353,9 +353,7 @@ struct Reference {
 TEST(V41ReferenceTest, EngineMatchesAStraightFromTheSpecForward) {
   const Model& model = testing::TestModelV41Engram();
   std::vector<int32_t> tokens = testing::RandomTokens(40, 2024);
-  Reference ref{model};
-  ref.tokens = tokens;
-  ref.T = static_cast<int64_t>(tokens.size());
+  Reference ref{model, model.config(), tokens, static_cast<int64_t>(tokens.size()), {}, {}, {}, {}};
   Rows expected = ref.Logits();
   EngineOptions opt;
   opt.qat = false;  // the reference has no QAT rounding
