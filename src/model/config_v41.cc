@@ -53,11 +53,39 @@ Status ParseEngram(const json& j, EngramConfig* e) {
   return Status::Ok();
 }
 
+// The release's flat inference/config.json names (v4-architecture.md 2.2 "ref/inference
+// name"), copied to the Hugging Face names when those are absent.
+void AddHfNames(json* j) {
+  static const std::pair<const char*, const char*> kAliases[] = {
+      {"dim", "hidden_size"}, {"n_layers", "num_hidden_layers"}, {"n_heads", "num_attention_heads"},
+      {"rope_head_dim", "qk_rope_head_dim"}, {"window_size", "sliding_window"},
+      {"n_activated_experts", "num_experts_per_tok"},
+      {"moe_inter_dim", "moe_intermediate_size"}, {"score_func", "scoring_func"},
+      {"route_scale", "routed_scaling_factor"}, {"n_hash_layers", "num_hash_layers"}, {"norm_eps", "rms_norm_eps"},
+      {"n_mtp_layers", "num_nextn_predict_layers"}, {"max_seq_len", "max_position_embeddings"}};
+  for (const auto& [from, to] : kAliases)
+    if (j->contains(from) && !j->contains(to)) (*j)[to] = (*j)[from];
+  if (!j->contains("rope_scaling") && j->contains("rope_factor")) {
+    (*j)["rope_scaling"] = {{"type", "yarn"}, {"factor", (*j)["rope_factor"]},
+                            {"original_max_position_embeddings", j->value("original_seq_len", json(65536))},
+                            {"beta_fast", j->value("beta_fast", json(32))}, {"beta_slow", j->value("beta_slow", json(1))}};
+  }
+  if (!j->contains("quantization_config") && j->value("dtype", std::string()) == "fp8") {
+    (*j)["quantization_config"] = {{"quant_method", "fp8"}, {"weight_block_size", {32, 32}},
+                                   {"scale_fmt", j->value("scale_fmt", std::string("ue8m0"))},
+                                   {"expert_dtype", j->value("expert_dtype", std::string("fp8"))}};
+  }
+}
+
 }  // namespace
 
 Result<json> V41TextSection(const json& root) {
   auto text = root.find("text_config");
-  if (text == root.end() || text->is_null()) return root;  // a flat text config
+  if (text == root.end() || text->is_null()) {  // a flat text config, possibly inference/config.json
+    json flat = root;
+    AddHfNames(&flat);
+    return flat;
+  }
   if (!text->is_object()) return BadKey("text_config", "must be an object");
   json j = *text;
   if (!j.contains("quantization_config") && root.contains("quantization_config"))

@@ -128,6 +128,40 @@ TEST(ConfigV41Test, InferenceConfigSpellingsAndFlatLayoutGiveTheSameConfig) {
   EXPECT_EQ(f->weight_block, 32);
 }
 
+// The flat layout with the release's inference/config.json names (dim, n_layers, norm_eps,
+// rope_factor, dtype, ...) gives the same config as the Hugging Face names.
+TEST(ConfigV41Test, InferenceConfigNamesInAFlatConfig) {
+  json t = json::parse(kSpecTinyV41)["text_config"];
+  json flat = {{"architectures", {"DeepseekV41ForCausalLM"}}, {"dim", t["hidden_size"]}, {"n_layers", t["num_hidden_layers"]},
+               {"n_heads", t["num_attention_heads"]}, {"head_dim", 512}, {"rope_head_dim", 64},
+               {"q_lora_rank", 128}, {"o_groups", 4}, {"o_lora_rank", 128}, {"window_size", 128},
+               {"vocab_size", 129280}, {"n_routed_experts", 16}, {"n_activated_experts", 4}, {"n_shared_experts", 1},
+               {"moe_inter_dim", 128}, {"score_func", "sqrtsoftplus"}, {"route_scale", 1.5}, {"swiglu_limit", 10.0},
+               {"norm_eps", 1e-20}, {"max_seq_len", 8192}, {"rope_theta", 10000}, {"compress_rope_theta", 160000},
+               {"rope_factor", 16}, {"original_seq_len", 65536}, {"beta_fast", 32}, {"beta_slow", 1},
+               {"compress_ratios", t["compress_ratios"]}, {"kv_source_layers", {2, 4}}, {"index_source_layers", {2, 4, 6}},
+               {"candidate_source_layer", 4}, {"candidate_topk_blocks", 4}, {"candidate_block_size", 8},
+               {"index_n_heads", 4}, {"index_head_dim", 128}, {"index_topk", 16}, {"hc_mult", 4},
+               {"dtype", "fp8"}, {"scale_fmt", "ue8m0"}, {"expert_dtype", "fp4"}};
+  auto a = ParseModelConfig(flat.dump());
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  auto b = ParseModelConfig(SpecWithoutEngram().dump()).value();
+  EXPECT_EQ(a->hidden_size, b.hidden_size);
+  EXPECT_EQ(a->num_layers, b.num_layers);
+  EXPECT_EQ(a->num_experts_per_token, b.num_experts_per_token);
+  EXPECT_EQ(a->moe_inter_dim, b.moe_inter_dim);
+  EXPECT_EQ(a->norm_eps, b.norm_eps);
+  EXPECT_EQ(a->yarn.original_max_position, b.yarn.original_max_position);
+  EXPECT_EQ(a->yarn.factor, b.yarn.factor);
+  EXPECT_EQ(a->weight_format, WeightFormat::kFp8);
+  EXPECT_EQ(a->weight_block, 32);
+  EXPECT_EQ(a->expert_format, ExpertFormat::kFp4);
+  EXPECT_EQ(a->routed_scaling_factor, 1.5);
+  EXPECT_EQ(a->sliding_window, 128);
+  EXPECT_EQ(a->kv_source_layers, b.kv_source_layers);
+  EXPECT_EQ(a->candidate_source_layer, b.candidate_source_layer);
+}
+
 TEST(ConfigV41Test, AbsentKeysTakeTheReleaseDefaults) {
   json j = SpecWithoutEngram();
   for (const char* k : {"candidate_source_layer_id", "candidate_topk_blocks", "candidate_block_size", "rms_norm_eps"})
