@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "base/check.h"
+#include "kernels/simd/isa.h"
 #include "model/number_formats.h"
 
 namespace flashserve::kernels {
@@ -44,7 +45,14 @@ inline float RoundE4m3(float q) {
   return model::BitsToFloat(bits & 0xFFF00000u);
 }
 
-void FakeQuantFp8(float* x, int64_t n, int block) {
+namespace internal {
+void FakeQuantFp8Avx512(float* x, int64_t n, int block);
+}  // namespace internal
+
+void FakeQuantFp8(float* x, int64_t n, int block) { FakeQuantFp8WithIsa(BestIsa(), x, n, block); }
+
+void FakeQuantFp8WithIsa(Isa isa, float* x, int64_t n, int block) {
+  if (isa == Isa::kAvx512) return internal::FakeQuantFp8Avx512(x, n, block);
   for (int64_t b0 = 0; b0 < n; b0 += block) {
     const int64_t b1 = std::min<int64_t>(n, b0 + block);
     float amax = 0.0f;

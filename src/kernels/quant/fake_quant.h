@@ -5,11 +5,15 @@
 
 #include <cstdint>
 
+#include "kernels/simd/isa.h"
+
 namespace flashserve::kernels {
 
 // Per block of `block` values: scale = 2^ceil(log2(max(amax, 1e-4) / 448)),
 // x = e4m3(clamp(x / scale, +-448)) * scale. The last block may be shorter.
 void FakeQuantFp8(float* x, int64_t n, int block);
+// FakeQuantFp8 with a chosen, supported instruction set (AVX-512 vectorised; others scalar).
+void FakeQuantFp8WithIsa(Isa isa, float* x, int64_t n, int block);
 // The same through the scalar e4m3 encode/decode (tests check the two agree bit for bit).
 void FakeQuantFp8Reference(float* x, int64_t n, int block);
 
