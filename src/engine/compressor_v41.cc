@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
 #include "kernels/norm_rope/norm_rope.h"
 #include "kernels/quant/fake_quant.h"
 
@@ -28,6 +29,7 @@ float* AppendRow(std::vector<float>* v, int dim, int ratio) {
 }
 
 void Rotate(const kernels::RopeTable& rope, int64_t position, float* x, int dim, int rope_dim) {
+  FS_CHECK(rope_dim <= 512, "rope dim %d too large", rope_dim);
   float cos[256], sin[256];
   rope.Angles(position, cos, sin);
   kernels::ApplyRope(x + dim - rope_dim, rope_dim / 2, cos, sin, /*inverse=*/false);

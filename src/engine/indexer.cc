@@ -99,11 +99,8 @@ void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeigh
   const int heads = c.index_n_heads, dim = c.index_head_dim;
   PrepareIndexerQueries(ops, c, w, batch, h, q_lat, /*hadamard=*/true, s);
 
-  // Row -> sequence lookup and the per-row selection sizes.
-  std::vector<const LayerState*> row_state(static_cast<size_t>(rows));
+  // The per-row selection sizes.
   out->offset.assign(static_cast<size_t>(rows) + 1, 0);
-  for (const SeqRows& seq : batch.seqs)
-    for (int64_t r = seq.row_begin; r < seq.row_end; ++r) row_state[r] = &seq.state->layer(layer);
   for (int64_t r = 0; r < rows; ++r) {
     int64_t visible = (batch.pos[r] + 1) / 4;
     out->offset[r + 1] = out->offset[r] + std::min<int64_t>(visible, c.index_topk);
@@ -122,7 +119,7 @@ void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeigh
     for (; first < seq.row_end && visible(first) <= c.index_topk; ++first)
       std::iota(out->index.data() + out->offset[first], out->index.data() + out->offset[first + 1], 0);
     if (first == seq.row_end) continue;
-    ForEachScoredRow(ops, heads, dim, row_state[first]->index_keys.data(), first, seq.row_end, visible, s,
+    ForEachScoredRow(ops, heads, dim, seq.state->layer(layer).index_keys.data(), first, seq.row_end, visible, s,
                      [&](int64_t r, float* scores) {
                        thread_local std::vector<int32_t> picked;
                        TopKIndices(scores, visible(r), c.index_topk, &picked);

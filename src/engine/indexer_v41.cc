@@ -17,10 +17,11 @@ constexpr float kMasked = -std::numeric_limits<float>::infinity();
 // Keep flags of the top `topk_blocks` blocks by max score, the newest block pinned.
 void SelectBlocks(const float* scores, int64_t n, int block, int topk_blocks, uint8_t* keep) {
   const int64_t blocks = (n + block - 1) / block;
-  std::vector<float> block_score(static_cast<size_t>(blocks), kMasked);
+  thread_local std::vector<float> block_score;  // per-row scratch: this runs once per query row
+  thread_local std::vector<int32_t> picked;
+  block_score.assign(static_cast<size_t>(blocks), kMasked);
   for (int64_t e = 0; e < n; ++e) block_score[e / block] = std::max(block_score[e / block], scores[e]);
   block_score[blocks - 1] = std::numeric_limits<float>::infinity();
-  std::vector<int32_t> picked;
   TopKIndices(block_score.data(), blocks, topk_blocks, &picked);
   std::fill(keep, keep + blocks, uint8_t{0});
   for (int32_t b : picked) keep[b] = 1;
@@ -38,9 +39,6 @@ void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batc
   const int block = c.candidate_block_size;
   PrepareIndexerQueries(ops, c, w, batch, h, q_lat, /*hadamard=*/false, s);
 
-  std::vector<const LayerState*> key_state(static_cast<size_t>(rows));
-  for (const SeqRows& seq : batch.seqs)
-    for (int64_t r = seq.row_begin; r < seq.row_end; ++r) key_state[r] = &seq.state->layer(spec.kv_source);
   auto visible = [&](int64_t r) { return (batch.pos[static_cast<size_t>(r)] + 1) / ratio; };
   if (spec.candidate_source) {
     candidates->offset.assign(static_cast<size_t>(rows) + 1, 0);
@@ -68,7 +66,7 @@ void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batc
       std::iota(picks[first].begin(), picks[first].end(), 0);
     }
     if (first == seq.row_end) continue;
-    ForEachScoredRow(ops, heads, dim, key_state[first]->index_keys.data(), first, seq.row_end, visible, s,
+    ForEachScoredRow(ops, heads, dim, seq.state->layer(spec.kv_source).index_keys.data(), first, seq.row_end, visible, s,
                      [&](int64_t r, float* scores) {
         const int64_t n = visible(r), blocks = (n + block - 1) / block;
         if (spec.candidate_source && blocks > c.candidate_topk_blocks)

@@ -1,5 +1,7 @@
-// A loaded DeepSeek-V4 model: config, layer plan, the mapped checkpoint and the weight views,
-// plus the two RoPE tables. Immutable after Load; shared read-only by engines and threads.
+// A loaded DeepSeek-V4 / V4.1 model: config, layer plan, the mapped checkpoint and the weight
+// views, the two RoPE tables and (V4.1 Engram) the hash layout and token classes. Built by
+// Load, completed by SetEngramTokenMap before any Engine uses it (app/cli_util.cc); immutable
+// afterwards and shared read-only by engines and threads.
 #pragma once
 
 #include <memory>

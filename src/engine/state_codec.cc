@@ -2,7 +2,7 @@
 // an FNV-1a 64 checksum of the bytes before it):
 //   state/boundary: "FSST" version flags position mtp_position first_block num_layers
 //                   per layer: ring rows, compressor pools, entries from block first_block on
-//                   pending MTP streams
+//                   pending MTP streams; with flag 2 (V4.1 Engram) the last token ids
 //   block:          "FSBK" version block_index num_layers, per compressed layer: its entries
 #include "engine/state_codec.h"
 

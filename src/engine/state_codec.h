@@ -1,8 +1,9 @@
 // Byte serialisation of SequenceState for snapshots, the KV store and prefill->decode
 // transfer. Entry vectors are stored losslessly in the most compact exact form: FP8 e4m3 with
-// ue8m0 block scales for KV whose non-RoPE channels went through the FP8 QAT round trip, FP4
-// e2m1 for QAT indexer keys, else raw f32 (each section is verified to decode bit-exactly
-// before the compact form is chosen). A trailing checksum and structural checks against the
+// ue8m0 block scales for KV whose non-RoPE channels went through the FP8 QAT round trip (V4.1:
+// all channels, blocks of 32), FP4 e2m1 for QAT indexer keys, FP4 with e4m3 scales for V4.1
+// compressed KV, else raw f32 (each section is verified to decode bit-exactly before the
+// compact form is chosen). A trailing checksum and structural checks against the
 // model reject corrupt or foreign bytes with an error, never a crash. Pure functions.
 #pragma once
 

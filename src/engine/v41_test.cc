@@ -191,7 +191,21 @@ TEST(V41EngramTest, ModelWithoutTokenMapRefusesToRun) {
   EXPECT_NE(r.error().message().find("Engram"), std::string::npos);
   std::vector<int32_t> map(1280, 0);
   EXPECT_EQ(m->SetEngramTokenMap(map, 999).error().code(), base::ErrorCode::kBadTokenizer);  // wrong class count
+  EXPECT_EQ(m->SetEngramTokenMap(std::vector<int32_t>(2, 0), 1000).error().code(),  // misses the pad id 2
+            base::ErrorCode::kBadTokenizer);
+  map[7] = 1000;  // a class outside [0, classes)
+  EXPECT_EQ(m->SetEngramTokenMap(map, 1000).error().code(), base::ErrorCode::kBadTokenizer);
+  EXPECT_TRUE(m->needs_engram_token_map());
   EXPECT_EQ(st->position(), 0);
+  // A state with the Engram look-back does not resume on the same trunk without Engram layers.
+  const Model& with = testing::TestModelV41Engram();
+  Engine e2(with, EngineOptions{});
+  auto s2 = e2.NewSequence();
+  RunChunked(e2, s2.get(), RandomTokens(5, 3), {5});
+  const Model& without = TestModelV41();
+  auto foreign = DeserializeState(SerializeState(*s2, with.config(), with.plan()), without.config(), without.plan());
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_EQ(foreign.error().code(), base::ErrorCode::kBadState);
 }
 
 TEST(V41StateTest, OnlyKvSourcesGrowAndEntriesAreOnTheirQatGrids) {

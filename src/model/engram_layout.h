@@ -2,7 +2,8 @@
 // multipliers (drawn exactly as numpy's default_rng(10007 * layer).integers(0, bound, n) then
 // * 2 + 1: SeedSequence -> PCG64 (XSL-RR) -> Lemire bounded integers), the prime bucket sizes
 // drawn upward from engram_vocab_size and never reused, per-layer bucket offsets, and the row
-// ids of the n-grams ending at a position. Pure data after construction; any thread.
+// ids of the n-grams ending at a position. Built by the weight loader (table sizes) and the
+// engine's Model (hashing). Pure data after construction; any thread.
 #pragma once
 
 #include <cstdint>

@@ -18,6 +18,7 @@ namespace {
 struct Loader {
   const ModelConfig& c;
   WeightReader& r;
+  std::unique_ptr<EngramHasher> hasher = nullptr;  // V4.1 Engram table sizes, built on first use
 
   Status Compressor(const std::string& p, int ratio, int dim, int coff, CompressorWeights* w) {
     int64_t d = c.hidden_size;
@@ -118,7 +119,8 @@ struct Loader {
     const EngramConfig& e = c.engram;
     const int64_t rows = e.num_embeddings[static_cast<size_t>(index)];
     const int64_t cols = static_cast<int64_t>(e.max_ngram_size - 1) * e.num_heads * e.head_dim;
-    const int64_t needed = EngramHasher(c).TableRows(index);
+    if (!hasher) hasher = std::make_unique<EngramHasher>(c);  // one layout for all Engram layers
+    const int64_t needed = hasher->TableRows(index);
     if (rows < needed)
       return Error(base::ErrorCode::kBadConfig, "config.json: engram_num_embeddings[" + std::to_string(index) + "] = " +
                                                     std::to_string(rows) + " but the hash buckets need " +

@@ -103,6 +103,20 @@ TEST_F(WeightsTest, GeneratedV41CheckpointLoadsCompletelyWithItsRoleTensors) {
   const TensorInfo* scale = ckpt->Find("layers.0.attn.wq_a.scale");
   ASSERT_NE(scale, nullptr);
   EXPECT_EQ(scale->shape, (std::vector<int64_t>{128 / 32, 256 / 32}));  // 32x32 tiles
+  // An Engram table smaller than its hash buckets (6126 rows here) is refused by name.
+  {
+    ModelConfig small = c;
+    small.engram.num_embeddings = {6000};
+    const std::string dir2 = dir_ + "_small";
+    ASSERT_TRUE(WriteRandomCheckpoint(small, dir2, RandomCheckpointOptions{}, pool_).ok());
+    auto cfg = LoadModelConfig(dir2).value();
+    auto ck = Checkpoint::Open(dir2).value();
+    auto w = LoadModelWeights(*ck, cfg, BuildLayerPlan(cfg));
+    ASSERT_FALSE(w.ok());
+    EXPECT_NE(w.error().message().find("hash buckets need 6126 rows"), std::string::npos) << w.error().ToString();
+    ck.reset();
+    fs::remove_all(dir2);
+  }
   // A missing role tensor is named in the error.
   ckpt.reset();
   Rewrite([](const TensorInfo& t, SafetensorsWriter*) { return t.name == "layers.4.attn.indexer.k_norm.weight"; });

@@ -57,6 +57,14 @@ check "encode-chat v4 thinking" \
 ids="$("$bin" encode-chat --tokenizer "$tok" --encoding v4 --request "$tmp/req.json" --json --define-missing-v4-tokens)"
 check "encode-chat --json ids" '"ids":[0,3476,477,11502,16,128803,6366,128804,128001,19923,3,1,128803,19,13,19,33,128804,128000]}' \
   "\"ids\"${ids#*\"ids\"}"
+# DeepSeek-V4.1 with Engram: the token classes come from the checkpoint's tokenizer.
+check_fails "make-model v41: vocab below the classes" "more Engram classes" \
+  "$bin" make-model --preset tiny-v41 --vocab 1280 --tokenizer "$tok" --out "$tmp/v41small"
+"$bin" make-model --preset tiny-v41 --tokenizer "$tok" --out "$tmp/v41" >/dev/null || { echo "FAIL make-model tiny-v41"; exit 1; }
+check "generate v41 count" "3" "$("$bin" generate --model "$tmp/v41" --tokens 0,5,17 -n 3 --ignore-eos 2>/dev/null | tr ',' '\n' | wc -l | tr -d ' ')"
+sed -i 's/"engram_compressed_vocab_size": [0-9]*/"engram_compressed_vocab_size": 99092/' "$tmp/v41/config.json"
+check_fails "v41 tokenizer with other Engram classes" "compressed vocabulary has" \
+  "$bin" generate --model "$tmp/v41" --tokens 0,5 -n 1
 printf '{"messages": 5}' > "$tmp/bad.json"
 check_fails "encode-chat rejects bad request" "messages" "$bin" encode-chat --tokenizer "$tok" --encoding v4 --request "$tmp/bad.json"
 exit "$fail"

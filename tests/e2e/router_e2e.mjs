@@ -158,6 +158,20 @@ try {
   const predicted = [...(await (await fetch(`${auto.base}/metrics`)).text())
     .matchAll(/flashserve_router_predicted_cached_tokens_total\{[^}]*\} (\d+)/g)].reduce((a, m) => a + Number(m[1]), 0);
   assert.ok(predicted > 0 && conv41.hitRate > 0.2, `the router predicted V4.1 cache hits (${predicted} tokens)`);
+  // A worker of the same model encoding prompts another way is marked down, not routed to.
+  let odd = await worker('v41odd', '0', ['--encoding', 'v4'], 'model-v41');
+  const oddPort = new URL(odd.base).port;
+  await stop(odd);
+  const mixed = await router([v41[0], odd]);
+  await waitHealthy(mixed, 1);  // v41a answered first: the router now expects v41 prompts
+  odd = await worker('v41odd', oddPort, ['--encoding', 'v4'], 'model-v41');
+  let oddView;
+  for (let i = 0; i < 100; ++i) {
+    oddView = (await workersView(mixed)).find((w) => w.url === odd.base);
+    if (oddView.last_error.includes('encodes chat prompts')) break;
+    await sleep(50);
+  }
+  assert.ok(!oddView.healthy && oddView.last_error.includes('encodes chat prompts as v4'), JSON.stringify(oddView));
   console.log('PASS router e2e');
 } catch (e) {
   failed = true;
