@@ -151,10 +151,13 @@ int RunServe(ServeFlags f) {
   if (base::Status s = f.server.Validate(); !s.ok()) return PrintError(s.error());
   if (base::Status s = f.api.Validate(); !s.ok()) return PrintError(s.error());
 
+  // Before the first thread that outlives this point (the KV store's I/O and GC threads): a
+  // thread started with the signals unblocked would take a SIGTERM that arrives between the
+  // banner and sigwait, and the process would die of it instead of stopping cleanly.
+  sigset_t stop_signals = BlockStopSignals();
   auto store = OpenStore(f, *model);
   if (!store.ok()) return PrintError(store.error());
   if (base::Status s = LoadApiKeys(&f); !s.ok()) return PrintError(s.error());
-  sigset_t stop_signals = BlockStopSignals();
   serve::Server server(*model, f.engine, f.server, std::move(store).value());
   std::unique_ptr<serve::TransferInbox> inbox;
   std::unique_ptr<transfer::TransferReceiver> receiver;

@@ -7,7 +7,7 @@
 // node tests/e2e/openai_sdk_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (SDK or tokenizer missing).
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
@@ -291,6 +291,16 @@ async function main() {
   });
 
   await test('SIGTERM stops the server with exit code 0', async () => {
+    // Every thread but the one in sigwait blocks SIGINT/SIGTERM: a thread that did not would
+    // take a signal sent just after the banner and the process would die of it (Linux /proc).
+    const tasks = `/proc/${server.pid}/task`;
+    if (existsSync(tasks)) {
+      const unblocked = readdirSync(tasks).filter((t) => {
+        const mask = BigInt('0x' + readFileSync(`${tasks}/${t}/status`, 'utf8').match(/SigBlk:\s*([0-9a-f]+)/)[1]);
+        return (mask & 0x4002n) !== 0x4002n;
+      });
+      assert.equal(unblocked.length, 1, `threads not blocking SIGTERM: ${unblocked}`);
+    }
     assert.equal(await stopServer(server), 0);
     server = null;
   });
