@@ -7,7 +7,11 @@
 // every instruction set the CPU has.
 //
 // usage: matmul_bench [--threads N] [--passes P] [--only SUBSTRING-OF-A-CONFIG] [--ns 1,8,32]
+//                     [--qat-x 0|1] [--bf16-dot 0|1]
+// --qat-x 1: activations are exact BF16 values, as the QAT emulation's FP8 rounding leaves them
+// (FP4 and FP8 products may then use AVX512-BF16 dot products); --bf16-dot 0 turns those off.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -93,11 +97,16 @@ WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, in
 // Seconds of the fastest call over `passes` sweeps of the set. The set is several times the
 // L3, so every call streams its weights from DRAM; the fastest call is the one least disturbed
 // by other processes on a shared machine.
+bool qat_x = false;
+
 double BestCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
   const Matrix& first = set.matrices[0];
   std::vector<float> x(static_cast<size_t>(n * first.cols)), y(static_cast<size_t>(n * first.rows));
   uint64_t seed = 99;
-  for (auto& v : x) v = static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f;
+  for (auto& v : x) {
+    v = static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f;
+    if (qat_x) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
+  }
   double best = 1e30;
   for (int pass = 0; pass < passes; ++pass) {
     for (const Matrix& m : set.matrices) {
@@ -208,11 +217,14 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--passes") == 0) passes = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     if (std::strcmp(argv[i], "--ns") == 0) ns = ParseList(argv[i + 1]);
+    if (std::strcmp(argv[i], "--qat-x") == 0) qat_x = std::atoi(argv[i + 1]) != 0;
+    if (std::strcmp(argv[i], "--bf16-dot") == 0) flashserve::kernels::SetBf16PairsEnabled(std::atoi(argv[i + 1]) != 0);
   }
   ThreadPool pool(threads);
   const double bandwidth = flashserve::kernels::MeasureMemoryBandwidth(pool);
   const double peak = flashserve::kernels::MeasureFmaPeak(pool);
-  std::printf("isa %s, %d threads\n", flashserve::kernels::MatMulIsa(), pool.num_threads());
+  std::printf("isa %s, %d threads, activations %s, BF16 dot products %s\n", flashserve::kernels::MatMulIsa(),
+              pool.num_threads(), qat_x ? "exact BF16 (QAT)" : "f32", flashserve::kernels::Bf16PairsAvailable() ? "on" : "off");
   std::printf("floor: read bandwidth %.1f GB/s (512 MiB buffer), f32 FMA peak %.1f GFLOP/s\n", bandwidth, peak);
   std::printf("fastest call of %d sweeps over each set (>= 256 MiB of weights, so DRAM-cold)\n\n", passes);
   std::printf("%-30s %4s %6s %10s %8s %9s %6s %6s %7s\n", "weights", "set", "n", "us/call", "GB/s", "GFLOP/s",

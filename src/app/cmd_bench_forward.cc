@@ -19,7 +19,7 @@ struct BenchFlags {
   std::string model;
   int prompt = 512, context = 256, steps = 8, repeats = 2;
   std::string batches = "1,8,32";
-  bool no_qat = false;
+  bool no_qat = false, no_bf16_dot = false;
   engine::EngineOptions options;
 };
 
@@ -118,8 +118,9 @@ int RunBench(BenchFlags f) {
     c.gbps = kernels::MeasureMemoryBandwidth(pool);
     c.gflops = kernels::MeasureFmaPeak(pool);
   }
-  std::printf("machine: %d threads, ISA %s, measured read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s\n", threads,
-              kernels::MatMulIsa(), c.gbps, c.gflops);
+  if (f.no_bf16_dot) kernels::SetBf16PairsEnabled(false);
+  std::printf("machine: %d threads, ISA %s (BF16 dot products %s), measured read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s\n",
+              threads, kernels::MatMulIsa(), kernels::Bf16PairsAvailable() ? "on" : "off", c.gbps, c.gflops);
   std::printf("model: %s (QAT %s)\n", f.model.c_str(), f.no_qat ? "off" : "on");
   engine::Engine engine(*model, f.options);
   std::vector<Row> rows = {BenchPrefill(engine, f, c)};
@@ -157,6 +158,7 @@ void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--steps", f->steps, "Timed decode steps per batch size")->check(CLI::Range(1, 100000));
   cmd->add_option("--repeats", f->repeats, "Timed prefill repeats (best kept)")->check(CLI::Range(1, 100));
   cmd->add_flag("--profile", f->options.profile, "Also print wall time per forward phase");
+  cmd->add_flag("--no-bf16-dot", f->no_bf16_dot, "FP4/FP8 products through f32 FMAs only (same bits; for A/B comparisons)");
   AddEngineFlags(cmd, &f->options, &f->no_qat);
   cmd->callback([f, run] { *run = [f] { return RunBench(*f); }; });
 }

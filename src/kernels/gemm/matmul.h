@@ -26,4 +26,10 @@ void DequantizeRows(const model::Matrix& w, int64_t row_begin, int64_t row_end, 
 // Name of the instruction set the optimized kernels use on this CPU ("avx512", "avx2", "generic").
 const char* MatMulIsa();
 
+// FP4 and FP8 products use AVX512-BF16 dot products where the CPU has them and they give the
+// same bits as the f32 paths (activations that are exact BF16 values, e.g. FP8-rounded by the
+// QAT emulation). Process-wide switch for A/B comparisons (default on); whether it is on here.
+void SetBf16PairsEnabled(bool enabled);
+bool Bf16PairsAvailable();
+
 }  // namespace flashserve::kernels

@@ -51,6 +51,16 @@ struct MatMulArgs {
   bool fp8_prescale = false;
   const float* fp8_fold_low = nullptr;  // [256] 2^(s-7)
   int fp8_scale_lo = 0, fp8_scale_hi = 0;  // the range of the scale bytes
+  // AVX512-BF16 (MatMulRowsAvx512Bf16): FP4 decoded in registers, FP8 (fp8_vector, n >= 16) in
+  // panels, both into BF16 pairs; x holds the activations as BF16 pairs (one 32-bit lane per
+  // two columns, the one the f32 path adds first in the high half; ldx counts pairs; cols
+  // stays the real count). Chosen only where it gives the f32 paths' bits: every activation is
+  // an exact, finite BF16 (FP8-rounded activations are), every dequantized weight a normal (or
+  // zero) BF16 (FP4 scale bytes in [2, 252], FP8 in [10, 246]), every product a multiple of at
+  // least 2^-126 (so no product or running sum is subnormal: the instruction flushes those),
+  // and MXCSR rounds to nearest. Each step is then an FMA of an exact product in the f32
+  // path's order.
+  bool bf16_pairs = false;
   int64_t panel_rows = 0;
   int64_t padded_cols = 0;  // panel row stride: cols rounded up to the ISA step
   int64_t n = 0;
@@ -62,6 +72,7 @@ struct MatMulArgs {
   const float* fp8_fold = nullptr;     // [256] FP8 scale times the decode factor: 2^(s-119), fp8_low 2^(s-7)
   const float* e4m3 = nullptr;         // [256] exact e4m3 values (scalar FP8 panels)
   const float* e2m1_scaled = nullptr;  // [256][16] e2m1 values times 2^(s-127), per scale byte s
+  const uint16_t* e2m1_bf16 = nullptr;  // [256][32] the same in BF16 (entries 16..31 unused), 64-byte aligned
 };
 
 // The head of the scratch in fp8_prescale mode, reset by MatMulWithIsa at the start of each
@@ -78,6 +89,9 @@ constexpr int64_t kPrescaleHeadFloats = 16;  // 64 bytes: the activations stay a
 // the other direct modes. Only callable where IsaSupported(isa).
 void MatMulRowsAvx512(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
 void MatMulRowsAvx2(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
+// FP4 and FP8 with bf16_pairs only; only callable where Avx512Bf16Supported(). FP8 uses scratch
+// for panels (panel_rows x ldx pairs).
+void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
 // Vector width in floats of each ISA's accumulators (generic: the portable 16-lane order).
 int IsaLanes(Isa isa);
 
@@ -85,5 +99,8 @@ int IsaLanes(Isa isa);
 // must be supported. Results are bit-identical for every n, ldx, ldy and pool size.
 void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y,
                    int64_t ldy, base::ThreadPool& pool);
+
+// Whether a call with these activations takes the AVX512-BF16 path (tests, benchmarks).
+bool UsesBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx);
 
 }  // namespace flashserve::kernels::internal

@@ -8,7 +8,9 @@
 // a row's columns are taken in blocks of kLanes (FP4: blocks of 2*kLanes laid out as the
 // kLanes even columns, then the kLanes odd ones) and the last block is zero-padded; then
 // V::Sum's fixed tree. Weights are dequantized exactly, so the direct (in-register) and panel
-// (dequantized buffer) paths, and every tile shape, give equal bits.
+// (dequantized buffer) paths, and every tile shape, give equal bits. Sources with a Dot step
+// (BF16 pairs, gemm/matmul_avx512_bf16.cc) hold two of a lane's columns per lane and add them in
+// that same order.
 #pragma once
 
 #include <algorithm>
@@ -53,6 +55,17 @@ inline void StoreSums(const typename V::F (&acc)[MR][NR], float* const* ys, int6
   for (; k < kCount; ++k) ys[k / NR][o0 + k % NR] = V::Sum(acc[k / NR][k % NR]);
 }
 
+// acc + w * x in the tile: an FMA per lane, or the source's own step where it has one (FP4 with
+// BF16 pairs: two FMAs per lane, gemm/matmul_avx512_bf16.cc).
+template <class V, class Src, class F>
+inline F MulAdd(F w, F x, F acc) {
+  if constexpr (requires { Src::Dot(w, x, acc); }) {
+    return Src::Dot(w, x, acc);
+  } else {
+    return V::Fma(w, x, acc);
+  }
+}
+
 // Cache lines [next, end) that one register tile requests while it multiplies.
 struct PrefetchSpan {
   uintptr_t next = 0, end = 0;
@@ -93,7 +106,7 @@ inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t col
         F xv = V::Load(xs[i] + k + v * L);
         V::KeepInRegister(xv);  // one load per activation vector, not one per FMA operand
         if constexpr (Src::kScalesX) xv = V::Mul(xv, rows[0].XScale(k));  // one tile row per tile
-        for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(w[j][v], xv, acc[i][j]);
+        for (int j = 0; j < NR; ++j) acc[i][j] = MulAdd<V, Src>(w[j][v], xv, acc[i][j]);
       }
   }
   if (k < cols) {  // only sources with kStep == kLanes have tails
@@ -106,7 +119,7 @@ inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t col
       F xv = V::Load(Staged<V, float, L>(xs[i] + k, rem).v);
       if constexpr (Src::kScalesX) xv = V::Mul(xv, rows[0].XScale(k));
 #pragma GCC unroll 8
-      for (int j = 0; j < NR; ++j) acc[i][j] = V::Fma(w[j][0], xv, acc[i][j]);
+      for (int j = 0; j < NR; ++j) acc[i][j] = MulAdd<V, Src>(w[j][0], xv, acc[i][j]);
     }
   }
   StoreSums<V, MR, NR>(acc, ys, o0);

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <xmmintrin.h>
 
+#include <bit>
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <random>
 #include <string>
@@ -337,6 +339,106 @@ TEST(MatMulTest, StridedInputsAndOutputs) {
       }
     }
   }
+}
+
+// Activations as the QAT emulation leaves them before an FP4 product: exact BF16 values.
+std::vector<float> Bf16Vector(int64_t n, std::mt19937& rng, float stddev = 1.0f) {
+  std::vector<float> x = RandomVector(n, rng, stddev);
+  for (float& v : x) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
+  return x;
+}
+
+// AVX512-BF16 products (FP4 in registers, FP8 panels for n >= 16) run only where they give the
+// f32 paths' bits: on every shape and row count, alone or batched with a row that sends the
+// call down the f32 path, with any thread count.
+TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
+  if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937 rng(41);
+  base::ThreadPool p1(1), p3(3);
+  struct Case {
+    MatrixFormat format;
+    int64_t rows, cols;
+    int tile;
+  };
+  const Case cases[] = {{MatrixFormat::kFp4, 37, 416, 32},  {MatrixFormat::kFp4, 5, 64, 32},
+                        {MatrixFormat::kFp4, 100, 2048, 32}, {MatrixFormat::kFp4, 300, 1024, 32},
+                        {MatrixFormat::kFp8, 37, 416, 32},  {MatrixFormat::kFp8, 140, 1024, 128},
+                        {MatrixFormat::kFp8, 61, 200, 32},  {MatrixFormat::kFp8, 300, 512, 128}};
+  for (const Case& c : cases) {
+    TestMatrix tm = MakeTestMatrix(c.format, c.rows, c.cols, c.tile, rng);
+    const model::Matrix& w = tm.matrix;
+    const int64_t max_n = 80, bad = 70, ldx = c.cols + 3;
+    std::vector<float> x = Bf16Vector(max_n * ldx, rng);
+    x[bad * ldx + 5] = 0.1f;  // not a BF16 value: calls holding this row take the f32 path
+    const int64_t min_n = c.format == MatrixFormat::kFp4 ? 3 : 16;
+    ASSERT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data(), min_n, ldx)) << w.Describe();
+    ASSERT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data() + (bad - 19) * ldx, 20, ldx)) << w.Describe();
+    for (int64_t n : {1, 2, 3, 5, 8, 9, 16, 17, 20, 33, 40, 65, 70}) {
+      for (int64_t first : {int64_t{0}, bad + 1 - n}) {
+        base::ThreadPool& pool = n % 2 == 0 ? p1 : p3;
+        std::vector<float> bf16(n * c.rows), f32(n * c.rows);
+        MatMulWithIsa(Isa::kAvx512, w, x.data() + first * ldx, n, ldx, bf16.data(), c.rows, pool);
+        SetBf16PairsEnabled(false);
+        MatMulWithIsa(Isa::kAvx512, w, x.data() + first * ldx, n, ldx, f32.data(), c.rows, pool);
+        SetBf16PairsEnabled(true);
+        ASSERT_EQ(0, std::memcmp(bf16.data(), f32.data(), bf16.size() * sizeof(float)))
+            << w.Describe() << " n=" << n << " first=" << first << " threads=" << pool.num_threads();
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, Bf16PairPathsOnlyWhereExact) {
+  if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  std::mt19937 rng(43);
+  base::ThreadPool pool(2);
+  TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp4, 24, 256, 32, rng);
+  const model::Matrix& w = tm.matrix;
+  std::vector<float> x = Bf16Vector(3 * 256, rng);
+  EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data(), 3, 256));
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data(), 2, 256));  // decode-bound: f32 is faster
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx2, w, x.data(), 3, 256));
+  std::vector<float> zeros(3 * 256, 0.0f);
+  EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, w, zeros.data(), 3, 256));
+  // FP8: only panels (n >= 16) of vector-decodable tiles.
+  std::vector<float> rows16 = Bf16Vector(16 * 256, rng);
+  TestMatrix fp8 = MakeTestMatrix(MatrixFormat::kFp8, 24, 256, 128, rng);
+  EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 16, 256));
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 15, 256));
+  TestMatrix fp8_48 = MakeTestMatrix(MatrixFormat::kFp8, 24, 256, 48, rng);
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, fp8_48.matrix, rows16.data(), 16, 256));
+  rows16[100] = 0x1p-110f;  // e4m3 subnormal steps times 2^-9 scales make products finer than 2^-126
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 16, 256));
+  rows16[100] = 0x1p-100f;  // fine again
+  EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 16, 256));
+  // Each of these sends the call to the f32 path; the results stay those of the f32 path.
+  const auto check_fallback = [&](std::vector<float> v, const model::Matrix& m, const char* what) {
+    EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, m, v.data(), 3, 256)) << what;
+    std::vector<float> got(3 * 24), ref(3 * 24);
+    MatMulWithIsa(Isa::kAvx512, m, v.data(), 3, 256, got.data(), 24, pool);
+    SetBf16PairsEnabled(false);
+    MatMulWithIsa(Isa::kAvx512, m, v.data(), 3, 256, ref.data(), 24, pool);
+    SetBf16PairsEnabled(true);
+    EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), sizeof(float) * got.size())) << what;
+  };
+  std::vector<float> v = x;
+  v[9] = std::numeric_limits<float>::infinity();
+  check_fallback(v, w, "infinity");
+  v = x;
+  v[9] = 0x1p-127f;  // a subnormal activation
+  check_fallback(v, w, "subnormal");
+  v = x;
+  v[9] = 0x1p-115f;  // with scale bytes from 118 (2^-9), products finer than 2^-126
+  check_fallback(v, w, "fine products");
+  TestMatrix tiny_scale = tm;
+  tiny_scale.matrix.data = tiny_scale.data.data();
+  tiny_scale.matrix.scale = tiny_scale.scale.data();
+  tiny_scale.scale[3] = 1;  // 0.5 * 2^-126 is not a normal BF16
+  check_fallback(x, tiny_scale.matrix, "scale byte 1");
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr((csr & ~0x6000u) | 0x6000u);  // round toward zero: the instruction would not
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data(), 3, 256));
+  _mm_setcsr(csr);
 }
 
 TEST(MatMulTest, ReportsTheBestIsa) {

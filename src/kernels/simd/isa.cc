@@ -25,6 +25,11 @@ Isa BestIsa() {
   return best;
 }
 
+bool Avx512Bf16Supported() {
+  static const bool supported = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
+  return supported;
+}
+
 const char* IsaName(Isa isa) {
   switch (isa) {
     case Isa::kGeneric: return "generic";

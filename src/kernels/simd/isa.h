@@ -17,4 +17,8 @@ Isa BestIsa();
 // "generic", "avx2" or "avx512".
 const char* IsaName(Isa isa);
 
+// Whether the CPU has AVX512-BF16 (VDPBF16PS) on top of kAvx512. The FP4 matrix product uses
+// it only where it gives the same bits as the f32 path (kernels/gemm/matmul_internal.h).
+bool Avx512Bf16Supported();
+
 }  // namespace flashserve::kernels

@@ -1,0 +1,138 @@
+// Matrix products with AVX512-BF16 (VDPBF16PS) for activations that are exact BF16 values
+// (FP8-rounded by the QAT emulation), with the register tiles of matmul_avx512.cc: FP4 decoded
+// in registers into BF16 pairs, FP8 dequantized into panels of BF16 pairs. Each lane adds its
+// two products in the f32 paths' order, so the bits are theirs (see MatMulArgs::bf16_pairs).
+// Compiled with AVX512-BF16 flags; reached only after a CPU check.
+#include <immintrin.h>
+
+#include "kernels/gemm/matmul_rows.h"
+#include "kernels/gemm/matmul_simd.h"
+#include "kernels/simd/avx512.h"
+
+namespace flashserve::kernels::internal {
+namespace {
+
+struct Tiles : simd::Avx512 {
+  static constexpr int kWideMr = 8;  // as in matmul_avx512.cc
+  static constexpr int kWideNr = 3;
+  static constexpr int kMaxMr = 4;
+  static constexpr int kSingleNr = 8;
+};
+
+// VDPBF16PS: acc + w . x per lane, as two FMAs rounded to nearest, the product of the high
+// halves first (the instruction ignores MXCSR; the dispatcher has ruled out subnormals, which
+// it would flush).
+inline __m512 DotPairs(__m512 w, __m512 x, __m512 acc) { return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)x); }
+
+// Rows of an FP4 matrix seen as pair columns: pair column c is columns 2c and 2c + 1 in one
+// 32-bit lane, the even column in the high half, so that lane l adds column 2l, then 2l + 1, of
+// each block of 32 columns, as the f32 FP4 path does. Pair column c is weight byte c of the row.
+struct Fp4PairRows {
+  using F = __m512;
+  static constexpr int kStep = 16;  // pair columns per Load: 32 columns, 16 bytes, one scale
+  static constexpr int kStepBytes = 16;
+  static constexpr bool kScalesX = false;
+  static constexpr int kDecodeCost = 1;
+  static F Dot(F w, F x, F acc) { return DotPairs(w, x, acc); }
+  struct Cursor {
+    const uint8_t* q;
+    const uint8_t* s;
+    const uint16_t* luts;  // [256][32]: per scale byte, the 16 e2m1 values times the scale, BF16
+    void Load(int64_t k, F* w) const {
+      const __m512i table = _mm512_load_si512(luts + 32 * s[k >> 4]);
+      const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + k)));
+      // Word indices: low word = high nibble (odd column), high word = low nibble (even column).
+      const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi32(d, 4), _mm512_slli_epi32(d, 16),
+                                                    _mm512_set1_epi32(0x000F0000), 0xF8);  // a | (b & c)
+      w[0] = _mm512_castsi512_ps(_mm512_permutexvar_epi16(idx, table));
+    }
+    void Tail(int64_t, int, F* w) const { w[0] = _mm512_setzero_ps(); }  // cols % 32 == 0: never
+  };
+  const MatMulArgs* a;
+  Cursor Row(int64_t r) const { return {a->data + r * (a->cols / 2), a->scale + r * a->scale_cols, a->e2m1_bf16}; }
+  const uint8_t* RowStart(int64_t r) const { return a->data + (r < a->rows ? r : a->rows) * (a->cols / 2); }
+  int64_t RowBytes() const { return a->cols / 2; }
+};
+
+// A panel of rows already in BF16 pairs (stride ld pairs, zero-padded).
+struct PairPanelRows {
+  using F = __m512;
+  static constexpr int kStep = 16;
+  static constexpr int kStepBytes = 0;  // already in cache: no prefetch
+  static constexpr bool kScalesX = false;
+  static constexpr int kDecodeCost = 0;
+  static F Dot(F w, F x, F acc) { return DotPairs(w, x, acc); }
+  struct Cursor {
+    const uint32_t* p;
+    void Load(int64_t k, F* w) const { w[0] = _mm512_castsi512_ps(_mm512_loadu_si512(p + k)); }
+    void Tail(int64_t k, int, F* w) const { Load(k, w); }  // ld is a multiple of 16: never
+  };
+  const uint32_t* panel;
+  int64_t ld;
+  int64_t row0;
+  Cursor Row(int64_t r) const { return {panel + (r - row0) * ld}; }
+  const uint8_t* RowStart(int64_t) const { return nullptr; }
+  int64_t RowBytes() const { return ld * 4; }
+};
+
+// Two vectors of exact BF16 values (f32) -> one of pairs: lane l = hi[l] (high half), lo[l].
+inline __m512i Pack(__m512 hi, __m512 lo) {
+  return _mm512_ternarylogic_epi32(_mm512_castps_si512(hi), _mm512_srli_epi32(_mm512_castps_si512(lo), 16),
+                                   _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)), 0xE4);  // (a & c) | (b & ~c)
+}
+
+// FP8 rows [r0, r1) dequantized (the vector decoder, weights times their tile factor: exact)
+// into BF16 pairs in the FP8 path's order: per 32 columns g, lane l holds columns g + l (high)
+// and g + 16 + l, as the f32 path's lane l adds them (blocks of 16 in ascending order).
+void FillPairPanel(const MatMulArgs& a, int64_t r0, int64_t r1, int64_t ld, uint32_t* panel) {
+  using Src = gemm::Fp8Rows<Tiles, gemm::Fp8Scale::kWeights, false>;
+  const Src src{&a};
+  for (int64_t r = r0; r < r1; ++r) {
+    const Src::Cursor row = src.Row(r);
+    uint32_t* dst = panel + (r - r0) * ld;
+    for (int64_t k = 0; k < ld * 2; k += 32) {
+      __m512 half[2];
+      for (int h = 0; h < 2; ++h) {
+        const int64_t c = k + 16 * h;
+        if (c + 16 <= a.cols) {
+          row.Load(c, &half[h]);
+        } else if (c < a.cols) {
+          row.Tail(c, static_cast<int>(a.cols - c), &half[h]);
+        } else {
+          half[h] = _mm512_setzero_ps();
+        }
+      }
+      _mm512_storeu_si512(dst + k / 2, Pack(half[0], half[1]));
+    }
+  }
+}
+
+// FP8 in panels of BF16 pairs: each panel is dequantized once and multiplied by every
+// activation row; the next panel's weights stream in meanwhile (as gemm::PanelRowsPass).
+void Fp8PairPanels(const MatMulArgs& a, int64_t r0, int64_t r1, uint32_t* scratch) {
+  const int64_t ld = a.ldx;  // pairs per row, a multiple of 16
+  MatMulArgs pairs = a;
+  pairs.cols = ld;  // the tiles run over pair columns
+  const gemm::Fp8Rows<Tiles, gemm::Fp8Scale::kWeights, false> raw{&a};
+  for (int64_t p0 = r0; p0 < r1; p0 += a.panel_rows) {
+    const int64_t p1 = r1 - p0 < a.panel_rows ? r1 : p0 + a.panel_rows;
+    const gemm::PrefetchSpan next{reinterpret_cast<uintptr_t>(raw.RowStart(p1)),
+                                  reinterpret_cast<uintptr_t>(raw.RowStart(p1 + a.panel_rows))};
+    FillPairPanel(a, p0, p1, ld, scratch);
+    gemm::Rows<Tiles>(PairPanelRows{scratch, ld, p0}, pairs, p0, p1, next);
+  }
+}
+
+}  // namespace
+
+void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch) {
+  if (args.format == model::MatrixFormat::kFp4) {
+    MatMulArgs pairs = args;
+    pairs.cols = args.cols / 2;  // the tiles run over pair columns
+    gemm::Rows<Tiles>(Fp4PairRows{&args}, pairs, row_begin, row_end);
+  } else {
+    Fp8PairPanels(args, row_begin, row_end, reinterpret_cast<uint32_t*>(scratch));
+  }
+}
+
+}  // namespace flashserve::kernels::internal
