@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
-#include <utility>
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
 #endif
@@ -164,27 +163,6 @@ bool DenormalsAreZero() {
 #endif
 }
 
-// For the BF16-pair paths (MatMulArgs::bf16_pairs): the exponent field of the smallest nonzero
-// |activation| (255 when all are zero), or -1 unless every activation is a finite, exact BF16
-// value that is zero or normal.
-int Bf16ActivationField(const float* x, int64_t n, int64_t ldx, int64_t cols) {
-  uint32_t low_bits = 0, max_abs = 0, min_abs = 0xFFFFFFFFu;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = x + i * ldx;
-    for (int64_t c = 0; c < cols; ++c) {  // branch-free, so that it vectorises
-      const uint32_t u = std::bit_cast<uint32_t>(row[c]) & 0x7FFFFFFFu;
-      low_bits |= u & 0xFFFFu;
-      max_abs = std::max(max_abs, u);
-      min_abs = std::min(min_abs, u == 0 ? 0xFFFFFFFFu : u);
-    }
-    // Not BF16, or inf / NaN: f32 activations show it in their first row.
-    if (low_bits != 0 || max_abs >= 0x7F800000u) return -1;
-  }
-  if (min_abs == 0xFFFFFFFFu) return 255;
-  const int field = static_cast<int>(min_abs >> 23);
-  return field >= 1 ? field : -1;
-}
-
 // Whether the call may take the AVX512-BF16 path (MatMulArgs::bf16_pairs). The smallest
 // activation's quantum is 2^(field - 134) and the smallest weight's 2^(s_lo - 128) (FP4: half
 // of e2m1's step, times the scale) or 2^(s_lo - 136) (FP8: the e4m3 subnormal step): their
@@ -199,29 +177,18 @@ bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n,
 #if defined(__x86_64__) || defined(__i386__)
   if ((_mm_getcsr() & 0x6000) != 0) return false;  // not round-to-nearest
 #endif
-  const int field = Bf16ActivationField(x, n, ldx, w.cols);
+  const int field = Bf16ActivationFieldAvx512(x, n, ldx, w.cols);
   if (field < 0) return false;
   const ByteRange range = ScaleRange(w);
   const int min_scale = fp4 ? 2 : 10, max_scale = fp4 ? 252 : 246, weight_quantum = range.lo - (fp4 ? 128 : 136);
   return range.lo >= min_scale && range.hi <= max_scale && (field == 255 || field - 134 + weight_quantum >= -126);
 }
 
-// x as BF16 pairs (MatMulArgs::bf16_pairs), each value the top 16 bits of its exact f32, into
-// a thread-local buffer of n x `pairs` lanes: lane c of each 16 holds the columns (hi, lo)
-// that pair(c) names, zero past cols.
-template <class Pair>
-const float* PackBf16Pairs(const float* x, int64_t n, int64_t ldx, int64_t cols, int64_t pairs, Pair pair) {
+// x as BF16 pairs (MatMulArgs::bf16_pairs) in a thread-local buffer of n x pairs lanes.
+const float* PackBf16Pairs(const float* x, int64_t n, int64_t ldx, int64_t cols, bool fp4, int64_t pairs) {
   thread_local std::vector<uint32_t> out;
   if (out.size() < static_cast<size_t>(n * pairs)) out.resize(static_cast<size_t>(n * pairs));
-  const auto bits = [&](const float* row, int64_t c) { return c < cols ? std::bit_cast<uint32_t>(row[c]) : 0u; };
-  for (int64_t i = 0; i < n; ++i) {
-    const float* src = x + i * ldx;
-    uint32_t* dst = out.data() + i * pairs;
-    for (int64_t c = 0; c < pairs; ++c) {
-      const auto [hi, lo] = pair(c);
-      dst[c] = (bits(src, hi) & 0xFFFF0000u) | (bits(src, lo) >> 16);
-    }
-  }
+  PackBf16PairsAvx512(x, n, ldx, cols, fp4, pairs, out.data());
   return reinterpret_cast<const float*>(out.data());
 }
 
@@ -300,16 +267,10 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   a.n = n;
   const bool fp4 = w.format == model::MatrixFormat::kFp4;
   a.bf16_pairs = ChooseBf16Pairs(isa, w, x, n, ldx, a.fp8_vector);
-  if (a.bf16_pairs && fp4) {  // pair c = columns (2c, 2c + 1)
-    a.ldx = w.cols / 2;
-    a.x = PackBf16Pairs(x, n, ldx, w.cols, a.ldx, [](int64_t c) { return std::pair{2 * c, 2 * c + 1}; });
-  } else if (a.bf16_pairs) {  // FP8 panels: pair c of each 16 = columns (g + c, g + 16 + c)
-    a.direct = a.fp8_scale_x = a.fp8_prescale = a.fp8_low = false;
+  if (a.bf16_pairs) {
+    if (!fp4) a.direct = a.fp8_scale_x = a.fp8_prescale = a.fp8_low = false;  // FP8: panels
     a.ldx = (w.cols + 31) / 32 * 16;
-    a.x = PackBf16Pairs(x, n, ldx, w.cols, a.ldx, [](int64_t c) {
-      const int64_t g = c / 16 * 32, l = c % 16;
-      return std::pair{g + l, g + 16 + l};
-    });
+    a.x = PackBf16Pairs(x, n, ldx, w.cols, fp4, a.ldx);
   } else {
     a.x = fp4 ? PermuteForFp4(x, n, ldx, w.cols, lanes) : x;
     a.ldx = fp4 ? w.cols : ldx;

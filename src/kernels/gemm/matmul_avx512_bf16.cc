@@ -125,6 +125,49 @@ void Fp8PairPanels(const MatMulArgs& a, int64_t r0, int64_t r1, uint32_t* scratc
 
 }  // namespace
 
+int Bf16ActivationFieldAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), low_mask = _mm512_set1_epi32(0xFFFF);
+  __m512i low = _mm512_setzero_si512(), max = _mm512_setzero_si512(), min = _mm512_set1_epi32(-1);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = x + i * ldx;
+    for (int64_t c = 0; c < cols; c += 16) {
+      const __mmask16 in = cols - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - c)) - 1);
+      const __m512i u = _mm512_and_si512(_mm512_maskz_loadu_epi32(in, row + c), abs_mask);
+      low = _mm512_or_si512(low, _mm512_and_si512(u, low_mask));
+      max = _mm512_max_epu32(max, u);
+      min = _mm512_mask_min_epu32(min, _mm512_test_epi32_mask(u, u), min, u);  // nonzero values only
+    }
+    // Not BF16, or inf / NaN: f32 activations show it in their first row.
+    if (_mm512_reduce_or_epi32(low) != 0 || static_cast<uint32_t>(_mm512_reduce_max_epu32(max)) >= 0x7F800000u)
+      return -1;
+  }
+  const uint32_t least = static_cast<uint32_t>(_mm512_reduce_min_epu32(min));
+  if (least == 0xFFFFFFFFu) return 255;  // all zero
+  const int field = static_cast<int>(least >> 23);
+  return field >= 1 ? field : -1;
+}
+
+void PackBf16PairsAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols, bool fp4, int64_t pairs, uint32_t* out) {
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odds = _mm512_add_epi32(evens, _mm512_set1_epi32(1));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* src = x + i * ldx;
+    uint32_t* dst = out + i * pairs;
+    for (int64_t g = 0; g < pairs * 2; g += 32) {  // 32 columns -> 16 pairs
+      const auto load = [&](int64_t c) {
+        const int64_t left = cols - c;
+        const __mmask16 in = left >= 16 ? __mmask16(0xFFFF) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+        return _mm512_maskz_loadu_ps(in, src + c);
+      };
+      const __m512 a = load(g), b = load(g + 16);
+      // FP4: pair c = columns (2c, 2c + 1); FP8: pair l of the group = columns (g + l, g + 16 + l).
+      const __m512 hi = fp4 ? _mm512_permutex2var_ps(a, evens, b) : a;
+      const __m512 lo = fp4 ? _mm512_permutex2var_ps(a, odds, b) : b;
+      _mm512_storeu_si512(dst + g / 2, Pack(hi, lo));
+    }
+  }
+}
+
 void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch) {
   if (args.format == model::MatrixFormat::kFp4) {
     MatMulArgs pairs = args;

@@ -92,6 +92,12 @@ void MatMulRowsAvx2(const MatMulArgs& args, int64_t row_begin, int64_t row_end, 
 // FP4 and FP8 with bf16_pairs only; only callable where Avx512Bf16Supported(). FP8 uses scratch
 // for panels (panel_rows x ldx pairs).
 void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
+// Its activation checks and packing (same condition). The exponent field of the smallest
+// nonzero |x| (255: all zero), or -1 unless every value is a finite, exact BF16, zero or normal.
+int Bf16ActivationFieldAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols);
+// x as BF16 pairs, `pairs` lanes per row (a multiple of 16, zero past cols): FP4 order (pair c =
+// columns 2c, 2c + 1) or FP8 order (pair l of each 16 = columns g + l, g + 16 + l).
+void PackBf16PairsAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols, bool fp4, int64_t pairs, uint32_t* out);
 // Vector width in floats of each ISA's accumulators (generic: the portable 16-lane order).
 int IsaLanes(Isa isa);
 

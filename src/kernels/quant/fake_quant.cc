@@ -47,6 +47,7 @@ inline float RoundE4m3(float q) {
 
 namespace internal {
 void FakeQuantFp8Avx512(float* x, int64_t n, int block);
+void FakeQuantFp4Avx512(float* x, int64_t n, int block);
 }  // namespace internal
 
 void FakeQuantFp8(float* x, int64_t n, int block) { FakeQuantFp8WithIsa(BestIsa(), x, n, block); }
@@ -68,7 +69,10 @@ void FakeQuantFp8Reference(float* x, int64_t n, int block) {
                   [](float q) { return model::E4m3ToFloat(model::FloatToE4m3(q)); });
 }
 
-void FakeQuantFp4(float* x, int64_t n, int block) {
+void FakeQuantFp4(float* x, int64_t n, int block) { FakeQuantFp4WithIsa(BestIsa(), x, n, block); }
+
+void FakeQuantFp4WithIsa(Isa isa, float* x, int64_t n, int block) {
+  if (isa == Isa::kAvx512) return internal::FakeQuantFp4Avx512(x, n, block);
   FakeQuantBlocks(x, n, block, 6.0f, 6.0f * std::ldexp(1.0f, -126),
                   [](float q) { return model::E2m1ToFloat(model::FloatToE2m1(q)); });
 }

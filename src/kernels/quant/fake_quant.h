@@ -19,6 +19,9 @@ void FakeQuantFp8Reference(float* x, int64_t n, int block);
 
 // Per block: scale = 2^ceil(log2(max(amax, 6 * 2^-126) / 6)), x = e2m1(clamp(x / scale, +-6)) * scale.
 void FakeQuantFp4(float* x, int64_t n, int block);
+// FakeQuantFp4 with a chosen, supported instruction set (AVX-512 vectorised, bit-identical;
+// others: the scalar encoder).
+void FakeQuantFp4WithIsa(Isa isa, float* x, int64_t n, int block);
 
 // V4.1 compressed KV (NVFP4-like, no global scale): per block,
 // scale = e4m3(max(amax, 6 * 2^-9) / 6), x = e2m1(clamp(x / scale, +-6)) * scale.

@@ -1,7 +1,8 @@
-// AVX-512 FP8 QAT rounding (kernels/quant/fake_quant.h), bit-identical to the scalar path: the
-// same block amax and power-of-two scale, and the same round-to-nearest-even of q = x / scale
-// (f32 bit trick for normal e4m3 values, a multiple of 2^-9 below 2^-6). Compiled with the
-// AVX-512 flags; reached only after the CPU check in fake_quant.cc.
+// AVX-512 FP8 and FP4 QAT rounding (kernels/quant/fake_quant.h), bit-identical to the scalar
+// paths: the same block amax and power-of-two scale, and the same round-to-nearest-even of
+// q = x / scale (FP8: f32 bit trick for normal e4m3 values, a multiple of 2^-9 below 2^-6; FP4:
+// the scalar encoder's midpoint comparisons). Compiled with the AVX-512 flags; reached only after
+// the CPU check in fake_quant.cc.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -46,6 +47,47 @@ void FakeQuantFp8Avx512(float* x, int64_t n, int block) {
       const __mmask16 m = Lanes(b1 - i);
       const __m512 q = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv), lo), hi);
       _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(RoundE4m3(q), out_scale));
+    }
+  }
+}
+
+// q (|q| <= 6 or NaN) -> e2m1 value with q's sign: the thresholds of model::FloatToE2m1, whose
+// midpoints go to the even code (<= at 0.25, 1.25, 2.5, 5; < at 0.75, 1.75, 3.5); NaN -> 6.
+static __m512 RoundE2m1(__m512 q) {
+  const __m512 a = _mm512_abs_ps(q);
+  __m512 mag = _mm512_setzero_ps();
+  const auto step = [&](float edge, int predicate, float value) {
+    mag = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(edge), predicate), mag, _mm512_set1_ps(value));
+  };
+  step(0.25f, _CMP_GT_OQ, 0.5f);
+  step(0.75f, _CMP_GE_OQ, 1.0f);
+  step(1.25f, _CMP_GT_OQ, 1.5f);
+  step(1.75f, _CMP_GE_OQ, 2.0f);
+  step(2.5f, _CMP_GT_OQ, 3.0f);
+  step(3.5f, _CMP_GE_OQ, 4.0f);
+  step(5.0f, _CMP_GT_OQ, 6.0f);
+  mag = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), mag, _mm512_set1_ps(6.0f));
+  const __m512i sign = _mm512_and_si512(_mm512_castps_si512(q), _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+  return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), sign));
+}
+
+void FakeQuantFp4Avx512(float* x, int64_t n, int block) {
+  for (int64_t b0 = 0; b0 < n; b0 += block) {
+    const int64_t b1 = std::min<int64_t>(n, b0 + block);
+    __m512 amax = _mm512_setzero_ps();
+    for (int64_t i = b0; i < b1; i += 16)  // NaN second: max returns amax, as std::max(amax, NaN)
+      amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(Lanes(b1 - i), x + i)), amax);
+    const float scale = Pow2CeilScale(std::max(_mm512_reduce_max_ps(amax), 6.0f * 0x1p-126f) / 6.0f);
+    // x * (1 / scale) rounds like x / scale: both are x times an exact power of two.
+    const __m512 inv = _mm512_set1_ps(1.0f / scale), out_scale = _mm512_set1_ps(scale);
+    const __m512 lo = _mm512_set1_ps(-6.0f), hi = _mm512_set1_ps(6.0f);
+    for (int64_t i = b0; i < b1; i += 16) {
+      const __mmask16 m = Lanes(b1 - i);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv);
+      // std::clamp keeps NaN: max/min return their second operand for NaN, so NaN goes first.
+      const __m512 q = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+      const __m512 kept = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), q, v);
+      _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(RoundE2m1(kept), out_scale));
     }
   }
 }

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <limits>
+
 #include <cmath>
 #include <random>
 #include <vector>
@@ -72,6 +75,33 @@ TEST(FakeQuantTest, Fp4GridAndScale) {
   std::vector<float> y = {12.0f, 5.0f, 1.0f, 0.7f};
   FakeQuantFp4(y.data(), 4, 4);  // amax 12 -> scale 2
   EXPECT_EQ(y, (std::vector<float>{12.0f, 4.0f, 1.0f, 1.0f}));
+}
+
+TEST(FakeQuantTest, FastFp4PathMatchesTheScalarEncoderBitForBit) {
+  std::mt19937 rng(19);
+  std::vector<float> x;
+  for (float scale : {1e-30f, 1e-6f, 1e-3f, 0.1f, 1.0f, 30.0f, 1e4f, 1e30f}) {
+    std::normal_distribution<float> d(0.0f, scale);
+    for (int i = 0; i < 20000; ++i) x.push_back(d(rng));
+  }
+  // Every e2m1 value, the midpoints between them and their neighbours, zeros of both signs,
+  // subnormals, infinities and NaN, in blocks whose amax is 6 (scale 1).
+  for (float v : {0.0f, 0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f}) {
+    for (float u : {v, std::nextafter(v, 0.0f), std::nextafter(v, 7.0f)}) x.insert(x.end(), {u, -u, 6.0f, 0.0f});
+  }
+  x.insert(x.end(), {-0.0f, 1e-40f, -1e-42f, 6.0f, std::numeric_limits<float>::infinity(), 1.0f, 2.0f, 3.0f,
+                     std::numeric_limits<float>::quiet_NaN(), 1.0f, -std::numeric_limits<float>::quiet_NaN(), 6.0f});
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+    if (!IsaSupported(isa)) continue;
+    for (int block : {32, 16, 4, 7}) {
+      std::vector<float> fast = x, slow = x;
+      FakeQuantFp4WithIsa(isa, fast.data(), static_cast<int64_t>(fast.size()), block);
+      FakeQuantFp4WithIsa(Isa::kGeneric, slow.data(), static_cast<int64_t>(slow.size()), block);
+      for (size_t i = 0; i < x.size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>(fast[i]), std::bit_cast<uint32_t>(slow[i]))
+            << "x=" << x[i] << " at " << i << " block " << block << " " << IsaName(isa);
+    }
+  }
 }
 
 TEST(FakeQuantTest, HadamardIsOrthonormalAndSelfInverse) {
