@@ -47,6 +47,8 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
   cmd->add_flag("--no-qat", *no_qat, "Turn off the quantization-aware-training emulation (FP8/FP4 round trips)");
   cmd->add_flag("--reference", options->reference_kernels, "Use the naive reference kernels (slow, fp64 accumulation)");
   cmd->add_option("--threads", options->num_threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_flag_callback("--no-huge-page-head", [options] { options->head_in_huge_pages = false; },
+                         "Read the output head from the checkpoint mapping, not a copy in 2 MiB pages (saves its size in memory)");
 }
 
 namespace {
@@ -70,8 +72,11 @@ base::Status BindEngramTokenMap(engine::Model& model, std::string path) {
 
 }  // namespace
 
-std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const std::string& tokenizer_path) {
-  auto model = engine::Model::Load(dir);
+std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const engine::EngineOptions& options,
+                                                const std::string& tokenizer_path) {
+  engine::ModelLoadOptions load;
+  load.head_in_huge_pages = options.head_in_huge_pages;
+  auto model = engine::Model::Load(dir, load);
   if (!model.ok()) {
     PrintError(model.error());
     return nullptr;

@@ -105,7 +105,7 @@ Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch, const Ce
 }
 
 int RunBench(BenchFlags f) {
-  auto model = LoadModelOrPrint(f.model);
+  auto model = LoadModelOrPrint(f.model, f.options);
   if (!model) return 1;
   auto batches = ParseTokenList(f.batches);
   if (!batches.ok()) return PrintError(batches.error());

@@ -24,7 +24,7 @@ int32_t Argmax(const float* row, int64_t vocab) {
 int RunGenerate(GenerateFlags f) {
   auto prompt = TokensFromFlags(f.tokens, f.tokens_file);
   if (!prompt.ok()) return PrintError(prompt.error());
-  auto model = LoadModelOrPrint(f.model);
+  auto model = LoadModelOrPrint(f.model, f.options);
   if (!model) return 1;
   f.options.qat = !f.no_qat;
   engine::Engine engine(*model, f.options);

@@ -34,7 +34,7 @@ void PrintTop(const float* row, int64_t vocab, int top, int64_t pos) {
 int RunLogits(LogitsFlags f) {
   auto tokens = TokensFromFlags(f.tokens, f.tokens_file);
   if (!tokens.ok()) return PrintError(tokens.error());
-  auto model = LoadModelOrPrint(f.model);
+  auto model = LoadModelOrPrint(f.model, f.options);
   if (!model) return 1;
   f.options.qat = !f.no_qat;
   engine::Engine engine(*model, f.options);

@@ -132,7 +132,7 @@ int RunServe(ServeFlags f) {
     return PrintError(Error(ErrorCode::kNotFound, std::string("no tokenizer: the model has no tokenizer.json and ") + kTokenizerRel +
                                                       " is missing (run ./scripts/setup.sh), or pass --tokenizer FILE"));
   }
-  std::unique_ptr<engine::Model> model = LoadModelOrPrint(f.model, tokenizer_path);
+  std::unique_ptr<engine::Model> model = LoadModelOrPrint(f.model, f.engine, tokenizer_path);
   if (!model) return 1;
   auto tok = LoadTokenizer(tokenizer_path, demo);
   if (!tok.ok()) return PrintError(tok.error());

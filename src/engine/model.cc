@@ -19,7 +19,7 @@ Model::Model(std::string dir, model::ModelConfig config, std::unique_ptr<model::
       rope_main_(config_.rope_head_dim, config_.rope_theta, kernels::YarnScaling{}),
       rope_compress_(config_.rope_head_dim, config_.compress_rope_theta, ToYarn(config_.yarn)) {}
 
-base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
+base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const ModelLoadOptions& options) {
   FS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(dir));
   auto ckpt = model::Checkpoint::Open(dir);
   if (!ckpt.ok()) return ckpt.error().WithContext("opening checkpoint " + dir);
@@ -27,11 +27,30 @@ base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir) {
   auto weights = model::LoadModelWeights(*m->checkpoint_, m->config_, m->plan_);
   if (!weights.ok()) return weights.error().WithContext("loading weights from " + dir);
   m->weights_ = std::move(weights).value();
+  if (options.head_in_huge_pages) m->CopyHeadToHugePages();
   if (!m->config_.engram.layer_ids.empty()) m->engram_hasher_ = std::make_unique<model::EngramHasher>(m->config_);
   FS_LOG(kInfo, "loaded {}: {} layers (+{} MTP), hidden {}, {} experts, {} tensors, {:.1f} MB", dir,
          m->config_.num_layers, m->config_.num_mtp_layers, m->config_.hidden_size, m->config_.num_routed_experts,
          m->weights_.num_tensors, m->weights_.total_bytes / 1e6);
   return m;
+}
+
+void Model::CopyHeadToHugePages() {
+  model::Matrix& head = weights_.head;
+  if (!head.valid() || !base::TransparentHugePagesAvailable()) return;
+  auto copy = base::HugePageBuffer::CopyOf(head.data, static_cast<size_t>(head.rows * head.RowBytes()));
+  if (!copy.ok()) {
+    FS_LOG(kWarning, "output head stays in the checkpoint mapping: {}", copy.error().ToString());
+    return;
+  }
+  if (copy->HugeBytes() <= 0) {
+    FS_LOG(kInfo, "output head stays in the checkpoint mapping: the kernel gave no huge pages");
+    return;
+  }
+  head_copy_ = std::move(copy).value();
+  head.data = head_copy_.data();
+  FS_LOG(kInfo, "output head copied into huge pages ({:.1f} of {:.1f} MB)", head_copy_.HugeBytes() / 1e6,
+         head_copy_.size() / 1e6);
 }
 
 base::Status Model::SetEngramTokenMap(std::vector<int32_t> map, int64_t classes) {

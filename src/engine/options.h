@@ -13,6 +13,8 @@ struct EngineOptions {
   int num_threads = 0;
   // Time each forward phase (OpStats::phase_seconds); small overhead, for benchmarks.
   bool profile = false;
+  // Model loading (app::LoadModelOrPrint): copy the output head into 2 MiB pages (ModelLoadOptions).
+  bool head_in_huge_pages = true;
 };
 
 }  // namespace flashserve::engine

@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
 
+#include "base/huge_pages.h"
 #include "engine/test_model.h"
 
 namespace flashserve::engine {
@@ -27,6 +30,34 @@ TEST(PathsTest, OptimizedKernelsMatchTheReferencePath) {
     std::vector<float> lb = RunChunked(b, sb.get(), tokens, {100, 1, 32});
     EXPECT_GT(MinRowCosine(la, lb, 1280), 0.99999) << (bf16 ? "bf16" : "fp8");
   }
+}
+
+// The output head read from its huge-page copy or from the checkpoint mapping: the same bytes,
+// so the same logits.
+TEST(PathsTest, HeadInHugePagesGivesTheSameLogits) {
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("fs_engine_head_" + std::to_string(getpid()));
+  model::ModelConfig c = model::TinyPreset();
+  c.vocab_size = 1280;
+  base::ThreadPool pool(2);
+  ASSERT_TRUE(model::WriteRandomCheckpoint(c, dir, model::RandomCheckpointOptions{}, pool).ok());
+  ModelLoadOptions off, on;
+  off.head_in_huge_pages = false;
+  on.head_in_huge_pages = true;
+  auto plain = Model::Load(dir, off);
+  auto huge = Model::Load(dir, on);
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(plain.ok() && huge.ok());
+  EXPECT_FALSE((*plain)->head_in_huge_pages());
+  if (!base::TransparentHugePagesAvailable()) EXPECT_FALSE((*huge)->head_in_huge_pages());
+  const model::Matrix& a = (*plain)->weights().head;
+  const model::Matrix& b = (*huge)->weights().head;
+  EXPECT_EQ((*huge)->head_in_huge_pages(), a.data != b.data);
+  EXPECT_EQ(0, std::memcmp(a.data, b.data, static_cast<size_t>(a.rows * a.RowBytes())));
+  Engine ea(**plain, EngineOptions{}), eb(**huge, EngineOptions{});
+  std::vector<int32_t> tokens = RandomTokens(40, 5);
+  auto sa = ea.NewSequence(), sb = eb.NewSequence();
+  EXPECT_TRUE(BitEqual(RunChunked(ea, sa.get(), tokens, {40}), RunChunked(eb, sb.get(), tokens, {7, 33})));
 }
 
 TEST(PathsTest, MtpLogitsDoNotDependOnChunking) {

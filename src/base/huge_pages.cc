@@ -1,0 +1,83 @@
+// HugePageBuffer (base/huge_pages.h).
+#include "base/huge_pages.h"
+
+#include <sys/mman.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <utility>
+
+namespace flashserve::base {
+namespace {
+constexpr size_t kHugePage = size_t{2} << 20;
+}  // namespace
+
+bool TransparentHugePagesAvailable() {
+  std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  return f && std::getline(f, line) && line.find("[never]") == std::string::npos;
+}
+
+Result<HugePageBuffer> HugePageBuffer::CopyOf(const void* data, size_t bytes) {
+  HugePageBuffer b;
+  if (bytes == 0) return b;
+  const size_t mapped = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  // Over-map by one huge page so that the used range can start on a 2 MiB boundary.
+  void* raw = ::mmap(nullptr, mapped + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED)
+    return MakeError(ErrorCode::kResourceExhausted, "mapping " + std::to_string(bytes) + " bytes: " + std::strerror(errno));
+  const uintptr_t start = (reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
+  const size_t head = start - reinterpret_cast<uintptr_t>(raw);
+  if (head > 0) ::munmap(raw, head);
+  if (kHugePage - head > 0) ::munmap(reinterpret_cast<void*>(start + mapped), kHugePage - head);
+  ::madvise(reinterpret_cast<void*>(start), mapped, MADV_HUGEPAGE);  // a hint: fine if refused
+  b.data_ = reinterpret_cast<uint8_t*>(start);
+  b.size_ = bytes;
+  b.mapped_ = mapped;
+  std::memcpy(b.data_, data, bytes);
+  ::mprotect(b.data_, mapped, PROT_READ);
+  return b;
+}
+
+HugePageBuffer::HugePageBuffer(HugePageBuffer&& other) noexcept
+    : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)),
+      mapped_(std::exchange(other.mapped_, 0)) {}
+
+HugePageBuffer& HugePageBuffer::operator=(HugePageBuffer&& other) noexcept {
+  if (this != &other) {
+    if (data_ != nullptr) ::munmap(data_, mapped_);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    mapped_ = std::exchange(other.mapped_, 0);
+  }
+  return *this;
+}
+
+HugePageBuffer::~HugePageBuffer() {
+  if (data_ != nullptr) ::munmap(data_, mapped_);
+}
+
+int64_t HugePageBuffer::HugeBytes() const {
+  if (data_ == nullptr) return 0;
+  std::ifstream smaps("/proc/self/smaps");
+  if (!smaps) return -1;
+  char range[64];
+  std::snprintf(range, sizeof range, "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(data_)));
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') != std::string::npos &&
+        line.find(' ') > line.find('-')) {
+      inside = line.rfind(range, 0) == 0;
+      continue;
+    }
+    if (inside && line.rfind("AnonHugePages:", 0) == 0) return std::stoll(line.substr(14)) * 1024;
+  }
+  return -1;
+}
+
+}  // namespace flashserve::base

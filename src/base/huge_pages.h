@@ -1,0 +1,41 @@
+// HugePageBuffer: anonymous memory in 2 MiB pages where the kernel's transparent huge pages
+// allow it (madvise mode), for hot read-only data that would otherwise live in 4 KiB pages of a
+// file mapping (file mappings get no huge pages without CONFIG_READ_ONLY_THP_FOR_FS). Owns the
+// mapping; movable, not copyable. Any thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/result.h"
+
+namespace flashserve::base {
+
+// Whether the kernel offers transparent huge pages for madvised memory (THP "always" or
+// "madvise"); false where it says "never" or cannot be read.
+bool TransparentHugePagesAvailable();
+
+class HugePageBuffer {
+ public:
+  // Maps `bytes` (rounded up to 2 MiB) with MADV_HUGEPAGE and copies `data` into it.
+  static Result<HugePageBuffer> CopyOf(const void* data, size_t bytes);
+  HugePageBuffer() = default;
+  HugePageBuffer(HugePageBuffer&& other) noexcept;
+  HugePageBuffer& operator=(HugePageBuffer&& other) noexcept;
+  HugePageBuffer(const HugePageBuffer&) = delete;
+  HugePageBuffer& operator=(const HugePageBuffer&) = delete;
+  ~HugePageBuffer();
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  // Bytes of the mapping the kernel backs with huge pages (AnonHugePages of /proc/self/smaps;
+  // -1 where that cannot be read).
+  int64_t HugeBytes() const;
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;     // bytes asked for
+  size_t mapped_ = 0;   // bytes mapped
+};
+
+}  // namespace flashserve::base
