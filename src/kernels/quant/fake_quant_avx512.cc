@@ -38,14 +38,16 @@ void FakeQuantFp8Avx512(float* x, int64_t n, int block) {
   for (int64_t b0 = 0; b0 < n; b0 += block) {
     const int64_t b1 = std::min<int64_t>(n, b0 + block);
     __m512 amax = _mm512_setzero_ps();
-    for (int64_t i = b0; i < b1; i += 16)
-      amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_maskz_loadu_ps(Lanes(b1 - i), x + i)));
+    for (int64_t i = b0; i < b1; i += 16)  // NaN second: max returns amax, as std::max(amax, NaN)
+      amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(Lanes(b1 - i), x + i)), amax);
     const float scale = Pow2CeilScale(std::max(_mm512_reduce_max_ps(amax), 1e-4f) / 448.0f);
     const __m512 inv = _mm512_set1_ps(1.0f / scale), out_scale = _mm512_set1_ps(scale);
     const __m512 lo = _mm512_set1_ps(-448.0f), hi = _mm512_set1_ps(448.0f);
     for (int64_t i = b0; i < b1; i += 16) {
       const __mmask16 m = Lanes(b1 - i);
-      const __m512 q = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv), lo), hi);
+      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv);
+      const __m512 clamped = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+      const __m512 q = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), clamped, v);  // NaN stays
       _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(RoundE4m3(q), out_scale));
     }
   }
