@@ -268,7 +268,10 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   const bool fp4 = w.format == model::MatrixFormat::kFp4;
   a.bf16_pairs = ChooseBf16Pairs(isa, w, x, n, ldx, a.fp8_vector);
   if (a.bf16_pairs) {
-    if (!fp4) a.direct = a.fp8_scale_x = a.fp8_prescale = a.fp8_low = false;  // FP8: panels
+    if (!fp4) {  // FP8: panels of weights scaled in full (whatever the modes above chose)
+      a.direct = a.fp8_scale_x = a.fp8_prescale = a.fp8_low = false;
+      a.fp8_fold = tables.e8m0_x256;
+    }
     a.ldx = (w.cols + 31) / 32 * 16;
     a.x = PackBf16Pairs(x, n, ldx, w.cols, fp4, a.ldx);
   } else {
