@@ -26,6 +26,8 @@ void SwiGlu(float limit, const float* gate, const float* up, int64_t n, float we
   }
 }
 
+constexpr int64_t kSharedAlongsideRows = 8;
+
 // y = W2(SwiGLU(W1 x, W3 x) * weight) for n rows of x; weights may be null (all 1).
 // Buffers are the calling thread's own, so experts can run concurrently.
 void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights& e, const float* x, int64_t n,
@@ -48,9 +50,10 @@ void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights
 
 // Groups rows by expert (each expert's weights read once per call) and fills
 // s->expert_out[row * k + slot]. Experts run concurrently, each on one thread (a row's result
-// does not depend on which thread computes it).
+// does not depend on which thread computes it). With `shared_alongside`, the shared expert is
+// one more such task (the first, being the largest), writing s->shared.
 void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, const float* h, int64_t rows,
-                      MoeScratch* s) {
+                      MoeScratch* s, bool shared_alongside) {
   Ops::ScopedPhase t(ops, Phase::kExperts);
   const int num_experts = c.num_routed_experts, k = c.num_experts_per_token;
   const int64_t d = c.hidden_size;
@@ -60,8 +63,13 @@ void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWei
   for (int e = 0; e < num_experts; ++e)
     if (!s->assignments[static_cast<size_t>(e)].empty()) active.push_back(e);
   s->expert_out.resize(static_cast<size_t>(rows * k * d));
-  ops.ForRows(static_cast<int64_t>(active.size()), [&](int64_t i) {
-    const int e = active[static_cast<size_t>(i)];
+  const int64_t first = shared_alongside ? 1 : 0;
+  ops.ForRows(first + static_cast<int64_t>(active.size()), [&](int64_t task) {
+    if (task < first) {
+      RunExpert(ops, c, w.shared, h, rows, nullptr, s->shared.data());
+      return;
+    }
+    const int e = active[static_cast<size_t>(task - first)];
     const auto& slots = s->assignments[static_cast<size_t>(e)];
     const int64_t n = static_cast<int64_t>(slots.size());
     thread_local std::vector<float> gathered, row_weights, expert_y;
@@ -122,9 +130,13 @@ void RunMoe(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, b
                s->weights.data() + r * k);
     }, 8);
   }
-  RunRoutedExperts(ops, c, w, h, rows, s);
   s->shared.resize(static_cast<size_t>(rows * d));
-  {
+  // Decode: the shared expert is one more one-thread task beside the routed ones (its three small
+  // products would otherwise each be split over all threads, paying a dispatch each); prefill
+  // gives it all threads. The same computation either way, so the same bits.
+  const bool shared_alongside = rows <= kSharedAlongsideRows;
+  RunRoutedExperts(ops, c, w, h, rows, s, shared_alongside);
+  if (!shared_alongside) {
     Ops::ScopedPhase t(ops, Phase::kShared);
     RunExpert(ops, c, w.shared, h, rows, nullptr, s->shared.data());
   }
