@@ -62,8 +62,17 @@ void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, 
   scratch->resize(static_cast<size_t>(2 * rows * width));
   float* kv = scratch->data();
   float* gate = kv + rows * width;
-  ops.Linear(spec.weights->wkv, h, rows, d, kv, width);
-  ops.Linear(spec.weights->wgate, h, rows, d, gate, width);
+  const auto project = [&](int64_t which) {
+    ops.Linear(which == 0 ? spec.weights->wkv : spec.weights->wgate, h, rows, d, which == 0 ? kv : gate, width);
+  };
+  // Decode on up to two threads: the two small products side by side, one per thread (each is
+  // computed the same way either way, so the bits do not depend on it).
+  if (rows <= 8 && ops.pool().num_threads() <= 2) {
+    ops.ForRows(2, project);
+  } else {
+    project(0);
+    project(1);
+  }
   for (const SeqRows& seq : batch.seqs) {
     CompressorTarget target = select(seq);
     for (int64_t r = seq.row_begin; r < seq.row_end; ++r) {
