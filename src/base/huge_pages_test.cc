@@ -46,5 +46,12 @@ TEST(HugePageBufferTest, MovesOwnershipAndHandlesEmpty) {
   EXPECT_EQ(empty->HugeBytes(), 0);
 }
 
+TEST(HugePageBufferTest, AnImpossibleSizeIsAnErrorNotACrash) {
+  const uint8_t byte = 1;
+  auto buf = HugePageBuffer::CopyOf(&byte, size_t{1} << 62);  // more than any address space
+  ASSERT_FALSE(buf.ok());
+  EXPECT_EQ(buf.error().code(), ErrorCode::kResourceExhausted);
+}
+
 }  // namespace
 }  // namespace flashserve::base

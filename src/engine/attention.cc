@@ -152,8 +152,6 @@ void UpdateRings(int layer, const RowBatch& batch, const float* kv, int dim) {
   }
 }
 
-constexpr int64_t kConcurrentGroupRows = 8;
-
 // out = wo_b(concat_g wo_a[g] o_g); wo_a takes no activation quantization (as the reference).
 void OutputProjection(Ops& ops, const model::ModelConfig& c, const model::AttentionWeights& w, int64_t rows,
                       float* out, AttentionScratch* s) {
@@ -164,10 +162,7 @@ void OutputProjection(Ops& ops, const model::ModelConfig& c, const model::Attent
     model::Matrix wg = w.wo_a.RowSlice(g * c.o_lora_rank, (g + 1) * c.o_lora_rank);
     ops.Linear(wg, s->o.data() + g * group_in, rows, hd, s->z.data() + g * c.o_lora_rank, lora, /*act_quant=*/false);
   };
-  // Decode: the groups' small products run side by side, one per thread (each a few hundred KB
-  // streamed from memory, where a call split over all threads pays its dispatch per group).
-  // Either way each product is computed the same way, so the bits do not depend on it.
-  if (rows <= kConcurrentGroupRows && c.o_groups >= ops.pool().num_threads()) {
+  if (ops.SideBySide(rows, c.o_groups)) {
     ops.ForRows(c.o_groups, group);
   } else {
     for (int64_t g = 0; g < c.o_groups; ++g) group(g);

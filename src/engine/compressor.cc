@@ -65,9 +65,7 @@ void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, 
   const auto project = [&](int64_t which) {
     ops.Linear(which == 0 ? spec.weights->wkv : spec.weights->wgate, h, rows, d, which == 0 ? kv : gate, width);
   };
-  // Decode on up to two threads: the two small products side by side, one per thread (each is
-  // computed the same way either way, so the bits do not depend on it).
-  if (rows <= 8 && ops.pool().num_threads() <= 2) {
+  if (ops.SideBySide(rows, 2)) {
     ops.ForRows(2, project);
   } else {
     project(0);

@@ -51,6 +51,17 @@ bool EncodeFp8Row(const float* x, int dim, int nope, std::string* out) {
   return true;
 }
 
+// n values (even n) as e2m1 codes times `scale`, two per byte (low nibble first), into codes;
+// false unless every value is exactly code * scale.
+bool PackE2m1Exact(const float* x, int n, float scale, uint8_t* codes) {
+  for (int i = 0; i < n; i += 2) {
+    const uint8_t lo = model::FloatToE2m1(x[i] / scale), hi = model::FloatToE2m1(x[i + 1] / scale);
+    if (model::E2m1ToFloat(lo) * scale != x[i] || model::E2m1ToFloat(hi) * scale != x[i + 1]) return false;
+    codes[i / 2] = static_cast<uint8_t>(lo | (hi << 4));
+  }
+  return true;
+}
+
 // Finds the e4m3 scale and e2m1 codes that reproduce a 16-value block exactly: the largest
 // magnitude is code * scale for one of the grid's magnitudes.
 bool EncodeFp4E4m3Block(const float* x, std::string* out) {
@@ -59,12 +70,7 @@ bool EncodeFp4E4m3Block(const float* x, std::string* out) {
   uint8_t codes[8];
   auto try_scale = [&](uint8_t sb) {
     const float scale = model::E4m3ToFloat(sb);
-    if (!(scale > 0.0f)) return false;
-    for (int i = 0; i < 16; i += 2) {
-      const uint8_t lo = model::FloatToE2m1(x[i] / scale), hi = model::FloatToE2m1(x[i + 1] / scale);
-      if (model::E2m1ToFloat(lo) * scale != x[i] || model::E2m1ToFloat(hi) * scale != x[i + 1]) return false;
-      codes[i / 2] = static_cast<uint8_t>(lo | (hi << 4));
-    }
+    if (!(scale > 0.0f) || !PackE2m1Exact(x, 16, scale, codes)) return false;
     out->push_back(static_cast<char>(sb));
     out->append(reinterpret_cast<const char*>(codes), 8);
     return true;
@@ -82,15 +88,34 @@ bool EncodeFp4Row(const float* x, int dim, std::string* out) {
   for (int b = 0; b < dim; b += 32) {
     float scale;
     uint8_t sb = BlockScale(x + b, 32, 6.0f, &scale);
-    if (model::E8m0ToFloat(sb) != scale) return false;
+    uint8_t codes[16];
+    if (model::E8m0ToFloat(sb) != scale || !PackE2m1Exact(x + b, 32, scale, codes)) return false;
     out->push_back(static_cast<char>(sb));
-    for (int i = 0; i < 32; i += 2) {
-      uint8_t lo = model::FloatToE2m1(x[b + i] / scale), hi = model::FloatToE2m1(x[b + i + 1] / scale);
-      if (model::E2m1ToFloat(lo) * scale != x[b + i] || model::E2m1ToFloat(hi) * scale != x[b + i + 1]) return false;
-      out->push_back(static_cast<char>(lo | (hi << 4)));
-    }
+    out->append(reinterpret_cast<const char*>(codes), 16);
   }
   return true;
+}
+
+// Decoders of the block forms: per block one scale byte (ue8m0, or e4m3 for kFp4E4m3) then the
+// codes; each returns the position after what it read.
+const uint8_t* DecodeFp8Blocks(const uint8_t* p, int n_total, int block, float* x) {
+  for (int b = 0; b < n_total; b += block) {
+    const float scale = model::E8m0ToFloat(*p++);
+    for (int i = 0; i < std::min(block, n_total - b); ++i) x[b + i] = model::E4m3ToFloat(*p++) * scale;
+  }
+  return p;
+}
+
+const uint8_t* DecodeFp4Blocks(const uint8_t* p, int n_total, int block, bool e4m3_scale, float* x) {
+  for (int b = 0; b < n_total; b += block) {
+    const float scale = e4m3_scale ? model::E4m3ToFloat(*p) : model::E8m0ToFloat(*p);
+    ++p;
+    for (int i = 0; i < block; i += 2, ++p) {
+      x[b + i] = model::E2m1ToFloat(*p & 0xF) * scale;
+      x[b + i + 1] = model::E2m1ToFloat(*p >> 4) * scale;
+    }
+  }
+  return p;
 }
 
 }  // namespace
@@ -135,37 +160,13 @@ bool DecodeEntries(EntryEncoding enc, std::string_view bytes, int64_t count, int
     switch (enc) {
       case EntryEncoding::kRawF32: std::memcpy(x, p, sizeof(float) * dim); p += 4 * dim; break;
       case EntryEncoding::kFp8Nope:
-        for (int b = 0; b < nope; b += 64) {
-          const float scale = model::E8m0ToFloat(*p++);
-          for (int i = 0; i < std::min(64, nope - b); ++i) x[b + i] = model::E4m3ToFloat(*p++) * scale;
-        }
+        p = DecodeFp8Blocks(p, nope, 64, x);
         std::memcpy(x + nope, p, sizeof(float) * (dim - nope));
         p += 4 * (dim - nope);
         break;
-      case EntryEncoding::kFp4:
-        for (int b = 0; b < dim; b += 32) {
-          const float scale = model::E8m0ToFloat(*p++);
-          for (int i = 0; i < 32; i += 2, ++p) {
-            x[b + i] = model::E2m1ToFloat(*p & 0xF) * scale;
-            x[b + i + 1] = model::E2m1ToFloat(*p >> 4) * scale;
-          }
-        }
-        break;
-      case EntryEncoding::kFp8Block32:
-        for (int b = 0; b < dim; b += 32) {
-          const float scale = model::E8m0ToFloat(*p++);
-          for (int i = 0; i < 32; ++i) x[b + i] = model::E4m3ToFloat(*p++) * scale;
-        }
-        break;
-      case EntryEncoding::kFp4E4m3:
-        for (int b = 0; b < dim; b += 16) {
-          const float scale = model::E4m3ToFloat(*p++);
-          for (int i = 0; i < 16; i += 2, ++p) {
-            x[b + i] = model::E2m1ToFloat(*p & 0xF) * scale;
-            x[b + i + 1] = model::E2m1ToFloat(*p >> 4) * scale;
-          }
-        }
-        break;
+      case EntryEncoding::kFp4: p = DecodeFp4Blocks(p, dim, 32, /*e4m3_scale=*/false, x); break;
+      case EntryEncoding::kFp8Block32: p = DecodeFp8Blocks(p, dim, 32, x); break;
+      case EntryEncoding::kFp4E4m3: p = DecodeFp4Blocks(p, dim, 16, /*e4m3_scale=*/true, x); break;
     }
   }
   return true;

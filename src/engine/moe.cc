@@ -26,8 +26,6 @@ void SwiGlu(float limit, const float* gate, const float* up, int64_t n, float we
   }
 }
 
-constexpr int64_t kSharedAlongsideRows = 8;
-
 // y = W2(SwiGLU(W1 x, W3 x) * weight) for n rows of x; weights may be null (all 1).
 // Buffers are the calling thread's own, so experts can run concurrently.
 void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights& e, const float* x, int64_t n,
@@ -131,10 +129,9 @@ void RunMoe(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, b
     }, 8);
   }
   s->shared.resize(static_cast<size_t>(rows * d));
-  // Decode: the shared expert is one more one-thread task beside the routed ones (its three small
-  // products would otherwise each be split over all threads, paying a dispatch each); prefill
-  // gives it all threads. The same computation either way, so the same bits.
-  const bool shared_alongside = rows <= kSharedAlongsideRows;
+  // Decode: the shared expert is one more one-thread task beside the routed ones (Ops::SideBySide;
+  // the routed tasks keep the other threads busy); prefill gives it all threads.
+  const bool shared_alongside = rows <= Ops::kSideBySideRows;
   RunRoutedExperts(ops, c, w, h, rows, s, shared_alongside);
   if (!shared_alongside) {
     Ops::ScopedPhase t(ops, Phase::kShared);

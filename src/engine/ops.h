@@ -75,6 +75,15 @@ class Ops {
     std::chrono::steady_clock::time_point start_;
   };
 
+  // Decode-sized calls: a few independent small products (each a few hundred KB streamed from
+  // memory) run better one per thread than each split over all threads in turn, paying a
+  // dispatch each. True for up to kSideBySideRows rows when `products` keep every thread busy.
+  // Each product is computed the same way either way, so results never depend on it.
+  static constexpr int64_t kSideBySideRows = 8;
+  bool SideBySide(int64_t rows, int64_t products) const {
+    return rows <= kSideBySideRows && products >= pool_.num_threads();
+  }
+
   // Runs fn(row) for every row in [0, n) on the pool.
   template <typename Fn>
   void ForRows(int64_t n, Fn&& fn, int64_t grain = 1) {

@@ -166,8 +166,10 @@ bool DenormalsAreZero() {
 // Whether the call may take the AVX512-BF16 path (MatMulArgs::bf16_pairs). The smallest
 // activation's quantum is 2^(field - 134) and the smallest weight's 2^(s_lo - 128) (FP4: half
 // of e2m1's step, times the scale) or 2^(s_lo - 136) (FP8: the e4m3 subnormal step): their
-// product must be at least 2^-126.
-bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx, bool fp8_vector) {
+// product must be at least 2^-126. fp8_range: the FP8 scale range PrepareArgs has measured
+// (FP4 scales are measured here, once the activations qualify).
+bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx, bool fp8_vector,
+                     ByteRange fp8_range) {
   const bool fp4 = w.format == model::MatrixFormat::kFp4 && n >= kFp4PairsMinRows;
   const bool fp8 = w.format == model::MatrixFormat::kFp8 && fp8_vector && n >= kFp8PairsMinRows;
   if ((!fp4 && !fp8) || (fp4 && w.cols % 32 != 0) || isa != Isa::kAvx512 ||
@@ -179,7 +181,7 @@ bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n,
 #endif
   const int field = Bf16ActivationFieldAvx512(x, n, ldx, w.cols);
   if (field < 0) return false;
-  const ByteRange range = ScaleRange(w);
+  const ByteRange range = fp4 ? ScaleRange(w) : fp8_range;
   const int min_scale = fp4 ? 2 : 10, max_scale = fp4 ? 252 : 246, weight_quantum = range.lo - (fp4 ? 128 : 136);
   return range.lo >= min_scale && range.hi <= max_scale && (field == 255 || field - 134 + weight_quantum >= -126);
 }
@@ -234,8 +236,9 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   a.scale_cols = w.scale_cols;
   a.tile_rows = w.tile_rows;
   a.tile_cols = w.tile_cols;
+  ByteRange range;  // FP8 only
   if (w.format == model::MatrixFormat::kFp8) {
-    const ByteRange range = ScaleRange(w);
+    range = ScaleRange(w);
     a.tile_shift = Log2IfPowerOfTwo(w.tile_cols);
     a.fp8_vector = w.tile_cols >= lanes && a.tile_shift >= 0 && range.hi <= 246;
     const bool low_range = range.hi <= kFp8LowMaxScale && !DenormalsAreZero();
@@ -266,7 +269,7 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   a.panel_rows = std::clamp<int64_t>(kPanelFloats / a.padded_cols / 4 * 4, 4, 24);
   a.n = n;
   const bool fp4 = w.format == model::MatrixFormat::kFp4;
-  a.bf16_pairs = ChooseBf16Pairs(isa, w, x, n, ldx, a.fp8_vector);
+  a.bf16_pairs = ChooseBf16Pairs(isa, w, x, n, ldx, a.fp8_vector, range);
   if (a.bf16_pairs) {
     if (!fp4) {  // FP8: panels of weights scaled in full (whatever the modes above chose)
       a.direct = a.fp8_scale_x = a.fp8_prescale = a.fp8_low = false;

@@ -2,7 +2,8 @@
 // (FP8-rounded by the QAT emulation), with the register tiles of matmul_avx512.cc: FP4 decoded
 // in registers into BF16 pairs, FP8 dequantized into panels of BF16 pairs. Each lane adds its
 // two products in the f32 paths' order, so the bits are theirs (see MatMulArgs::bf16_pairs).
-// Compiled with AVX512-BF16 flags; reached only after a CPU check.
+// Called by the dispatcher (matmul.cc) after its CPU check; compiled with AVX512-BF16 flags.
+// Re-entrant: no state; panels live in the caller's scratch.
 #include <immintrin.h>
 
 #include "kernels/gemm/matmul_rows.h"

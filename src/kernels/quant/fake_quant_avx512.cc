@@ -1,8 +1,8 @@
 // AVX-512 FP8 and FP4 QAT rounding (kernels/quant/fake_quant.h), bit-identical to the scalar
-// paths: the same block amax and power-of-two scale, and the same round-to-nearest-even of
-// q = x / scale (FP8: f32 bit trick for normal e4m3 values, a multiple of 2^-9 below 2^-6; FP4:
-// the scalar encoder's midpoint comparisons). Compiled with the AVX-512 flags; reached only after
-// the CPU check in fake_quant.cc.
+// paths: one block loop (the same amax and power-of-two scale) with the same round-to-nearest-
+// even of q = x / scale (FP8: f32 bit trick for normal e4m3 values, a multiple of 2^-9 below
+// 2^-6; FP4: the scalar encoder's midpoint comparisons). Compiled with the AVX-512 flags; called
+// by fake_quant.cc after its CPU check; pure functions on caller-owned buffers, any thread.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -30,32 +30,9 @@ __m512 RoundE4m3(__m512 q) {
   return _mm512_mask_blend_ps(tiny, _mm512_castsi512_ps(rounded), sub);
 }
 
-__mmask16 Lanes(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1); }
-
-}  // namespace
-
-void FakeQuantFp8Avx512(float* x, int64_t n, int block) {
-  for (int64_t b0 = 0; b0 < n; b0 += block) {
-    const int64_t b1 = std::min<int64_t>(n, b0 + block);
-    __m512 amax = _mm512_setzero_ps();
-    for (int64_t i = b0; i < b1; i += 16)  // NaN second: max returns amax, as std::max(amax, NaN)
-      amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(Lanes(b1 - i), x + i)), amax);
-    const float scale = Pow2CeilScale(std::max(_mm512_reduce_max_ps(amax), 1e-4f) / 448.0f);
-    const __m512 inv = _mm512_set1_ps(1.0f / scale), out_scale = _mm512_set1_ps(scale);
-    const __m512 lo = _mm512_set1_ps(-448.0f), hi = _mm512_set1_ps(448.0f);
-    for (int64_t i = b0; i < b1; i += 16) {
-      const __mmask16 m = Lanes(b1 - i);
-      const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv);
-      const __m512 clamped = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-      const __m512 q = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), clamped, v);  // NaN stays
-      _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(RoundE4m3(q), out_scale));
-    }
-  }
-}
-
 // q (|q| <= 6 or NaN) -> e2m1 value with q's sign: the thresholds of model::FloatToE2m1, whose
 // midpoints go to the even code (<= at 0.25, 1.25, 2.5, 5; < at 0.75, 1.75, 3.5); NaN -> 6.
-static __m512 RoundE2m1(__m512 q) {
+__m512 RoundE2m1(__m512 q) {
   const __m512 a = _mm512_abs_ps(q);
   __m512 mag = _mm512_setzero_ps();
   const auto step = [&](float edge, int predicate, float value) {
@@ -73,25 +50,38 @@ static __m512 RoundE2m1(__m512 q) {
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), sign));
 }
 
-void FakeQuantFp4Avx512(float* x, int64_t n, int block) {
+__mmask16 Lanes(int64_t n) { return n >= 16 ? 0xFFFF : static_cast<__mmask16>((1u << n) - 1); }
+
+// Per block of `block` values, as fake_quant.cc's FakeQuantBlocks: scale = the power of two at
+// or above max(amax, amax_floor) / qmax, x = round(clamp(x / scale, +-qmax)) * scale. NaN is
+// left out of amax (std::max(amax, NaN) keeps amax) and stays NaN through the clamp.
+template <class Round>
+void QuantBlocks(float* x, int64_t n, int block, float qmax, float amax_floor, Round round) {
   for (int64_t b0 = 0; b0 < n; b0 += block) {
     const int64_t b1 = std::min<int64_t>(n, b0 + block);
     __m512 amax = _mm512_setzero_ps();
-    for (int64_t i = b0; i < b1; i += 16)  // NaN second: max returns amax, as std::max(amax, NaN)
+    for (int64_t i = b0; i < b1; i += 16)  // NaN first: max_ps returns its second operand then
       amax = _mm512_max_ps(_mm512_abs_ps(_mm512_maskz_loadu_ps(Lanes(b1 - i), x + i)), amax);
-    const float scale = Pow2CeilScale(std::max(_mm512_reduce_max_ps(amax), 6.0f * 0x1p-126f) / 6.0f);
+    const float scale = Pow2CeilScale(std::max(_mm512_reduce_max_ps(amax), amax_floor) / qmax);
     // x * (1 / scale) rounds like x / scale: both are x times an exact power of two.
     const __m512 inv = _mm512_set1_ps(1.0f / scale), out_scale = _mm512_set1_ps(scale);
-    const __m512 lo = _mm512_set1_ps(-6.0f), hi = _mm512_set1_ps(6.0f);
+    const __m512 lo = _mm512_set1_ps(-qmax), hi = _mm512_set1_ps(qmax);
     for (int64_t i = b0; i < b1; i += 16) {
       const __mmask16 m = Lanes(b1 - i);
       const __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv);
-      // std::clamp keeps NaN: max/min return their second operand for NaN, so NaN goes first.
-      const __m512 q = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-      const __m512 kept = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), q, v);
-      _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(RoundE2m1(kept), out_scale));
+      const __m512 clamped = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+      const __m512 q = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), clamped, v);  // NaN stays
+      _mm512_mask_storeu_ps(x + i, m, _mm512_mul_ps(round(q), out_scale));
     }
   }
+}
+
+}  // namespace
+
+void FakeQuantFp8Avx512(float* x, int64_t n, int block) { QuantBlocks(x, n, block, 448.0f, 1e-4f, RoundE4m3); }
+
+void FakeQuantFp4Avx512(float* x, int64_t n, int block) {
+  QuantBlocks(x, n, block, 6.0f, 6.0f * 0x1p-126f, RoundE2m1);
 }
 
 }  // namespace flashserve::kernels::internal
