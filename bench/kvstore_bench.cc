@@ -4,9 +4,12 @@
 // (4) index rebuild rate at Open. Prints; asserts nothing.
 //
 //   kvstore_bench [--dir DIR] [--objects N] [--object-bytes B] [--index-objects N]
-//                 [--io-threads T] [--batch K] [--rounds R] [--skip-model]
+//                 [--io-threads T] [--batch K] [--rounds R] [--skip-model] [--direct-io]
 // Cold cache = posix_fadvise(DONTNEED) on every file after syncfs (no root needed).
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +24,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "fmt/format.h"
 #include "base/thread_pool.h"
 #include "engine/engine.h"
 #include "engine/state_codec.h"
@@ -43,6 +47,7 @@ struct Flags {
   int batch = 32;            // objects per Fetch: 32 blocks = a 4096-token prefix
   int rounds = 3;
   bool skip_model = false;
+  bool direct_io = false;  // StoreConfig::direct_io: io_uring + O_DIRECT batches instead of buffered reads
 };
 
 double Now() { return base::MonotonicSeconds(); }
@@ -147,6 +152,61 @@ double SeqReadBandwidth(const std::string& path) {
   return static_cast<double>(total) / secs;
 }
 
+// The same with O_DIRECT into 2 MiB-aligned huge-page memory (one request per read, no page
+// cache): bytes per second, or 0 where the file system refuses direct I/O.
+double SeqReadDirectBandwidth(const std::string& path) {
+  constexpr size_t kChunk = size_t{4} << 20, kHuge = size_t{2} << 20;
+  DropCache(path);
+  void* raw = ::mmap(nullptr, kChunk + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return 0;
+  char* buf = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHuge - 1) & ~(uintptr_t{kHuge} - 1));
+  ::madvise(buf, kChunk, MADV_HUGEPAGE);
+  std::memset(buf, 0, kChunk);
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  int64_t total = 0;
+  const double t0 = Now();
+  if (fd >= 0) {
+    for (ssize_t n; (n = ::read(fd, buf, kChunk)) > 0;) total += n;
+    ::close(fd);
+  }
+  const double secs = Now() - t0;
+  ::munmap(raw, kChunk + kHuge);
+  return total > 0 ? static_cast<double>(total) / secs : 0;
+}
+
+// Read requests the block device completed (and merged) so far, from /sys/dev/block/M:m/stat of
+// the device holding dir: how large the requests a method produces are. Zeros where unreadable.
+struct DeviceReads {
+  int64_t requests = 0, merged = 0, sectors = 0, busy_ms = 0;
+  double at = 0;  // when read (monotonic seconds)
+};
+DeviceReads ReadDeviceStats(const std::string& dir) {
+  DeviceReads d;
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) return d;
+  const std::string path =
+      fmt::format("/sys/dev/block/{}:{}/stat", major(st.st_dev), minor(st.st_dev));
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    long long v[10] = {};
+    if (std::fscanf(f, "%lld %lld %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                    &v[6], &v[7], &v[8], &v[9]) == 10) {
+      d = {v[0], v[1], v[2], v[9], 0};  // field 10: milliseconds with requests in flight
+    }
+    std::fclose(f);
+  }
+  d.at = Now();
+  return d;
+}
+std::string DescribeRequests(const DeviceReads& before, const DeviceReads& after) {
+  const int64_t requests = after.requests - before.requests;
+  if (requests <= 0) return "device requests unknown";
+  return fmt::format("{} device read requests of {:.0f} KB on average ({} merged), device busy {:.0f}% of the time",
+                     requests,
+                     static_cast<double>(after.sectors - before.sectors) * 512 / 1024 / static_cast<double>(requests),
+                     after.merged - before.merged,
+                     100.0 * static_cast<double>(after.busy_ms - before.busy_ms) / 1e3 / (after.at - before.at));
+}
+
 kvstore::ObjectKey BenchKey(int64_t i) {
   kvstore::ObjectKey key;
   key.hash = kv::Sha256("bench-" + std::to_string(i));
@@ -176,6 +236,51 @@ double PlainFileRead(const std::string& root, int64_t n, int threads) {
   return static_cast<double>(total.load()) / (Now() - t0);
 }
 
+bool g_direct_io = false;  // --direct-io
+
+// The direct path's ceiling: the object files read with FileSystem::ReadWholeFilesDirect in
+// batches of `batch` split over `threads` threads, cold, nothing checked or kept. Bytes per
+// second, 0 where io_uring is unavailable.
+double DirectBatchRead(const std::string& root, int64_t n, int batch, int threads) {
+  std::vector<std::string> paths;
+  for (int64_t i = 0; i < n; ++i) paths.push_back(kvstore::ObjectPath(root, "beef", BenchKey(i)));
+  SyncAndDropTree(root);
+  std::atomic<int64_t> total{0};
+  std::atomic<bool> unavailable{false};
+  const double t0 = Now();
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      const int64_t share = std::max<int64_t>(1, batch / threads);
+      for (int64_t first = t * share; first < n; first += share * threads) {
+        std::span<const std::string> part(paths.data() + first, static_cast<size_t>(std::min(share, n - first)));
+        const bool ran = kvstore::FileSystem::Posix()->ReadWholeFilesDirect(
+            part, [&](size_t, base::Result<std::string_view> bytes) {
+              if (bytes.ok()) total += static_cast<int64_t>(bytes->size());
+            });
+        if (!ran) unavailable = true;
+      }
+    });
+  }
+  for (std::thread& w : workers) w.join();
+  return unavailable ? 0 : static_cast<double>(total.load()) / (Now() - t0);
+}
+
+// The direct sequential read while another thread copies 64 MiB buffers in a loop: how much
+// the disk's rate depends on the machine's memory traffic (on a virtual disk the host's copy
+// into guest memory competes with the guest's own).
+double SeqReadDirectUnderMemoryTraffic(const std::string& seq) {
+  std::atomic<bool> stop{false};
+  std::thread copier([&] {
+    std::vector<char> a(64 << 20, 1), b(64 << 20, 2);
+    while (!stop.load()) std::memcpy(a.data(), b.data(), a.size());
+  });
+  const double bw = SeqReadDirectBandwidth(seq);
+  stop = true;
+  copier.join();
+  return bw;
+}
+
 std::unique_ptr<kvstore::KvStore> OpenStore(const std::string& dir, int64_t disk_bytes, int64_t memory_bytes,
                                             int io_threads, const base::Clock& clock) {
   kvstore::StoreConfig c;
@@ -184,6 +289,7 @@ std::unique_ptr<kvstore::KvStore> OpenStore(const std::string& dir, int64_t disk
   c.disk_dir = dir;
   c.disk_bytes = disk_bytes;
   c.io_threads = io_threads;
+  c.direct_io = g_direct_io;
   c.background_gc = false;
   c.max_pending_write_bytes = int64_t{4} << 30;
   auto store = kvstore::KvStore::Open(c, clock);
@@ -233,31 +339,42 @@ void BenchRestore(const Flags& f, const std::string& dir) {
   const int64_t total = f.objects * f.object_bytes;
   base::SystemClock clock;
   const std::string root = dir + "/l2";
-  std::printf("\n== restore from L2 (%lld objects x %lld B = %.2f GB, %d I/O threads, %d objects per Fetch)\n",
+  std::printf("\n== restore from L2 (%lld objects x %lld B = %.2f GB, %d I/O threads, %d objects per Fetch, "
+              "%s reads)\n",
               static_cast<long long>(f.objects), static_cast<long long>(f.object_bytes),
-              static_cast<double>(total) / 1e9,
-              f.io_threads, f.batch);
+              static_cast<double>(total) / 1e9, f.io_threads, f.batch,
+              f.direct_io ? "direct I/O batch" : "buffered");
   const std::string seq = WriteSeqFile(dir, total);
   WriteStore(f, root, clock);
   SyncAndDropTree(root);
   std::vector<double> ratios, plain_ratios;
   for (int round = 0; round < f.rounds; ++round) {
-    const double disk_bw = SeqReadBandwidth(seq);
+    // The disk's sequential read: the faster of a buffered and a direct single-stream read.
+    const double seq_buffered = SeqReadBandwidth(seq);
+    const double seq_direct = SeqReadDirectBandwidth(seq);
+    const double disk_bw = std::max(seq_buffered, seq_direct);
     SyncAndDropTree(root);
     auto store = OpenStore(root, total * 2, int64_t{256} << 20, f.io_threads, clock);
     const kvstore::TierStats indexed = store->Stats().tiers[1];
     const double prior = store->PredictFetchSeconds(kvstore::Tier::kDisk, f.batch * f.object_bytes);
     int64_t found = 0;
+    const DeviceReads before = ReadDeviceStats(root);
     const double cold = Restore(*store, f.objects, f.batch, f.object_bytes, &found);
+    const std::string requests = DescribeRequests(before, ReadDeviceStats(root));
     const double predicted = store->PredictFetchSeconds(kvstore::Tier::kDisk, f.batch * f.object_bytes);
     store->Close();
     const double plain = PlainFileRead(root, f.objects, f.io_threads);
+    const double direct_batches = DirectBatchRead(root, f.objects, f.batch, f.io_threads);
+    const double seq_direct_busy = SeqReadDirectUnderMemoryTraffic(seq);
     ratios.push_back(cold / disk_bw);
     plain_ratios.push_back(cold / plain);
-    std::printf("round %d: sequential read (1 stream, cold) %.2f GB/s; restore (cold) %.2f GB/s = %.0f%% of it; "
-                "plain read() of the object files %.2f GB/s (restore = %.0f%% of that); %lld/%lld found; "
+    std::printf("round %d: sequential read (1 stream, cold, 4 MiB reads) buffered %.2f GB/s, direct %.2f GB/s; "
+                "restore (cold) %.2f GB/s = %.0f%% of the faster (%s); "
+                "plain read() of the object files %.2f GB/s (restore = %.0f%% of that); direct batches of them, "
+                "unchecked: %.2f GB/s; direct sequential read with a core copying memory: %.2f GB/s; %lld/%lld found; "
                 "index at open %.0f objects/s; Fetch of %d objects: predicted %.4f s (prior %.4f), observed %.4f s\n",
-                round + 1, disk_bw / 1e9, cold / 1e9, 100 * cold / disk_bw, plain / 1e9, 100 * cold / plain,
+                round + 1, seq_buffered / 1e9, seq_direct / 1e9, cold / 1e9, 100 * cold / disk_bw, requests.c_str(),
+                plain / 1e9, 100 * cold / plain, direct_batches / 1e9, seq_direct_busy / 1e9,
                 static_cast<long long>(found), static_cast<long long>(f.objects),
                 static_cast<double>(indexed.indexed_objects) / indexed.index_seconds, f.batch, predicted, prior,
                 static_cast<double>(f.batch * f.object_bytes) / cold);
@@ -272,6 +389,7 @@ void BenchRestore(const Flags& f, const std::string& dir) {
   const double warm = Restore(*store, f.objects, f.batch, f.object_bytes, &found);
   std::printf("restore, warm page cache: %.2f GB/s\n", warm / 1e9);
   store->Close();
+  if (getenv("KEEP")) return;
   fs::remove_all(root);
   fs::remove(seq);
 }
@@ -314,6 +432,7 @@ int main(int argc, char** argv) {
     else if (a == "--batch") f.batch = std::stoi(next());
     else if (a == "--rounds") f.rounds = std::max(1, std::stoi(next()));
     else if (a == "--skip-model") f.skip_model = true;
+    else if (a == "--direct-io") f.direct_io = g_direct_io = true;
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;

@@ -263,17 +263,47 @@ void DiskTier::OnWriteResult(const ObjectHeader& header, int64_t file_bytes, uin
   }
 }
 
-DiskTier::ReadResult DiskTier::Read(const ObjectKey& key, bool probe) {
+std::vector<DiskTier::ReadResult> DiskTier::ReadMany(std::span<const ObjectKey> keys, bool probe) {
   const int64_t now = clock_.NowUnixSeconds();
+  std::vector<ReadResult> results(keys.size());
+  std::vector<size_t> wanted;  // positions in keys of the files to read
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (index_.Find(key) == nullptr && !probe) {
-      ++stats_.misses;
-      return {};
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if (probe || index_.Find(keys[i]) != nullptr) {
+        wanted.push_back(i);
+      } else {
+        ++stats_.misses;
+      }
     }
   }
-  const std::string path = PathOf(key);
-  ReadOutcome out = ReadObject(fs_, path, ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/true});
+  if (wanted.empty()) return results;
+  std::vector<std::string> paths;
+  paths.reserve(wanted.size());
+  for (size_t i : wanted) paths.push_back(PathOf(keys[i]));
+  auto checks = [&](const ObjectKey& key) { return ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/true}; };
+  auto check = [&](size_t j, base::Result<std::string_view> bytes) {
+    const ObjectKey& key = keys[wanted[j]];
+    ReadOutcome out = bytes.ok() ? CheckObjectBytes(*bytes, checks(key)) : OutcomeOf(bytes.error());
+    results[wanted[j]] = Account(key, paths[j], now, std::move(out));
+  };
+  const bool direct = options_.direct_io && fs_.ReadWholeFilesDirect(paths, check);
+  if (direct) return results;
+  // Buffered: readahead for every file first, so the disk sees them all at once, then each
+  // payload is read straight into its buffer.
+  if (paths.size() > 1) {
+    for (const std::string& path : paths) {
+      if (auto file = fs_.OpenForRead(path); file.ok()) (*file)->WillReadAll();
+    }
+  }
+  for (size_t j = 0; j < wanted.size(); ++j) {
+    const ObjectKey& key = keys[wanted[j]];
+    results[wanted[j]] = Account(key, paths[j], now, ReadObject(fs_, paths[j], checks(key)));
+  }
+  return results;
+}
+
+DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& path, int64_t now, ReadOutcome out) {
   ReadResult result;
   result.verdict = out.verdict;
   if (out.verdict == Verdict::kCorrupt || out.verdict == Verdict::kForeign || out.verdict == Verdict::kExpired) {
@@ -297,15 +327,6 @@ DiskTier::ReadResult DiskTier::Read(const ObjectKey& key, bool probe) {
   result.header = std::move(out.header);
   result.payload = std::make_shared<const std::string>(std::move(out.payload));
   return result;
-}
-
-void DiskTier::Prefetch(const ObjectKey& key) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (index_.Find(key) == nullptr) return;
-  }
-  auto file = fs_.OpenForRead(PathOf(key));
-  if (file.ok()) (*file)->WillReadAll();
 }
 
 int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* cancel) {

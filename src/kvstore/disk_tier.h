@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -28,6 +29,7 @@ struct DiskTierOptions {
   int64_t capacity_bytes = 0;
   int64_t write_retry_seconds = 30;
   double prior_bytes_per_second = 1e9;
+  bool direct_io = false;  // reads through FileSystem::ReadWholeFilesDirect where it has that path
 };
 
 class DiskTier {
@@ -57,13 +59,12 @@ class DiskTier {
     Payload payload;
     int64_t file_bytes = 0;
   };
-  // Reads and checks an object. Unindexed keys are read only when probe is set. Bad objects are
-  // deleted and counted; a missing file drops its index entry.
-  ReadResult Read(const ObjectKey& key, bool probe);
-
-  // Starts reading an indexed object into the page cache without waiting (a Fetch issues this
-  // for all its keys first, so the disk sees a deep queue). No-op for unindexed keys.
-  void Prefetch(const ObjectKey& key);
+  // Reads and checks objects, one result per key in order; the disk sees the files together
+  // (one direct batch, FileSystem::ReadWholeFilesDirect, or readahead hints for all first).
+  // Unindexed keys are read only when probe is set. Bad objects are deleted and counted; a
+  // missing file drops its index entry.
+  std::vector<ReadResult> ReadMany(std::span<const ObjectKey> keys, bool probe);
+  ReadResult Read(const ObjectKey& key, bool probe) { return std::move(ReadMany({&key, 1}, probe).front()); }
   // Deletes expired objects, paced by limiter; stops early when *cancel. Returns how many.
   int64_t CollectExpired(RateLimiter& limiter, const std::atomic<bool>* cancel);
   void Touch(const ObjectKey& key, int64_t now);
@@ -89,6 +90,8 @@ class DiskTier {
   std::string FingerprintDir() const;
   void ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found);
   void ScanLeaf(const std::string& dir, std::vector<Found>* found);
+  // Counts a read's outcome, updates the index (deletes a bad object) and makes its result.
+  ReadResult Account(const ObjectKey& key, const std::string& path, int64_t now, ReadOutcome out);
   void RemoveBad(const ObjectKey* key, const std::string& path, Verdict verdict, const std::string& detail);
   IndexEntry EntryFor(const ObjectHeader& header, int64_t file_bytes, int64_t last_use) const;
   void Upsert(const ObjectKey& key, const IndexEntry& fresh);  // mu_ held; keeps hits and recency

@@ -12,7 +12,9 @@
 #include <cstring>
 #include <random>
 
+#include "base/log.h"
 #include "fmt/format.h"
+#include "kvstore/posix_io.h"
 
 namespace flashserve::kvstore {
 namespace {
@@ -24,12 +26,7 @@ using base::Status;
 
 constexpr std::string_view kTempMarker = ".tmp.";
 
-Error ErrnoError(int err, std::string_view what, const std::string& path) {
-  ErrorCode code = ErrorCode::kIoError;
-  if (err == ENOENT) code = ErrorCode::kNotFound;
-  if (err == ENOSPC || err == EDQUOT || err == EFBIG) code = ErrorCode::kResourceExhausted;
-  return Error(code, fmt::format("{} {}: {}", what, path, std::strerror(err)));
-}
+using internal::ErrnoError;
 
 class PosixFile final : public ReadableFile {
  public:
@@ -37,17 +34,7 @@ class PosixFile final : public ReadableFile {
   ~PosixFile() override { ::close(fd_); }
   int64_t size() const override { return size_; }
   void WillReadAll() override { ::posix_fadvise(fd_, 0, size_, POSIX_FADV_WILLNEED); }
-  Status ReadAt(int64_t offset, size_t n, char* out) override {
-    size_t done = 0;
-    while (done < n) {
-      ssize_t r = ::pread(fd_, out + done, n - done, static_cast<off_t>(offset + static_cast<int64_t>(done)));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) return ErrnoError(errno, "cannot read", path_);
-      if (r == 0) return Error(ErrorCode::kDataLoss, "short read of " + path_);
-      done += static_cast<size_t>(r);
-    }
-    return Status::Ok();
-  }
+  Status ReadAt(int64_t offset, size_t n, char* out) override { return internal::PreadAll(fd_, offset, n, out, path_); }
 
  private:
   int fd_;
@@ -99,21 +86,12 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override {
-    // O_NONBLOCK: opening a FIFO planted in a shared directory must not hang the reader.
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0 && errno == ELOOP) return Error(ErrorCode::kDataLoss, "a symbolic link, not an object: " + path);
-    if (fd < 0) return ErrnoError(errno, "cannot open", path);
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-      Error e = ErrnoError(errno, "cannot stat", path);
-      ::close(fd);
-      return e;
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return Error(ErrorCode::kDataLoss, "not a regular file: " + path);
-    }
-    return std::unique_ptr<ReadableFile>(new PosixFile(fd, static_cast<int64_t>(st.st_size), path));
+    FS_ASSIGN_OR_RETURN(internal::OpenFile f, internal::OpenRegularFile(path));
+    return std::unique_ptr<ReadableFile>(new PosixFile(f.fd, f.size, path));
+  }
+
+  bool ReadWholeFilesDirect(std::span<const std::string> paths, const WholeFileConsumer& consume) override {
+    return internal::ReadWholeFilesWithRing(paths, consume);
   }
 
   Status Remove(const std::string& path) override {
@@ -166,6 +144,49 @@ class PosixFileSystem final : public FileSystem {
 };
 
 }  // namespace
+
+namespace internal {
+
+Error ErrnoError(int err, std::string_view what, const std::string& path) {
+  ErrorCode code = ErrorCode::kIoError;
+  if (err == ENOENT) code = ErrorCode::kNotFound;
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) code = ErrorCode::kResourceExhausted;
+  return Error(code, fmt::format("{} {}: {}", what, path, std::strerror(err)));
+}
+
+Result<OpenFile> OpenRegularFile(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO planted in a shared directory must not hang the reader. It is
+  // cleared once the file is known to be regular (io_uring would not wait for uncached data).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0 && errno == ELOOP) return Error(ErrorCode::kDataLoss, "a symbolic link, not an object: " + path);
+  if (fd < 0) return ErrnoError(errno, "cannot open", path);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    Error e = ErrnoError(errno, "cannot stat", path);
+    ::close(fd);
+    return e;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Error(ErrorCode::kDataLoss, "not a regular file: " + path);
+  }
+  (void)::fcntl(fd, F_SETFL, 0);
+  return OpenFile{fd, static_cast<int64_t>(st.st_size), static_cast<uint64_t>(st.st_ino)};
+}
+
+Status PreadAll(int fd, int64_t offset, size_t n, char* out, const std::string& path) {
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r = ::pread(fd, out + done, n - done, static_cast<off_t>(offset + static_cast<int64_t>(done)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ErrnoError(errno, "cannot read", path);
+    if (r == 0) return Error(ErrorCode::kDataLoss, "short read of " + path);
+    done += static_cast<size_t>(r);
+  }
+  return Status::Ok();
+}
+
+}  // namespace internal
 
 FileSystem* FileSystem::Posix() {
   static PosixFileSystem* posix = new PosixFileSystem();  // never destroyed: used by detached tools

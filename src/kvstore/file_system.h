@@ -1,10 +1,14 @@
 // The file-system seam under the KV store's directory tiers and tools: atomic whole-object writes
-// (temporary file + rename), positioned reads, listing and removal. FileSystem::Posix() is the real
-// one; tests wrap it to inject faults (disk full, read errors). Implementations are thread-safe.
+// (temporary file + rename), positioned reads, batches of direct whole-file reads, listing and
+// removal.
+// FileSystem::Posix() is the real one; tests wrap it to inject faults (disk full, read errors).
+// Implementations are thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +34,10 @@ struct DirEntry {
   EntryType type = EntryType::kOther;
 };
 
+// Called once per file of a ReadWholeFilesDirect batch with its index and its bytes, which are
+// valid only during the call, or why it could not be read.
+using WholeFileConsumer = std::function<void(size_t index, base::Result<std::string_view> bytes)>;
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
@@ -41,6 +49,15 @@ class FileSystem {
   // Opens a regular file read-only without following a final symlink. Missing = kNotFound; a
   // symlink or anything but a regular file = kDataLoss.
   virtual base::Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) = 0;
+  // Reads whole files (each as OpenForRead + ReadAt of all of it: same errors) as one batch with
+  // direct I/O and calls consume once per path, in any order, on the calling thread. POSIX:
+  // io_uring into huge-page buffers, O_DIRECT where the file system allows it, so reads of files
+  // adjacent on disk merge into large device requests and nothing is copied into the page
+  // cache. Returns false, having consumed nothing, where there is no such path (this default,
+  // or io_uring unavailable): the caller then reads the files itself.
+  virtual bool ReadWholeFilesDirect(std::span<const std::string> paths, const WholeFileConsumer& consume) {
+    return false;
+  }
   // Removes a file (never a directory); a missing file is OK.
   virtual base::Status Remove(const std::string& path) = 0;
   virtual base::Status CreateDirs(const std::string& path) = 0;

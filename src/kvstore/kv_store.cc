@@ -45,10 +45,10 @@ struct KvStore::Impl {
   uint8_t ResolveClass(const std::string& name);
   bool InsertMemory(const ObjectKey& key, Payload payload, int64_t tokens, int64_t expiry, uint8_t class_id,
                     bool pin);
-  void Prefetch(std::span<const ObjectKey> keys);
-  // Whether key is in L1 afterwards; adds the bytes read from disk to *bytes_read[tier].
-  bool FetchOne(const ObjectKey& key, bool pin, int64_t* bytes_read);
-  // Loads keys[begin, end) (readahead for all first), adding the bytes read per tier.
+  // Whether key is in unexpired L1 (touched, and pinned when pin).
+  bool FindInMemory(const ObjectKey& key, bool pin);
+  // Loads keys[begin, end): L1 hits, then the rest from L2 as one batch, then what L2 lacked
+  // from L3; adds the bytes read per tier.
   void FetchChunk(const std::vector<ObjectKey>& keys, size_t begin, size_t end, bool pin, std::vector<uint8_t>* present,
                   std::atomic<int64_t>* bytes_read);
   void RecordFetch(const std::atomic<int64_t>* bytes_read, int64_t start_nanos);
@@ -149,10 +149,41 @@ void KvStore::Impl::QueueWrite(DiskTier* tier, const ObjectHeader& header, const
 
 void KvStore::Impl::FetchChunk(const std::vector<ObjectKey>& keys, size_t begin, size_t end, bool pin,
                                std::vector<uint8_t>* present, std::atomic<int64_t>* bytes_read) {
-  if (end - begin > 1) Prefetch(std::span(keys).subspan(begin, end - begin));
-  int64_t bytes[kNumTiers] = {0, 0, 0};
-  for (size_t i = begin; i < end; ++i) (*present)[i] = FetchOne(keys[i], pin, bytes) ? 1 : 0;
-  for (int t = 0; t < kNumTiers; ++t) bytes_read[t].fetch_add(bytes[t]);
+  std::vector<size_t> missing;  // positions in keys
+  for (size_t i = begin; i < end; ++i) {
+    if (FindInMemory(keys[i], pin)) {
+      (*present)[i] = 1;
+    } else {
+      missing.push_back(i);
+    }
+  }
+  for (Tier t : {Tier::kDisk, Tier::kShared}) {
+    DiskTier* tier = disk(t);
+    if (tier == nullptr || missing.empty()) continue;
+    std::vector<ObjectKey> wanted;
+    for (size_t i : missing) wanted.push_back(keys[i]);
+    std::vector<DiskTier::ReadResult> results =
+        tier->ReadMany(wanted, /*probe=*/t == Tier::kShared && config.shared_probe_on_miss);
+    std::vector<size_t> still_missing;
+    int64_t bytes = 0;
+    for (size_t j = 0; j < missing.size(); ++j) {
+      DiskTier::ReadResult& r = results[j];
+      if (r.verdict != Verdict::kOk) {
+        still_missing.push_back(missing[j]);
+        continue;
+      }
+      bytes += r.file_bytes;
+      const ObjectKey& key = wanted[j];
+      (*present)[missing[j]] =
+          InsertMemory(key, r.payload, r.header.tokens, r.header.expiry_unix, classes.Id(r.header.ttl_class), pin) ? 1
+                                                                                                                 : 0;
+      if (t == Tier::kShared && disk(Tier::kDisk) != nullptr) {
+        QueueWrite(disk(Tier::kDisk), r.header, r.payload, /*slack=*/0);  // keep a local copy of a shared hit
+      }
+    }
+    bytes_read[static_cast<int>(t)].fetch_add(bytes);
+    missing = std::move(still_missing);
+  }
 }
 
 void KvStore::Impl::RecordFetch(const std::atomic<int64_t>* bytes_read, int64_t start_nanos) {
@@ -164,48 +195,14 @@ void KvStore::Impl::RecordFetch(const std::atomic<int64_t>* bytes_read, int64_t 
       ->RecordFetch(total, static_cast<double>(clock.NowNanos() - start_nanos) * 1e-9);
 }
 
-void KvStore::Impl::Prefetch(std::span<const ObjectKey> keys) {
+bool KvStore::Impl::FindInMemory(const ObjectKey& key, bool pin) {
   const int64_t now = clock.NowUnixSeconds();
-  for (const ObjectKey& key : keys) {
-    {
-      std::lock_guard<std::mutex> lock(mem_mu);
-      const IndexEntry* e = memory.Find(key);
-      if (e != nullptr && now < e->expiry) continue;
-    }
-    for (Tier t : {Tier::kDisk, Tier::kShared}) {
-      if (disk(t) != nullptr && disk(t)->Holds(key, now)) {
-        disk(t)->Prefetch(key);
-        break;
-      }
-    }
-  }
-}
-
-bool KvStore::Impl::FetchOne(const ObjectKey& key, bool pin, int64_t* bytes_read) {
-  {
-    const int64_t now = clock.NowUnixSeconds();
-    std::lock_guard<std::mutex> lock(mem_mu);
-    const IndexEntry* e = memory.Find(key);
-    if (e != nullptr && now < e->expiry) {
-      memory.Touch(key, now, 0);
-      if (pin) memory.AddPins(key, 1);
-      return true;
-    }
-  }
-  for (Tier t : {Tier::kDisk, Tier::kShared}) {
-    DiskTier* tier = disk(t);
-    if (tier == nullptr) continue;
-    DiskTier::ReadResult r = tier->Read(key, /*probe=*/t == Tier::kShared && config.shared_probe_on_miss);
-    if (r.verdict != Verdict::kOk) continue;
-    bytes_read[static_cast<int>(t)] += r.file_bytes;
-    const bool in_memory = InsertMemory(key, r.payload, r.header.tokens, r.header.expiry_unix,
-                                        classes.Id(r.header.ttl_class), pin);
-    if (t == Tier::kShared && disk(Tier::kDisk) != nullptr) {
-      QueueWrite(disk(Tier::kDisk), r.header, r.payload, /*slack=*/0);  // keep a local copy of a shared hit
-    }
-    return in_memory;
-  }
-  return false;
+  std::lock_guard<std::mutex> lock(mem_mu);
+  const IndexEntry* e = memory.Find(key);
+  if (e == nullptr || now >= e->expiry) return false;
+  memory.Touch(key, now, 0);
+  if (pin) memory.AddPins(key, 1);
+  return true;
 }
 
 void KvStore::Impl::LogIndex(const DiskTier& tier) const {
@@ -269,7 +266,8 @@ base::Result<std::unique_ptr<KvStore>> KvStore::Open(const StoreConfig& config, 
               {Tier::kShared, config.shared_dir, config.shared_bytes, kSharedPriorBytesPerSecond}};
   for (const auto& d : dirs) {
     if (d.dir.empty()) continue;
-    DiskTierOptions options{d.tier, d.dir, config.fingerprint, d.bytes, config.write_retry_seconds, d.prior};
+    DiskTierOptions options{d.tier, d.dir, config.fingerprint, d.bytes, config.write_retry_seconds, d.prior,
+                            config.direct_io};
     auto tier = std::make_unique<DiskTier>(options, impl->classes, impl->fs, clock);
     FS_RETURN_IF_ERROR(tier->Prepare());
     tier->SetObserver(impl->ObserverFor(d.tier));

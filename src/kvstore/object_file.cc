@@ -1,6 +1,7 @@
 // Object files (kvstore/object_file.h).
 #include "kvstore/object_file.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -153,31 +154,20 @@ const char* VerdictName(Verdict verdict) {
   return "?";
 }
 
-ReadOutcome ReadObject(FileSystem& fs, const std::string& path, const ReadOptions& options) {
-  auto file = fs.OpenForRead(path);
-  if (!file.ok()) {
-    const ErrorCode code = file.error().code();
-    return Outcome(code == ErrorCode::kNotFound ? Verdict::kMissing
-                   : code == ErrorCode::kDataLoss ? Verdict::kCorrupt
-                                                  : Verdict::kIoError,
-                   file.error().message());
-  }
-  const int64_t size = (*file)->size();
-  if (options.read_payload) (*file)->WillReadAll();
-  std::string head(static_cast<size_t>(std::min<int64_t>(size, kMaxHeaderBytes)), '\0');
-  if (base::Status s = (*file)->ReadAt(0, head.size(), head.data()); !s.ok()) {
-    return Outcome(s.error().code() == ErrorCode::kDataLoss ? Verdict::kCorrupt : Verdict::kIoError,
-                   s.error().message());
-  }
+namespace {
+
+// Header checks in ReadObject's order: header, size == header + payload, key, fingerprint,
+// expiry. kOk when they pass (the payload is not checked yet).
+ReadOutcome CheckHeader(std::string_view head, int64_t file_bytes, const ReadOptions& options) {
   auto header = DecodeHeader(head);
   if (!header.ok()) return Outcome(Verdict::kCorrupt, header.error().message());
   ReadOutcome out;
-  out.file_bytes = size;
+  out.file_bytes = file_bytes;
   out.header = std::move(header).value();
   const ObjectHeader& h = out.header;
-  if (static_cast<uint64_t>(size) != h.header_bytes + h.payload_bytes) {
+  if (static_cast<uint64_t>(file_bytes) != h.header_bytes + h.payload_bytes) {
     out.verdict = Verdict::kCorrupt;
-    out.detail = fmt::format("{} bytes, header says {}", size, h.header_bytes + h.payload_bytes);
+    out.detail = fmt::format("{} bytes, header says {}", file_bytes, h.header_bytes + h.payload_bytes);
     return out;
   }
   if (options.expected_key != nullptr && !(h.key == *options.expected_key)) {
@@ -195,24 +185,56 @@ ReadOutcome ReadObject(FileSystem& fs, const std::string& path, const ReadOption
     out.detail = fmt::format("expired at {}", h.expiry_unix);
     return out;
   }
-  if (options.read_payload) {
-    out.payload.resize(h.payload_bytes);
-    base::Status s = (*file)->ReadAt(h.header_bytes, out.payload.size(), out.payload.data());
-    if (!s.ok()) {
-      out.verdict = s.error().code() == ErrorCode::kDataLoss ? Verdict::kCorrupt : Verdict::kIoError;
-      out.detail = s.error().message();
-      out.payload.clear();
-      return out;
-    }
-    if (Checksum64(out.payload) != h.payload_checksum) {
-      out.verdict = Verdict::kCorrupt;
-      out.detail = "payload checksum mismatch";
-      out.payload.clear();
-      return out;
-    }
-  }
   out.verdict = Verdict::kOk;
   return out;
+}
+
+// The payload checksum over out->payload; on a mismatch out becomes kCorrupt without payload.
+void CheckPayload(ReadOutcome* out) {
+  if (Checksum64(out->payload) == out->header.payload_checksum) return;
+  out->verdict = Verdict::kCorrupt;
+  out->detail = "payload checksum mismatch";
+  out->payload.clear();
+}
+
+std::string_view Head(std::string_view file) { return file.substr(0, std::min(file.size(), kMaxHeaderBytes)); }
+
+}  // namespace
+
+ReadOutcome ReadObject(FileSystem& fs, const std::string& path, const ReadOptions& options) {
+  auto file = fs.OpenForRead(path);
+  if (!file.ok()) return OutcomeOf(file.error());
+  const int64_t size = (*file)->size();
+  if (options.read_payload) (*file)->WillReadAll();
+  std::string head(static_cast<size_t>(std::min<int64_t>(size, kMaxHeaderBytes)), '\0');
+  if (base::Status s = (*file)->ReadAt(0, head.size(), head.data()); !s.ok()) return OutcomeOf(s.error());
+  ReadOutcome out = CheckHeader(head, size, options);
+  if (out.verdict != Verdict::kOk || !options.read_payload) return out;
+  out.payload.resize(out.header.payload_bytes);
+  if (base::Status s = (*file)->ReadAt(out.header.header_bytes, out.payload.size(), out.payload.data()); !s.ok()) {
+    ReadOutcome failed = OutcomeOf(s.error());
+    failed.header = std::move(out.header);
+    failed.file_bytes = size;
+    return failed;
+  }
+  CheckPayload(&out);
+  return out;
+}
+
+ReadOutcome CheckObjectBytes(std::string_view file, const ReadOptions& options) {
+  ReadOutcome out = CheckHeader(Head(file), static_cast<int64_t>(file.size()), options);
+  if (out.verdict != Verdict::kOk || !options.read_payload) return out;
+  out.payload.assign(file.substr(out.header.header_bytes));
+  CheckPayload(&out);
+  return out;
+}
+
+ReadOutcome OutcomeOf(const base::Error& error) {
+  const ErrorCode code = error.code();
+  return Outcome(code == ErrorCode::kNotFound   ? Verdict::kMissing
+                 : code == ErrorCode::kDataLoss ? Verdict::kCorrupt
+                                                : Verdict::kIoError,
+                 error.message());
 }
 
 base::Status WriteObject(FileSystem& fs, const std::string& path, ObjectHeader header, std::string_view payload) {

@@ -80,6 +80,12 @@ struct ReadOptions {
 // Reads and checks one object. Checks run in order: open, header, size == header + payload,
 // key, fingerprint, expiry, then the payload checksum.
 ReadOutcome ReadObject(FileSystem& fs, const std::string& path, const ReadOptions& options);
+// The same checks on a whole file already in memory (FileSystem::ReadWholeFiles); the payload
+// is copied out.
+ReadOutcome CheckObjectBytes(std::string_view file, const ReadOptions& options);
+// The verdict for a file that could not be opened or read: kNotFound = kMissing, kDataLoss (a
+// symlink, not a regular file, short) = kCorrupt, anything else kIoError.
+ReadOutcome OutcomeOf(const base::Error& error);
 
 // Encodes the header and writes header + payload atomically.
 base::Status WriteObject(FileSystem& fs, const std::string& path, ObjectHeader header, std::string_view payload);

@@ -108,9 +108,19 @@ class ReadObjectTest : public ::testing::Test {
     path_ = ObjectPath(dir_.path(), "abc123", SampleHeader().key);
     ASSERT_TRUE(WriteObject(fs_, path_, SampleHeader(), *MakePayload(3)).ok());
   }
+  // ReadObject, checked against CheckObjectBytes on the same file (the direct-read path): the
+  // same verdict and payload in every case.
   ReadOutcome Read(int64_t now = 1500, std::string_view fingerprint = "abc123") {
     const ObjectKey key = SampleHeader().key;
-    return ReadObject(fs_, path_, ReadOptions{&key, fingerprint, now, true});
+    const ReadOptions options{&key, fingerprint, now, true};
+    ReadOutcome out = ReadObject(fs_, path_, options);
+    if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path_))) {
+      const ReadOutcome in_memory = CheckObjectBytes(ReadAll(path_), options);
+      EXPECT_EQ(VerdictName(in_memory.verdict), VerdictName(out.verdict)) << in_memory.detail;
+      EXPECT_EQ(in_memory.payload, out.payload);
+      EXPECT_EQ(in_memory.file_bytes, out.file_bytes);
+    }
+    return out;
   }
   TempDir dir_;
   FileSystem& fs_ = *FileSystem::Posix();

@@ -1,8 +1,8 @@
 // End-to-end test of the persistent KV store across a restart: starts `flashserve serve` with
 // --kv-dir on a tiny generated model, sends a long prompt, restarts the server on the same
-// directory, sends the prompt again, and checks that the second request reports >= 90% cached
-// prompt tokens (all from the disk tier), produces the same greedy output, and reaches its
-// first token much sooner.
+// directory (reading it with --kv-direct-io), sends the prompt again, and checks that the second
+// request reports >= 90% cached prompt tokens (all from the disk tier), produces the same greedy
+// output, and reaches its first token much sooner.
 //
 // node tests/e2e/kv_restart_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
@@ -20,11 +20,11 @@ if (!args.tokenizer || !existsSync(args.tokenizer)) {
 }
 const work = mkdtempSync(join(tmpdir(), 'flashserve-kv-e2e-'));
 
-function startServer() {
+function startServer(extra = []) {
   return new Promise((resolve, reject) => {
     const proc = spawn(args.flashserve, ['serve', '--model', join(work, 'model'), '--served-model-name', 'kv',
       '--host', '127.0.0.1', '--port', '0', '--threads', '2', '--kv-dir', join(work, 'kv'),
-      '--kv-disk-bytes', String(1 << 30), '--kv-dram-bytes', String(256 << 20)], { stdio: ['ignore', 'pipe', 'pipe'] });
+      '--kv-disk-bytes', String(1 << 30), '--kv-dram-bytes', String(256 << 20), ...extra], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     const timer = setTimeout(() => reject(new Error(`server did not start:\n${out}`)), 120000);
     const onData = (d) => {
@@ -85,7 +85,7 @@ try {
   let s = await startServer();
   const cold = await complete(s.base, prompt);
   assert.equal(await stopServer(s.proc), 0, 'clean exit after the first request');
-  s = await startServer();
+  s = await startServer(['--kv-direct-io']);  // the restore reads through the direct-I/O batches
   const warm = await complete(s.base, prompt);
   const metrics = await (await fetch(`${s.base}/metrics`)).text();
   assert.equal(await stopServer(s.proc), 0, 'clean exit after the second request');

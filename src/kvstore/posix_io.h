@@ -1,0 +1,36 @@
+// POSIX helpers shared by the file-system seam's implementation (file_system.cc) and its batched
+// reader (direct_reader.cc): errno -> Error mapping, opening a regular file safely, full preads.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+#include "kvstore/file_system.h"
+
+namespace flashserve::kvstore::internal {
+
+// ENOENT = kNotFound; ENOSPC, EDQUOT, EFBIG = kResourceExhausted; others kIoError.
+base::Error ErrnoError(int err, std::string_view what, const std::string& path);
+
+struct OpenFile {
+  int fd = -1;  // owned by the caller
+  int64_t size = 0;
+  uint64_t inode = 0;
+};
+// Opens a regular file read-only without following a final symlink and without blocking on a
+// FIFO: missing = kNotFound, a symlink or anything but a regular file = kDataLoss.
+base::Result<OpenFile> OpenRegularFile(const std::string& path);
+
+// Reads exactly n bytes at offset (restarting after EINTR and short reads); end of file first
+// = kDataLoss.
+base::Status PreadAll(int fd, int64_t offset, size_t n, char* out, const std::string& path);
+
+// FileSystem::Posix()'s ReadWholeFilesDirect: io_uring batches (direct_reader.cc). Returns
+// false, having consumed nothing, where io_uring is unavailable in this process (old kernel,
+// seccomp).
+bool ReadWholeFilesWithRing(std::span<const std::string> paths, const WholeFileConsumer& consume);
+
+}  // namespace flashserve::kvstore::internal
