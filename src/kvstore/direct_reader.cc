@@ -1,9 +1,11 @@
 // Batched whole-file reads for FileSystem::Posix (kvstore/posix_io.h): one io_uring per thread and
-// two windows of huge-page memory. Files are opened with O_DIRECT where the file system allows
+// three windows of huge-page memory. Files are opened with O_DIRECT where the file system allows
 // it; a window's reads are submitted together, so reads of files that lie next to each other on
 // disk (the objects of one prefix, written one after another) merge into large device requests
 // (huge pages keep a request's memory in few segments). While a finished window is handed to
-// the consumer, the others stay in flight.
+// the consumer, the others stay in flight. A file larger than a window is read on its own with
+// direct I/O into memory of its own. A failed submission turns the ring off for its thread
+// (logged; later batches return false and the store reads buffered).
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/mman.h>
@@ -36,6 +38,11 @@ constexpr int kNotSubmitted = INT32_MIN;
 
 size_t RoundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+// The first 2 MiB boundary in a mapping made kHugePage bytes larger than needed.
+char* HugePageStart(void* raw) {
+  return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1));
+}
+
 // One thread's ring and windows, set up on the thread's first batch and released when it ends.
 class ThreadReader {
  public:
@@ -52,12 +59,11 @@ class ThreadReader {
       return;
     }
     mapping_ = raw;
-    const uintptr_t start = (reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
-    windows_ = reinterpret_cast<char*>(start);
+    windows_ = HugePageStart(raw);
     ::madvise(windows_, kWindows * kWindowBytes, MADV_HUGEPAGE);  // a hint: fine if refused
   }
   ~ThreadReader() {
-    if (ring_ok_) io_uring_queue_exit(&ring_);  // waits for reads still in flight
+    if (ring_ok_) io_uring_queue_exit(&ring_);
     if (mapping_ != nullptr) ::munmap(mapping_, kMappedBytes);
   }
   ThreadReader(const ThreadReader&) = delete;
@@ -151,7 +157,7 @@ class Batch {
       }
       const size_t need = RoundUp(static_cast<size_t>(s.file.size), kAlign);
       if (need == 0 || need > kWindowBytes) {
-        ReadAlone(s);
+        need == 0 ? ReadAlone(s) : ReadLarge(s);
         continue;
       }
       if (used + need > kWindowBytes) {
@@ -167,7 +173,7 @@ class Batch {
   Result<OpenFile> Open(const std::string& path) const {
     Result<OpenFile> f = OpenRegularFile(path);
     // Where the file system refuses O_DIRECT the file stays buffered; the ring reads it as well.
-    if (f.ok()) (void)::fcntl(f->fd, F_SETFL, O_DIRECT);
+    if (f.ok()) f->direct = ::fcntl(f->fd, F_SETFL, O_DIRECT) == 0;
     return f;
   }
 
@@ -241,6 +247,44 @@ class Batch {
     }
     consume_(s.index, ErrnoError(-s.result, "cannot read", paths_[s.index]));
     ::close(s.file.fd);
+  }
+
+  // A file larger than a window: direct preads into 2 MiB-aligned memory of its own (one large
+  // request per call), buffered where direct I/O is refused or the file came up short.
+  void ReadLarge(Slot& s) {
+    const size_t size = static_cast<size_t>(s.file.size);
+    const size_t mapped = RoundUp(size, kHugePage);
+    void* raw = s.file.direct ? ::mmap(nullptr, mapped + kHugePage, PROT_READ | PROT_WRITE,
+                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                              : MAP_FAILED;
+    if (raw == MAP_FAILED) {
+      ReadAlone(s);
+      return;
+    }
+    char* buf = HugePageStart(raw);
+    ::madvise(buf, mapped, MADV_HUGEPAGE);
+    size_t done = 0;
+    int err = 0;
+    while (done < size) {
+      const ssize_t r = ::pread(s.file.fd, buf + done, RoundUp(size - done, kAlign), static_cast<off_t>(done));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        err = r < 0 ? errno : 0;
+        break;
+      }
+      done += static_cast<size_t>(r);
+      if (done % kAlign != 0) break;  // end of file
+    }
+    if (done >= size) {
+      consume_(s.index, std::string_view(buf, size));
+      ::close(s.file.fd);
+    } else if (err != 0 && err != EINVAL) {
+      consume_(s.index, ErrnoError(err, "cannot read", paths_[s.index]));
+      ::close(s.file.fd);
+    } else {
+      ReadAlone(s);  // short (the file shrank?) or refused: the buffered read says which
+    }
+    ::munmap(raw, mapped + kHugePage);
   }
 
   // Buffered pread of the whole file into memory of its own.

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <random>
@@ -46,8 +47,15 @@ bool RingAvailable() {
 #define SKIP_WITHOUT_RING() \
   if (!RingAvailable()) GTEST_SKIP() << "io_uring is unavailable in this process; the direct reader cannot run"
 
-// Reads paths in one batch; every index must be consumed exactly once.
-std::vector<Outcome> ReadBatch(const std::vector<std::string>& paths) {
+int OpenDescriptors() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// Reads paths in one batch; every index must be consumed exactly once, and every file closed.
+std::vector<Outcome> ReadBatch(const std::vector<std::string>& paths, bool alone = true) {
+  const int descriptors = alone ? OpenDescriptors() : 0;
   std::vector<Outcome> out(paths.size());
   const bool ran = FileSystem::Posix()->ReadWholeFilesDirect(paths, [&](size_t i, base::Result<std::string_view> b) {
     ASSERT_LT(i, out.size());
@@ -57,6 +65,7 @@ std::vector<Outcome> ReadBatch(const std::vector<std::string>& paths) {
     if (!b.ok()) out[i].code = b.error().code();
   });
   EXPECT_TRUE(ran) << "io_uring unavailable here: the direct path cannot be checked";
+  if (alone) EXPECT_EQ(OpenDescriptors(), descriptors) << "a file was left open";
   return out;
 }
 
@@ -125,12 +134,13 @@ TEST(DirectReaderTest, ThreadsReadConcurrently) {
     expected.push_back(Bytes(300000 + static_cast<size_t>(i), static_cast<uint32_t>(50 + i)));
     Write(paths.back(), expected.back());
   }
+  const int descriptors = OpenDescriptors();
   std::vector<std::thread> threads;
   std::atomic<int> mismatches{0};
   for (int t = 0; t < 3; ++t) {
     threads.emplace_back([&] {
       for (int round = 0; round < 3; ++round) {
-        const std::vector<Outcome> out = ReadBatch(paths);
+        const std::vector<Outcome> out = ReadBatch(paths, /*alone=*/false);
         for (size_t i = 0; i < paths.size(); ++i) {
           if (out[i].calls != 1 || out[i].bytes != expected[i]) ++mismatches;
         }
@@ -139,6 +149,7 @@ TEST(DirectReaderTest, ThreadsReadConcurrently) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(mismatches.load(), 0);
+  EXPECT_EQ(OpenDescriptors(), descriptors) << "a file or a thread's ring was left open";
 }
 
 }  // namespace

@@ -263,21 +263,25 @@ void DiskTier::OnWriteResult(const ObjectHeader& header, int64_t file_bytes, uin
   }
 }
 
-std::vector<DiskTier::ReadResult> DiskTier::ReadMany(std::span<const ObjectKey> keys, bool probe) {
+void DiskTier::ReadMany(std::span<const ObjectKey> keys, bool probe,
+                        const std::function<void(size_t, ReadResult)>& on_result) {
   const int64_t now = clock_.NowUnixSeconds();
-  std::vector<ReadResult> results(keys.size());
   std::vector<size_t> wanted;  // positions in keys of the files to read
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (probe || index_.Find(keys[i]) != nullptr) {
-        wanted.push_back(i);
-      } else {
-        ++stats_.misses;
-      }
+      if (probe || index_.Find(keys[i]) != nullptr) wanted.push_back(i);
+    }
+    stats_.misses += static_cast<int64_t>(keys.size() - wanted.size());
+  }
+  for (size_t i = 0, w = 0; i < keys.size(); ++i) {  // unindexed: a miss without I/O
+    if (w < wanted.size() && wanted[w] == i) {
+      ++w;
+    } else {
+      on_result(i, ReadResult{});
     }
   }
-  if (wanted.empty()) return results;
+  if (wanted.empty()) return;
   std::vector<std::string> paths;
   paths.reserve(wanted.size());
   for (size_t i : wanted) paths.push_back(PathOf(keys[i]));
@@ -285,10 +289,9 @@ std::vector<DiskTier::ReadResult> DiskTier::ReadMany(std::span<const ObjectKey> 
   auto check = [&](size_t j, base::Result<std::string_view> bytes) {
     const ObjectKey& key = keys[wanted[j]];
     ReadOutcome out = bytes.ok() ? CheckObjectBytes(*bytes, checks(key)) : OutcomeOf(bytes.error());
-    results[wanted[j]] = Account(key, paths[j], now, std::move(out));
+    on_result(wanted[j], Account(key, paths[j], now, std::move(out)));
   };
-  const bool direct = options_.direct_io && fs_.ReadWholeFilesDirect(paths, check);
-  if (direct) return results;
+  if (options_.direct_io && fs_.ReadWholeFilesDirect(paths, check)) return;
   // Buffered: readahead for every file first, so the disk sees them all at once, then each
   // payload is read straight into its buffer.
   if (paths.size() > 1) {
@@ -298,9 +301,14 @@ std::vector<DiskTier::ReadResult> DiskTier::ReadMany(std::span<const ObjectKey> 
   }
   for (size_t j = 0; j < wanted.size(); ++j) {
     const ObjectKey& key = keys[wanted[j]];
-    results[wanted[j]] = Account(key, paths[j], now, ReadObject(fs_, paths[j], checks(key)));
+    on_result(wanted[j], Account(key, paths[j], now, ReadObject(fs_, paths[j], checks(key))));
   }
-  return results;
+}
+
+DiskTier::ReadResult DiskTier::Read(const ObjectKey& key, bool probe) {
+  ReadResult out;
+  ReadMany({&key, 1}, probe, [&out](size_t, ReadResult r) { out = std::move(r); });
+  return out;
 }
 
 DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& path, int64_t now, ReadOutcome out) {

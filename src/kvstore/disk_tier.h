@@ -59,12 +59,14 @@ class DiskTier {
     Payload payload;
     int64_t file_bytes = 0;
   };
-  // Reads and checks objects, one result per key in order; the disk sees the files together
+  // Reads and checks objects; the disk sees the files together
   // (one direct batch, FileSystem::ReadWholeFilesDirect, or readahead hints for all first).
   // Unindexed keys are read only when probe is set. Bad objects are deleted and counted; a
   // missing file drops its index entry.
-  std::vector<ReadResult> ReadMany(std::span<const ObjectKey> keys, bool probe);
-  ReadResult Read(const ObjectKey& key, bool probe) { return std::move(ReadMany({&key, 1}, probe).front()); }
+  // on_result(position in keys, result) runs once per key, on this thread, as each is read.
+  void ReadMany(std::span<const ObjectKey> keys, bool probe,
+                const std::function<void(size_t, ReadResult)>& on_result);
+  ReadResult Read(const ObjectKey& key, bool probe);
   // Deletes expired objects, paced by limiter; stops early when *cancel. Returns how many.
   int64_t CollectExpired(RateLimiter& limiter, const std::atomic<bool>* cancel);
   void Touch(const ObjectKey& key, int64_t now);

@@ -52,8 +52,7 @@ class FileSystem {
   // Reads whole files (each as OpenForRead + ReadAt of all of it: same errors) as one batch with
   // direct I/O and calls consume once per path, in any order, on the calling thread. POSIX:
   // io_uring into huge-page buffers, O_DIRECT where the file system allows it, so reads of files
-  // adjacent on disk merge into large device requests and nothing is copied into the page
-  // cache. Returns false, having consumed nothing, where there is no such path (this default,
+  // adjacent on disk merge into large device requests and bypass the page cache. Returns false, having consumed nothing, where there is no such path (this default,
   // or io_uring unavailable): the caller then reads the files itself.
   virtual bool ReadWholeFilesDirect(std::span<const std::string> paths, const WholeFileConsumer& consume) {
     return false;

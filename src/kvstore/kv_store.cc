@@ -162,26 +162,25 @@ void KvStore::Impl::FetchChunk(const std::vector<ObjectKey>& keys, size_t begin,
     if (tier == nullptr || missing.empty()) continue;
     std::vector<ObjectKey> wanted;
     for (size_t i : missing) wanted.push_back(keys[i]);
-    std::vector<DiskTier::ReadResult> results =
-        tier->ReadMany(wanted, /*probe=*/t == Tier::kShared && config.shared_probe_on_miss);
     std::vector<size_t> still_missing;
     int64_t bytes = 0;
-    for (size_t j = 0; j < missing.size(); ++j) {
-      DiskTier::ReadResult& r = results[j];
-      if (r.verdict != Verdict::kOk) {
-        still_missing.push_back(missing[j]);
-        continue;
-      }
-      bytes += r.file_bytes;
-      const ObjectKey& key = wanted[j];
-      (*present)[missing[j]] =
-          InsertMemory(key, r.payload, r.header.tokens, r.header.expiry_unix, classes.Id(r.header.ttl_class), pin) ? 1
-                                                                                                                 : 0;
-      if (t == Tier::kShared && disk(Tier::kDisk) != nullptr) {
-        QueueWrite(disk(Tier::kDisk), r.header, r.payload, /*slack=*/0);  // keep a local copy of a shared hit
-      }
-    }
+    // Each object goes into L1 as soon as it is read (one chunk's payloads are never all held).
+    tier->ReadMany(wanted, /*probe=*/t == Tier::kShared && config.shared_probe_on_miss,
+                   [&](size_t j, DiskTier::ReadResult r) {
+                     if (r.verdict != Verdict::kOk) {
+                       still_missing.push_back(missing[j]);
+                       return;
+                     }
+                     bytes += r.file_bytes;
+                     const bool in_memory = InsertMemory(wanted[j], r.payload, r.header.tokens, r.header.expiry_unix,
+                                                         classes.Id(r.header.ttl_class), pin);
+                     (*present)[missing[j]] = in_memory ? 1 : 0;
+                     if (t == Tier::kShared && disk(Tier::kDisk) != nullptr) {
+                       QueueWrite(disk(Tier::kDisk), r.header, r.payload, /*slack=*/0);  // local copy of a shared hit
+                     }
+                   });
     bytes_read[static_cast<int>(t)].fetch_add(bytes);
+    std::sort(still_missing.begin(), still_missing.end());  // the next tier reads in prefix order
     missing = std::move(still_missing);
   }
 }

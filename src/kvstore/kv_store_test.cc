@@ -3,7 +3,10 @@
 #include "kvstore/kv_store.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -362,6 +365,55 @@ TEST(KvStoreTest, SharedGcKeepsAnObjectAnotherWorkerRenewed) {
   clock.Set(t0 + 18);
   EXPECT_EQ(store_b->CollectGarbage(), 2);  // memory + the shared file
   EXPECT_FALSE(Exists(ObjectPath(a.shared_dir, kFingerprint, Key(1))));
+}
+
+// Pages of path the page cache holds (mincore over a read-only mapping).
+int64_t ResidentPages(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  const size_t size = std::filesystem::file_size(path);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((size + page - 1) / page);
+  int64_t n = -1;
+  if (map != MAP_FAILED && ::mincore(map, size, resident.data()) == 0) {
+    n = 0;
+    for (unsigned char r : resident) n += r & 1;
+  }
+  if (map != MAP_FAILED) ::munmap(map, size);
+  return n;
+}
+
+// A restart's Fetch from L2: buffered reads leave the object in the page cache, direct-I/O
+// batches (StoreConfig::direct_io) do not.
+TEST(KvStoreTest, DirectReadsBypassThePageCache) {
+  for (bool direct : {false, true}) {
+    SCOPED_TRACE(direct ? "direct" : "buffered");
+    if (direct && !FileSystem::Posix()->ReadWholeFilesDirect({}, [](size_t, base::Result<std::string_view>) {})) {
+      GTEST_SKIP() << "io_uring is unavailable here: the store reads buffered";
+    }
+    TempDir dir;
+    FakeClock clock;
+    StoreConfig config = testing::BaseConfig(dir);
+    config.memory_bytes = 8 << 20;
+    config.direct_io = direct;
+    OpenOrDie(config, clock)->Put(Key(1), MakePayload(1, 1 << 20), 128, "chat");  // closed: written through
+    const std::string path = DiskPath(config, Key(1));
+    ASSERT_TRUE(Exists(path));
+    auto store = OpenOrDie(config, clock);  // its index scan read the header
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+    if (ResidentPages(path) != 0) GTEST_SKIP() << "this file system keeps dropped pages cached";
+    ASSERT_EQ(FetchSync(*store, {Key(1)}), std::vector<bool>{true});
+    const int64_t pages = static_cast<int64_t>((std::filesystem::file_size(path) + 4095) / 4096);
+    if (direct) {
+      EXPECT_EQ(ResidentPages(path), 0);
+    } else {
+      EXPECT_EQ(ResidentPages(path), pages);
+    }
+  }
 }
 
 }  // namespace

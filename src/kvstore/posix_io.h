@@ -19,6 +19,7 @@ struct OpenFile {
   int fd = -1;  // owned by the caller
   int64_t size = 0;
   uint64_t inode = 0;
+  bool direct = false;  // O_DIRECT is set (ReadWholeFilesDirect)
 };
 // Opens a regular file read-only without following a final symlink and without blocking on a
 // FIFO: missing = kNotFound, a symlink or anything but a regular file = kDataLoss.
