@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "fmt/format.h"
 #include "kvstore/file_system.h"
 #include "kvstore/test_util.h"
 
@@ -65,7 +66,9 @@ std::vector<Outcome> ReadBatch(const std::vector<std::string>& paths, bool alone
     if (!b.ok()) out[i].code = b.error().code();
   });
   EXPECT_TRUE(ran) << "io_uring unavailable here: the direct path cannot be checked";
-  if (alone) EXPECT_EQ(OpenDescriptors(), descriptors) << "a file was left open";
+  if (alone) {
+    EXPECT_EQ(OpenDescriptors(), descriptors) << "a file was left open";
+  }
   return out;
 }
 
@@ -78,7 +81,7 @@ TEST(DirectReaderTest, EveryFileComesBackWholeOnce) {
                                      538790, 538790, 538790, 538790, 100,  200};
   std::vector<std::string> paths, expected;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    paths.push_back(dir.Sub("f" + std::to_string(i)));
+    paths.push_back(dir.Sub(fmt::format("f{}", i)));
     expected.push_back(Bytes(sizes[i], static_cast<uint32_t>(i)));
     Write(paths.back(), expected.back());
   }
@@ -95,7 +98,7 @@ TEST(DirectReaderTest, ManySmallFilesFillManyWindows) {
   TempDir dir;
   std::vector<std::string> paths, expected;
   for (int i = 0; i < 150; ++i) {  // more files than a window or the ring holds
-    paths.push_back(dir.Sub("s" + std::to_string(i)));
+    paths.push_back(dir.Sub(fmt::format("s{}", i)));
     expected.push_back(Bytes(1000 + 37 * static_cast<size_t>(i), static_cast<uint32_t>(1000 + i)));
     Write(paths.back(), expected.back());
   }
@@ -130,7 +133,7 @@ TEST(DirectReaderTest, ThreadsReadConcurrently) {
   TempDir dir;
   std::vector<std::string> paths, expected;
   for (int i = 0; i < 24; ++i) {
-    paths.push_back(dir.Sub("c" + std::to_string(i)));
+    paths.push_back(dir.Sub(fmt::format("c{}", i)));
     expected.push_back(Bytes(300000 + static_cast<size_t>(i), static_cast<uint32_t>(50 + i)));
     Write(paths.back(), expected.back());
   }
