@@ -51,7 +51,9 @@ TEST(BytesTest, StreamEqualsOneShotForRandomPieces) {
     const size_t n = std::min<size_t>(d.size() - pos, rng() % 5000);
     s.Update(std::string_view(d).substr(pos, n));
     pos += n;
-    if (i % 64 == 0) ASSERT_EQ(s.Finish(), Checksum64(std::string_view(d).substr(0, pos))) << pos;
+    if (i % 64 == 0) {
+      ASSERT_EQ(s.Finish(), Checksum64(std::string_view(d).substr(0, pos))) << pos;
+    }
   }
   EXPECT_EQ(s.Finish(), Checksum64(d));
   EXPECT_EQ(s.Finish(), s.Finish());

@@ -23,7 +23,9 @@ TEST(HugePageBufferTest, CopiesTheBytesOntoA2MiBBoundary) {
   const int64_t huge = buf->HugeBytes();
   EXPECT_GE(huge, 0);
   EXPECT_LE(huge, 6 << 20);
-  if (!TransparentHugePagesAvailable()) EXPECT_EQ(huge, 0);
+  if (!TransparentHugePagesAvailable()) {
+    EXPECT_EQ(huge, 0);
+  }
 }
 
 TEST(HugePageBufferTest, MovesOwnershipAndHandlesEmpty) {

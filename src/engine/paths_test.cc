@@ -49,7 +49,9 @@ TEST(PathsTest, HeadInHugePagesGivesTheSameLogits) {
   std::filesystem::remove_all(dir);
   ASSERT_TRUE(plain.ok() && huge.ok());
   EXPECT_FALSE((*plain)->head_in_huge_pages());
-  if (!base::TransparentHugePagesAvailable()) EXPECT_FALSE((*huge)->head_in_huge_pages());
+  if (!base::TransparentHugePagesAvailable()) {
+    EXPECT_FALSE((*huge)->head_in_huge_pages());
+  }
   const model::Matrix& a = (*plain)->weights().head;
   const model::Matrix& b = (*huge)->weights().head;
   EXPECT_EQ((*huge)->head_in_huge_pages(), a.data != b.data);
