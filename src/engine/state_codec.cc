@@ -244,8 +244,8 @@ base::Result<std::unique_ptr<SequenceState>> StateCodec::Assemble(std::string_vi
   std::string_view body;
   if (!Unseal(bytes, &body)) return Corrupt("checksum mismatch");
   ByteReader r(body);
-  uint32_t magic, version, flags, num_layers;
-  int64_t position, mtp_position, first_block;
+  uint32_t magic = 0, version = 0, flags = 0, num_layers = 0;
+  int64_t position = 0, mtp_position = 0, first_block = 0;
   if (!r.Get(&magic) || magic != kStateMagic) return Corrupt("bad magic");
   if (!r.Get(&version) || version != kVersion) return Corrupt("unsupported version " + std::to_string(version));
   if (!r.Get(&flags) || !r.Get(&position) || !r.Get(&mtp_position) || !r.Get(&first_block) || !r.Get(&num_layers))
