@@ -108,7 +108,7 @@ void DiskTier::ScanLeaf(const std::string& dir, std::vector<Found>* found) {
       RemoveBad(nullptr, path, Verdict::kCorrupt, "stored under the wrong directory");
       continue;
     }
-    ReadOptions options{&key, options_.fingerprint, INT64_MIN, /*read_payload=*/false};
+    ReadOptions options{&key, options_.fingerprint, INT64_MIN, /*read_payload=*/false, cache_use()};
     ReadOutcome out = ReadObject(fs_, path, options);
     if (out.verdict == Verdict::kCorrupt || out.verdict == Verdict::kForeign) {
       RemoveBad(nullptr, path, out.verdict, out.detail);
@@ -285,7 +285,9 @@ void DiskTier::ReadMany(std::span<const ObjectKey> keys, bool probe,
   std::vector<std::string> paths;
   paths.reserve(wanted.size());
   for (size_t i : wanted) paths.push_back(PathOf(keys[i]));
-  auto checks = [&](const ObjectKey& key) { return ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/true}; };
+  auto checks = [&](const ObjectKey& key) {
+    return ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/true, cache_use()};
+  };
   auto check = [&](size_t j, base::Result<std::string_view> bytes) {
     const ObjectKey& key = keys[wanted[j]];
     ReadOutcome out = bytes.ok() ? CheckObjectBytes(*bytes, checks(key)) : OutcomeOf(bytes.error());
@@ -373,7 +375,8 @@ int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* 
 
 bool DiskTier::StillLive(const ObjectKey& key, std::vector<Found>* renewed) {
   const int64_t now = clock_.NowUnixSeconds();
-  ReadOutcome out = ReadObject(fs_, PathOf(key), ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/false});
+  ReadOutcome out =
+      ReadObject(fs_, PathOf(key), ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/false, cache_use()});
   if (out.verdict != Verdict::kOk) return false;
   renewed->push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
   return true;

@@ -89,6 +89,9 @@ class DiskTier {
     IndexEntry entry;
   };
   std::string PathOf(const ObjectKey& key) const;
+  // Direct-I/O tiers drop what their buffered reads (index scans, fallbacks) brought into the
+  // page cache.
+  CacheUse cache_use() const { return options_.direct_io ? CacheUse::kDrop : CacheUse::kKeep; }
   std::string FingerprintDir() const;
   void ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found);
   void ScanLeaf(const std::string& dir, std::vector<Found>* found);

@@ -34,6 +34,8 @@ class PosixFile final : public ReadableFile {
   ~PosixFile() override { ::close(fd_); }
   int64_t size() const override { return size_; }
   void WillReadAll() override { ::posix_fadvise(fd_, 0, size_, POSIX_FADV_WILLNEED); }
+  void WillReadHeaderOnly() override { ::posix_fadvise(fd_, 0, 0, POSIX_FADV_RANDOM); }
+  void DropCached() override { ::posix_fadvise(fd_, 0, 0, POSIX_FADV_DONTNEED); }
   Status ReadAt(int64_t offset, size_t n, char* out) override { return internal::PreadAll(fd_, offset, n, out, path_); }
 
  private:

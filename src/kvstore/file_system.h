@@ -25,6 +25,10 @@ class ReadableFile {
   virtual base::Status ReadAt(int64_t offset, size_t n, char* out) = 0;
   // Hint: the whole file will be read soon (start the I/O now, in large requests).
   virtual void WillReadAll() {}
+  // Hint: only its first bytes will be read (no readahead beyond them).
+  virtual void WillReadHeaderOnly() {}
+  // Drops the file's clean pages from the page cache (after reading it).
+  virtual void DropCached() {}
 };
 
 enum class EntryType : uint8_t { kFile, kDirectory, kOther };  // kOther: symlinks, sockets, ...

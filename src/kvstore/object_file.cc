@@ -201,23 +201,37 @@ std::string_view Head(std::string_view file) { return file.substr(0, std::min(fi
 
 }  // namespace
 
-ReadOutcome ReadObject(FileSystem& fs, const std::string& path, const ReadOptions& options) {
-  auto file = fs.OpenForRead(path);
-  if (!file.ok()) return OutcomeOf(file.error());
-  const int64_t size = (*file)->size();
-  if (options.read_payload) (*file)->WillReadAll();
+namespace {
+
+ReadOutcome ReadOpened(ReadableFile& file, const ReadOptions& options) {
+  const int64_t size = file.size();
+  if (options.read_payload) {
+    file.WillReadAll();
+  } else {
+    file.WillReadHeaderOnly();  // index scans: one page per object, not a readahead window
+  }
   std::string head(static_cast<size_t>(std::min<int64_t>(size, kMaxHeaderBytes)), '\0');
-  if (base::Status s = (*file)->ReadAt(0, head.size(), head.data()); !s.ok()) return OutcomeOf(s.error());
+  if (base::Status s = file.ReadAt(0, head.size(), head.data()); !s.ok()) return OutcomeOf(s.error());
   ReadOutcome out = CheckHeader(head, size, options);
   if (out.verdict != Verdict::kOk || !options.read_payload) return out;
   out.payload.resize(out.header.payload_bytes);
-  if (base::Status s = (*file)->ReadAt(out.header.header_bytes, out.payload.size(), out.payload.data()); !s.ok()) {
+  if (base::Status s = file.ReadAt(out.header.header_bytes, out.payload.size(), out.payload.data()); !s.ok()) {
     ReadOutcome failed = OutcomeOf(s.error());
     failed.header = std::move(out.header);
     failed.file_bytes = size;
     return failed;
   }
   CheckPayload(&out);
+  return out;
+}
+
+}  // namespace
+
+ReadOutcome ReadObject(FileSystem& fs, const std::string& path, const ReadOptions& options) {
+  auto file = fs.OpenForRead(path);
+  if (!file.ok()) return OutcomeOf(file.error());
+  ReadOutcome out = ReadOpened(**file, options);
+  if (options.cache == CacheUse::kDrop) (*file)->DropCached();
   return out;
 }
 

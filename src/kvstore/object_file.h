@@ -70,11 +70,16 @@ struct ReadOutcome {
   std::string detail;       // why, for logs and tools
 };
 
+// Whether a read file's pages stay in the page cache (tiers read with direct I/O drop them:
+// their DRAM tier is the cache).
+enum class CacheUse : uint8_t { kKeep, kDrop };
+
 struct ReadOptions {
   const ObjectKey* expected_key = nullptr;  // checked against the header when set
   std::string_view fingerprint;             // empty = accept any
   int64_t now_unix = 0;                     // expiry check; INT64_MIN = skip it
   bool read_payload = true;                 // false: header and file size only (index scans)
+  CacheUse cache = CacheUse::kKeep;         // kDrop: drop the file's pages after reading
 };
 
 // Reads and checks one object. Checks run in order: open, header, size == header + payload,
