@@ -88,7 +88,8 @@ class DirScanner {
   }
 
   void CheckObject(const std::string& path, const ObjectKey& key, const std::string& fingerprint) {
-    ReadOptions read{&key, fingerprint, INT64_MIN, options_.verify_payload};
+    // One pass over a store that may be far larger than memory: leave nothing in the page cache.
+    ReadOptions read{&key, fingerprint, INT64_MIN, options_.verify_payload, CacheUse::kDrop};
     ReadOutcome out = ReadObject(fs_, path, read);
     if (out.verdict == Verdict::kMissing) return;  // deleted while we looked
     if (out.verdict != Verdict::kOk) {

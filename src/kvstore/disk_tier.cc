@@ -267,10 +267,14 @@ void DiskTier::ReadMany(std::span<const ObjectKey> keys, bool probe,
                         const std::function<void(size_t, ReadResult)>& on_result) {
   const int64_t now = clock_.NowUnixSeconds();
   std::vector<size_t> wanted;  // positions in keys of the files to read
+  std::vector<uint8_t> indexed;  // per wanted file: indexed when the read began (else a probe)
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < keys.size(); ++i) {
-      if (probe || index_.Find(keys[i]) != nullptr) wanted.push_back(i);
+      const bool in_index = index_.Find(keys[i]) != nullptr;
+      if (!probe && !in_index) continue;
+      wanted.push_back(i);
+      indexed.push_back(in_index ? 1 : 0);
     }
     stats_.misses += static_cast<int64_t>(keys.size() - wanted.size());
   }
@@ -291,7 +295,7 @@ void DiskTier::ReadMany(std::span<const ObjectKey> keys, bool probe,
   auto check = [&](size_t j, base::Result<std::string_view> bytes) {
     const ObjectKey& key = keys[wanted[j]];
     ReadOutcome out = bytes.ok() ? CheckObjectBytes(*bytes, checks(key)) : OutcomeOf(bytes.error());
-    on_result(wanted[j], Account(key, paths[j], now, std::move(out)));
+    on_result(wanted[j], Account(key, paths[j], now, indexed[j] != 0, std::move(out)));
   };
   if (options_.direct_io && fs_.ReadWholeFilesDirect(paths, check)) return;
   // Buffered: readahead for every file first, so the disk sees them all at once, then each
@@ -303,7 +307,7 @@ void DiskTier::ReadMany(std::span<const ObjectKey> keys, bool probe,
   }
   for (size_t j = 0; j < wanted.size(); ++j) {
     const ObjectKey& key = keys[wanted[j]];
-    on_result(wanted[j], Account(key, paths[j], now, ReadObject(fs_, paths[j], checks(key))));
+    on_result(wanted[j], Account(key, paths[j], now, indexed[j] != 0, ReadObject(fs_, paths[j], checks(key))));
   }
 }
 
@@ -313,7 +317,8 @@ DiskTier::ReadResult DiskTier::Read(const ObjectKey& key, bool probe) {
   return out;
 }
 
-DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& path, int64_t now, ReadOutcome out) {
+DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& path, int64_t now, bool was_indexed,
+                                       ReadOutcome out) {
   ReadResult result;
   result.verdict = out.verdict;
   if (out.verdict == Verdict::kCorrupt || out.verdict == Verdict::kForeign || out.verdict == Verdict::kExpired) {
@@ -329,8 +334,12 @@ DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& 
     }
     return result;
   }
-  Upsert(key, EntryFor(out.header, out.file_bytes, now));  // the file's expiry is authoritative
-  index_.Touch(key, now, 1);
+  // The file's expiry is authoritative. An entry evicted or collected while the file was being
+  // read is not put back (its bytes no longer fit the budget); the object is still served.
+  if (!was_indexed || index_.Find(key) != nullptr) {
+    Upsert(key, EntryFor(out.header, out.file_bytes, now));
+    index_.Touch(key, now, 1);
+  }
   ++stats_.hits;
   stats_.bytes_read += out.file_bytes;
   result.file_bytes = out.file_bytes;

@@ -96,7 +96,8 @@ class DiskTier {
   void ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found);
   void ScanLeaf(const std::string& dir, std::vector<Found>* found);
   // Counts a read's outcome, updates the index (deletes a bad object) and makes its result.
-  ReadResult Account(const ObjectKey& key, const std::string& path, int64_t now, ReadOutcome out);
+  // was_indexed: the key was in the index when the read began (false: an L3 probe).
+  ReadResult Account(const ObjectKey& key, const std::string& path, int64_t now, bool was_indexed, ReadOutcome out);
   void RemoveBad(const ObjectKey* key, const std::string& path, Verdict verdict, const std::string& detail);
   IndexEntry EntryFor(const ObjectHeader& header, int64_t file_bytes, int64_t last_use) const;
   void Upsert(const ObjectKey& key, const IndexEntry& fresh);  // mu_ held; keeps hits and recency
