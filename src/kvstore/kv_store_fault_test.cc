@@ -326,6 +326,42 @@ TEST(KvStoreFaultTest, FetchPinsPredictsAndCloseFlushes) {
   EXPECT_FALSE(Exists(ObjectPath(config.disk_dir, kFingerprint, Key(99))));
 }
 
+// A Fetch reads an object's file; before it records the hit, new writes evict that object. The
+// Fetch still gets the object, and the index does not take it back: the tier stays in budget.
+TEST(KvStoreFaultTest, ObjectEvictedWhileBeingReadIsNotIndexedAgain) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem faults;
+  StoreConfig config = BaseConfig(dir);
+  config.file_system = &faults;
+  config.io_threads = 2;  // one Fetch waits in a read, the other thread writes
+  config.disk_bytes = 3 * 1108;  // three 1,000-byte objects with their headers
+  OpenOrDie(config, clock)->Put(Key(0), MakePayload(0), 128, "chat");
+  {
+    auto writer = OpenOrDie(config, clock);
+    for (int k = 1; k < 3; ++k) writer->Put(Key(k), MakePayload(k), 128, "chat");
+  }
+  auto store = OpenOrDie(config, clock);  // L1 empty, L2 indexes keys 0-2
+  ASSERT_EQ(store->Stats().tiers[1].objects, 3);
+  faults.pause_payload_reads = true;
+  auto fetched = std::async(std::launch::async, [&] { return FetchSync(*store, {Key(0)}); });
+  while (faults.paused_reads.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int k = 3; k < 6; ++k) store->Put(Key(k), MakePayload(k), 128, "chat");  // evicts keys 0-2 from L2
+  // (Flush would wait for the paused read too.) The other I/O thread writes the three objects.
+  const double start = base::MonotonicSeconds();
+  while ((faults.writes.load() < 6 || store->Stats().pending_writes > 0) && base::MonotonicSeconds() - start < 10) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(faults.writes.load(), 6);
+  EXPECT_FALSE(std::filesystem::exists(ObjectPath(config.disk_dir, kFingerprint, Key(0))));
+  faults.pause_payload_reads = false;
+  EXPECT_EQ(fetched.get(), std::vector<bool>{true});  // served: it was read before the eviction
+  const StoreStats stats = store->Stats();
+  EXPECT_EQ(stats.tiers[1].objects, 3);
+  EXPECT_LE(stats.tiers[1].bytes, config.disk_bytes);
+  EXPECT_NE(store->Locate(Key(0)), std::optional<Tier>(Tier::kDisk));
+}
+
 TEST(KvStoreFaultTest, ConcurrentReadersAndWriters) {
   TempDir dir;
   FakeClock clock;

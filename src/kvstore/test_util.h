@@ -55,13 +55,17 @@ class TempDir {
 };
 
 // Wraps the POSIX file system. Writes beyond the byte quota fail the way a full disk does
-// (kResourceExhausted, nothing left behind); reads fail with kIoError while fail_reads is set.
+// (kResourceExhausted, nothing left behind); reads fail with kIoError while fail_reads is set;
+// while pause_payload_reads is set, a read past a file's first bytes (a payload) finishes, then
+// waits (counted in paused_reads) until the flag is cleared.
 class FaultFileSystem final : public FileSystem {
  public:
   std::atomic<int64_t> quota_bytes{INT64_MAX};
   std::atomic<bool> fail_reads{false};
   std::atomic<int64_t> writes{0};
   std::atomic<bool> block_writes{false};  // writers wait while set
+  std::atomic<bool> pause_payload_reads{false};
+  std::atomic<int> paused_reads{0};
 
   base::Status WriteAtomic(const std::string& path, std::string_view header, std::string_view payload) override {
     const int64_t size = static_cast<int64_t>(header.size() + payload.size());
@@ -77,10 +81,13 @@ class FaultFileSystem final : public FileSystem {
     if (fail_reads.load()) {
       return base::Error(base::ErrorCode::kIoError, "cannot open " + path + ": Input/output error");
     }
-    return posix_->OpenForRead(path);
+    auto file = posix_->OpenForRead(path);
+    if (!file.ok()) return file;
+    return std::unique_ptr<ReadableFile>(new PausingFile(std::move(file).value(), this));
   }
   bool ReadWholeFilesDirect(std::span<const std::string> paths, const WholeFileConsumer& consume) override {
-    return !fail_reads.load() && posix_->ReadWholeFilesDirect(paths, consume);  // false: read through OpenForRead
+    if (fail_reads.load() || pause_payload_reads.load()) return false;  // read through OpenForRead
+    return posix_->ReadWholeFilesDirect(paths, consume);
   }
   base::Status Remove(const std::string& path) override { return posix_->Remove(path); }
   base::Status CreateDirs(const std::string& path) override { return posix_->CreateDirs(path); }
@@ -88,6 +95,27 @@ class FaultFileSystem final : public FileSystem {
   base::Result<int64_t> ModifiedTime(const std::string& path) override { return posix_->ModifiedTime(path); }
 
  private:
+  class PausingFile final : public ReadableFile {
+   public:
+    PausingFile(std::unique_ptr<ReadableFile> file, FaultFileSystem* owner) : file_(std::move(file)), owner_(owner) {}
+    int64_t size() const override { return file_->size(); }
+    base::Status ReadAt(int64_t offset, size_t n, char* out) override {
+      base::Status s = file_->ReadAt(offset, n, out);
+      if (offset > 0 && owner_->pause_payload_reads.load()) {
+        ++owner_->paused_reads;
+        while (owner_->pause_payload_reads.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      return s;
+    }
+    void WillReadAll() override { file_->WillReadAll(); }
+    void WillReadHeaderOnly() override { file_->WillReadHeaderOnly(); }
+    void DropCached() override { file_->DropCached(); }
+
+   private:
+    std::unique_ptr<ReadableFile> file_;
+    FaultFileSystem* owner_;
+  };
+
   FileSystem* posix_ = FileSystem::Posix();
 };
 
