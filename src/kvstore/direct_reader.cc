@@ -98,7 +98,7 @@ struct Slot {
   int result = kNotSubmitted;
 };
 
-// One ReadWholeFiles call: fills free windows with opened files and submits each window's
+// One ReadWholeFilesDirect call: fills free windows with opened files and submits each window's
 // reads at once, hands a window's files to the consumer as soon as all of them are read, and
 // refills it, so the other windows keep the device busy meanwhile.
 class Batch {
