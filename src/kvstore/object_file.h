@@ -85,7 +85,7 @@ struct ReadOptions {
 // Reads and checks one object. Checks run in order: open, header, size == header + payload,
 // key, fingerprint, expiry, then the payload checksum.
 ReadOutcome ReadObject(FileSystem& fs, const std::string& path, const ReadOptions& options);
-// The same checks on a whole file already in memory (FileSystem::ReadWholeFiles); the payload
+// The same checks on a whole file already in memory (FileSystem::ReadWholeFilesDirect); the payload
 // is copied out.
 ReadOutcome CheckObjectBytes(std::string_view file, const ReadOptions& options);
 // The verdict for a file that could not be opened or read: kNotFound = kMissing, kDataLoss (a
