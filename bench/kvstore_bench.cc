@@ -1,6 +1,8 @@
 // KV store benchmark: (1) bytes per token a V4-Flash-shaped state stores, measured with the
 // engine's codec on a generated model with V4-Flash's layer mix; (2) the disk's sequential read
-// bandwidth, cold cache; (3) restore throughput from L2 (Fetch into L1), cold and warm cache;
+// bandwidth, cold cache, buffered and O_DIRECT (and O_DIRECT while a core copies memory);
+// (3) restore throughput from L2 (Fetch into L1), cold and warm cache, with the device's request
+// sizes and busy time, against plain reads and unchecked direct batches of the same files;
 // (4) index rebuild rate at Open. Prints; asserts nothing.
 //
 //   kvstore_bench [--dir DIR] [--objects N] [--object-bytes B] [--index-objects N]

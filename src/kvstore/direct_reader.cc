@@ -5,7 +5,9 @@
 // (huge pages keep a request's memory in few segments). While a finished window is handed to
 // the consumer, the others stay in flight. A file larger than a window is read on its own with
 // direct I/O into memory of its own. A failed submission turns the ring off for its thread
-// (logged; later batches return false and the store reads buffered).
+// (logged; later batches return false and the store reads buffered). Called by
+// FileSystem::Posix()'s ReadWholeFilesDirect from any thread; each thread has its own ring and
+// windows (thread_local), so calls never share state.
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/mman.h>
@@ -146,7 +148,8 @@ class Batch {
         s = *std::exchange(carry_, std::nullopt);
       } else if (next_ < paths_.size()) {
         s.index = next_++;
-        Result<OpenFile> f = Open(paths_[s.index]);
+        // Where the file system refuses O_DIRECT the file stays buffered; the ring reads it too.
+        Result<OpenFile> f = OpenRegularFile(paths_[s.index], /*try_direct=*/true);
         if (!f.ok()) {
           consume_(s.index, f.error());
           continue;
@@ -168,13 +171,6 @@ class Batch {
       used += need;
       slots.push_back(s);
     }
-  }
-
-  Result<OpenFile> Open(const std::string& path) const {
-    Result<OpenFile> f = OpenRegularFile(path);
-    // Where the file system refuses O_DIRECT the file stays buffered; the ring reads it as well.
-    if (f.ok()) f->direct = ::fcntl(f->fd, F_SETFL, O_DIRECT) == 0;
-    return f;
   }
 
   // Submits window w's reads in one call, in inode order (on ext4 and XFS close to the order
@@ -234,8 +230,7 @@ class Batch {
   void Finish(Slot& s, const char* data) {
     const size_t size = static_cast<size_t>(s.file.size);
     if (!abandoned_ && s.result >= 0 && static_cast<size_t>(s.result) >= size) {
-      consume_(s.index, std::string_view(data, size));
-      ::close(s.file.fd);
+      Deliver(s, std::string_view(data, size));
       return;
     }
     // Short (the file shrank?), refused by direct I/O, never submitted: read it alone.
@@ -245,8 +240,14 @@ class Batch {
       ReadAlone(s);
       return;
     }
-    consume_(s.index, ErrnoError(-s.result, "cannot read", paths_[s.index]));
+    Deliver(s, ErrnoError(-s.result, "cannot read", paths_[s.index]));
+  }
+
+  // Closes the slot's file and hands its bytes (still valid: they live in our memory) or error
+  // to the consumer.
+  void Deliver(Slot& s, base::Result<std::string_view> bytes) {
     ::close(s.file.fd);
+    consume_(s.index, bytes);
   }
 
   // A file larger than a window: direct preads into 2 MiB-aligned memory of its own (one large
@@ -276,11 +277,9 @@ class Batch {
       if (done % kAlign != 0) break;  // end of file
     }
     if (done >= size) {
-      consume_(s.index, std::string_view(buf, size));
-      ::close(s.file.fd);
+      Deliver(s, std::string_view(buf, size));
     } else if (err != 0 && err != EINVAL) {
-      consume_(s.index, ErrnoError(err, "cannot read", paths_[s.index]));
-      ::close(s.file.fd);
+      Deliver(s, ErrnoError(err, "cannot read", paths_[s.index]));
     } else {
       ReadAlone(s);  // short (the file shrank?) or refused: the buffered read says which
     }
@@ -292,12 +291,7 @@ class Batch {
     (void)::fcntl(s.file.fd, F_SETFL, 0);
     alone_.resize(static_cast<size_t>(s.file.size));
     const base::Status st = PreadAll(s.file.fd, 0, alone_.size(), alone_.data(), paths_[s.index]);
-    ::close(s.file.fd);
-    if (st.ok()) {
-      consume_(s.index, std::string_view(alone_));
-    } else {
-      consume_(s.index, st.error());
-    }
+    Deliver(s, st.ok() ? base::Result<std::string_view>(std::string_view(alone_)) : st.error());
   }
 
   ThreadReader& reader_;

@@ -59,11 +59,10 @@ class DiskTier {
     Payload payload;
     int64_t file_bytes = 0;
   };
-  // Reads and checks objects; the disk sees the files together
-  // (one direct batch, FileSystem::ReadWholeFilesDirect, or readahead hints for all first).
-  // Unindexed keys are read only when probe is set. Bad objects are deleted and counted; a
-  // missing file drops its index entry.
-  // on_result(position in keys, result) runs once per key, on this thread, as each is read.
+  // Reads and checks objects; the disk sees the files together (one direct batch,
+  // FileSystem::ReadWholeFilesDirect, or readahead hints for all first). Unindexed keys are read
+  // only when probe is set. Bad objects are deleted and counted; a missing file drops its index
+  // entry. on_result(position in keys, result) runs once per key, on this thread, as each is read.
   void ReadMany(std::span<const ObjectKey> keys, bool probe,
                 const std::function<void(size_t, ReadResult)>& on_result);
   ReadResult Read(const ObjectKey& key, bool probe);

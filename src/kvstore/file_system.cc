@@ -12,7 +12,6 @@
 #include <cstring>
 #include <random>
 
-#include "base/log.h"
 #include "fmt/format.h"
 #include "kvstore/posix_io.h"
 
@@ -88,7 +87,7 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) override {
-    FS_ASSIGN_OR_RETURN(internal::OpenFile f, internal::OpenRegularFile(path));
+    FS_ASSIGN_OR_RETURN(internal::OpenFile f, internal::OpenRegularFile(path, /*try_direct=*/false));
     return std::unique_ptr<ReadableFile>(new PosixFile(f.fd, f.size, path));
   }
 
@@ -156,9 +155,10 @@ Error ErrnoError(int err, std::string_view what, const std::string& path) {
   return Error(code, fmt::format("{} {}: {}", what, path, std::strerror(err)));
 }
 
-Result<OpenFile> OpenRegularFile(const std::string& path) {
+Result<OpenFile> OpenRegularFile(const std::string& path, bool try_direct) {
   // O_NONBLOCK: opening a FIFO planted in a shared directory must not hang the reader. It is
-  // cleared once the file is known to be regular (io_uring would not wait for uncached data).
+  // cleared once the file is known to be regular (io_uring would not wait for uncached data),
+  // in the same call that sets O_DIRECT where asked for and allowed.
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0 && errno == ELOOP) return Error(ErrorCode::kDataLoss, "a symbolic link, not an object: " + path);
   if (fd < 0) return ErrnoError(errno, "cannot open", path);
@@ -172,8 +172,9 @@ Result<OpenFile> OpenRegularFile(const std::string& path) {
     ::close(fd);
     return Error(ErrorCode::kDataLoss, "not a regular file: " + path);
   }
-  (void)::fcntl(fd, F_SETFL, 0);
-  return OpenFile{fd, static_cast<int64_t>(st.st_size), static_cast<uint64_t>(st.st_ino)};
+  const bool direct = try_direct && ::fcntl(fd, F_SETFL, O_DIRECT) == 0;
+  if (!direct) (void)::fcntl(fd, F_SETFL, 0);
+  return OpenFile{fd, static_cast<int64_t>(st.st_size), static_cast<uint64_t>(st.st_ino), direct};
 }
 
 Status PreadAll(int fd, int64_t offset, size_t n, char* out, const std::string& path) {

@@ -1,8 +1,7 @@
 // The file-system seam under the KV store's directory tiers and tools: atomic whole-object writes
 // (temporary file + rename), positioned reads, batches of direct whole-file reads, listing and
-// removal.
-// FileSystem::Posix() is the real one; tests wrap it to inject faults (disk full, read errors).
-// Implementations are thread-safe.
+// removal. FileSystem::Posix() is the real one; tests wrap it to inject faults (disk full, read
+// errors, paused reads). Implementations are thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -56,8 +55,9 @@ class FileSystem {
   // Reads whole files (each as OpenForRead + ReadAt of all of it: same errors) as one batch with
   // direct I/O and calls consume once per path, in any order, on the calling thread. POSIX:
   // io_uring into huge-page buffers, O_DIRECT where the file system allows it, so reads of files
-  // adjacent on disk merge into large device requests and bypass the page cache. Returns false, having consumed nothing, where there is no such path (this default,
-  // or io_uring unavailable): the caller then reads the files itself.
+  // adjacent on disk merge into large device requests and bypass the page cache. Returns false,
+  // having consumed nothing, where there is no such path (this default, or io_uring
+  // unavailable): the caller then reads the files itself.
   virtual bool ReadWholeFilesDirect(std::span<const std::string> paths, const WholeFileConsumer& consume) {
     return false;
   }

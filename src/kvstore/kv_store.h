@@ -55,8 +55,8 @@ struct StoreConfig {
   int64_t gc_delay_seconds = 3600;          // expired objects are deleted within this delay
   int64_t gc_max_deletes_per_second = 200;  // so GC never stalls foreground reads
   int io_threads = 2;
-  bool direct_io = false;  // L2/L3 reads: O_DIRECT in io_uring batches (no page cache) where supported
   // Additions beyond the core contract.
+  bool direct_io = false;                   // L2/L3 reads: O_DIRECT in io_uring batches, no page cache
   bool background_gc = true;                // false: GC runs only through CollectGarbage() (tests, tools)
   int64_t shared_rescan_seconds = 300;      // re-index L3 this often to see other workers' objects (0 = never)
   bool shared_probe_on_miss = true;         // Fetch checks the L3 directory for keys its index lacks

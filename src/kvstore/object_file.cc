@@ -199,10 +199,7 @@ void CheckPayload(ReadOutcome* out) {
 
 std::string_view Head(std::string_view file) { return file.substr(0, std::min(file.size(), kMaxHeaderBytes)); }
 
-}  // namespace
-
-namespace {
-
+// ReadObject after the open: hints, header, checks, payload.
 ReadOutcome ReadOpened(ReadableFile& file, const ReadOptions& options) {
   const int64_t size = file.size();
   if (options.read_payload) {

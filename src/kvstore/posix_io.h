@@ -1,5 +1,6 @@
 // POSIX helpers shared by the file-system seam's implementation (file_system.cc) and its batched
 // reader (direct_reader.cc): errno -> Error mapping, opening a regular file safely, full preads.
+// Plain functions, any thread; ReadWholeFilesWithRing keeps one ring per calling thread.
 #pragma once
 
 #include <cstdint>
@@ -19,11 +20,12 @@ struct OpenFile {
   int fd = -1;  // owned by the caller
   int64_t size = 0;
   uint64_t inode = 0;
-  bool direct = false;  // O_DIRECT is set (ReadWholeFilesDirect)
+  bool direct = false;  // O_DIRECT is set
 };
 // Opens a regular file read-only without following a final symlink and without blocking on a
-// FIFO: missing = kNotFound, a symlink or anything but a regular file = kDataLoss.
-base::Result<OpenFile> OpenRegularFile(const std::string& path);
+// FIFO: missing = kNotFound, a symlink or anything but a regular file = kDataLoss. try_direct:
+// set O_DIRECT where the file system allows it (OpenFile::direct says whether it did).
+base::Result<OpenFile> OpenRegularFile(const std::string& path, bool try_direct);
 
 // Reads exactly n bytes at offset (restarting after EINTR and short reads); end of file first
 // = kDataLoss.

@@ -1,6 +1,6 @@
 // Test-only helpers for the kvstore tests: a settable clock, a temporary directory under /tmp,
-// a fault-injecting FileSystem (byte quota that fails writes like a full disk, failing reads),
-// and key / payload makers. Thread-safe where the tests share them across threads.
+// a fault-injecting FileSystem (byte quota that fails writes like a full disk, failing or paused
+// reads), and key / payload makers. Thread-safe where the tests share them across threads.
 #pragma once
 
 #include <unistd.h>
