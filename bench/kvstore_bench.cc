@@ -249,6 +249,7 @@ double DirectBatchRead(const std::string& root, int64_t n, int batch, int thread
   SyncAndDropTree(root);
   std::atomic<int64_t> total{0};
   std::atomic<bool> unavailable{false};
+  kvstore::ReadBufferPool buffers(static_cast<size_t>(threads) * (size_t{16} << 20));
   const double t0 = Now();
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
@@ -257,8 +258,8 @@ double DirectBatchRead(const std::string& root, int64_t n, int batch, int thread
       for (int64_t first = t * share; first < n; first += share * threads) {
         std::span<const std::string> part(paths.data() + first, static_cast<size_t>(std::min(share, n - first)));
         const bool ran = kvstore::FileSystem::Posix()->ReadWholeFilesDirect(
-            part, [&](size_t, base::Result<std::string_view> bytes) {
-              if (bytes.ok()) total += static_cast<int64_t>(bytes->size());
+            part, buffers, [&](size_t, base::Result<base::SharedBytes> bytes) {
+              if (bytes.ok()) total += static_cast<int64_t>((*bytes)->size());
             });
         if (!ran) unavailable = true;
       }
@@ -329,7 +330,7 @@ void WriteStore(const Flags& f, const std::string& root, const base::Clock& cloc
   for (int64_t i = 0; i < f.objects; ++i) {
     std::string payload = base;
     std::memcpy(payload.data(), &i, sizeof i);
-    store->Put(BenchKey(i), std::make_shared<const std::string>(std::move(payload)), 128, "chat");
+    store->Put(BenchKey(i), base::MakeSharedBytes(std::move(payload)), 128, "chat");
   }
   store->Close();
   std::printf("write-through (Put + Close, no fsync): %.2f GB/s\n", static_cast<double>(total) / (Now() - t0) / 1e9);
@@ -401,7 +402,7 @@ void BenchIndex(const Flags& f, const std::string& dir) {
   const std::string root = dir + "/index";
   {
     auto store = OpenStore(root, int64_t{1} << 40, int64_t{64} << 20, f.io_threads, clock);
-    auto payload = std::make_shared<const std::string>(512, 'x');
+    auto payload = base::MakeSharedBytes(std::string(512, 'x'));
     const double t0 = Now();
     for (int64_t i = 0; i < f.index_objects; ++i) store->Put(BenchKey(i), payload, 128, "agent");
     store->Close();

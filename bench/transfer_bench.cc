@@ -70,7 +70,7 @@ std::vector<Payload> MakePayloads(size_t object_bytes, int count) {
   for (int i = 0; i < count; ++i) {
     std::string s(object_bytes, '\0');
     for (size_t j = 0; j < s.size(); j += 64) s[j] = static_cast<char>(i * 31 + j);
-    out.push_back(std::make_shared<const std::string>(std::move(s)));
+    out.push_back(base::MakeSharedBytes(std::move(s)));
   }
   return out;
 }

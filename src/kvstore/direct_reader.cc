@@ -1,25 +1,29 @@
-// Batched whole-file reads for FileSystem::Posix (kvstore/posix_io.h): one io_uring per thread and
-// three windows of huge-page memory. Files are opened with O_DIRECT where the file system allows
-// it; a window's reads are submitted together, so reads of files that lie next to each other on
-// disk (the objects of one prefix, written one after another) merge into large device requests
-// (huge pages keep a request's memory in few segments). While a finished window is handed to
-// the consumer, the others stay in flight. A file larger than a window is read on its own with
-// direct I/O into memory of its own. A failed submission turns the ring off for its thread
-// (logged; later batches return false and the store reads buffered). Called by
-// FileSystem::Posix()'s ReadWholeFilesDirect from any thread; each thread has its own ring and
-// windows (thread_local), so calls never share state.
+// Batched whole-file reads for FileSystem::Posix (kvstore/posix_io.h): one io_uring per thread;
+// files opened a few dozen at a time and sorted by where their data lies on the device, then
+// read in groups of up to 4 MiB, each file straight into its own buffer from the caller's
+// ReadBufferPool (2 MiB huge-page slabs), which the consumer keeps (no copy). Files are opened
+// with O_DIRECT where the file system allows it; a group's reads are submitted together, so
+// reads of files that lie next to each other on disk (the objects of one prefix, written one
+// after another) merge into large device requests (huge pages keep a request's memory in few
+// segments). Each file goes to the consumer as soon as its read is back, while the other reads
+// stay in flight. A failed submission turns the ring off for its thread (logged; later batches
+// return false and the store reads buffered). Called by FileSystem::Posix()'s ReadWholeFilesDirect from any
+// thread; each thread has its own ring (thread_local), so calls never share state.
 #include <fcntl.h>
+#include <linux/fiemap.h>
+#include <linux/fs.h>
 #include <liburing.h>
-#include <sys/mman.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "base/log.h"
@@ -30,22 +34,34 @@ namespace {
 
 using base::Result;
 
-constexpr size_t kAlign = 4096;                    // direct I/O: offsets, lengths and buffers
-constexpr size_t kHugePage = size_t{2} << 20;
-constexpr size_t kWindowBytes = size_t{4} << 20;   // about one large device request
-constexpr size_t kWindows = 3;                     // per thread: two in flight while one is consumed
-constexpr size_t kMaxFilesPerWindow = 32;
-constexpr unsigned kRingEntries = kWindows * kMaxFilesPerWindow;
+constexpr size_t kAlign = 4096;                  // direct I/O: offsets, lengths and buffers
+constexpr size_t kGroupBytes = size_t{4} << 20;  // about one large device request
+constexpr size_t kGroups = 3;                    // in flight per thread
+constexpr size_t kMaxFilesPerGroup = 32;
+constexpr size_t kOpenAhead = 32;  // files opened and sorted at a time, per thread
+constexpr unsigned kRingEntries = kGroups * kMaxFilesPerGroup;
 constexpr int kNotSubmitted = INT32_MIN;
+constexpr int kInFlight = INT32_MIN + 1;
 
 size_t RoundUp(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
-// The first 2 MiB boundary in a mapping made kHugePage bytes larger than needed.
-char* HugePageStart(void* raw) {
-  return reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1));
+// Where the file's first byte lies on its device (FIEMAP), or UINT64_MAX where the file system
+// does not say or has not placed it yet (delayed allocation): such files keep inode order. Reads
+// submitted in this order merge into large requests wherever the files lie back to back, in
+// whatever order they were written (by inode order, a 16-object prefix read as 9 separate runs
+// where device order found 3).
+uint64_t DeviceOffset(int fd) {
+  alignas(struct fiemap) char buf[sizeof(struct fiemap) + sizeof(struct fiemap_extent)] = {};
+  auto* map = reinterpret_cast<struct fiemap*>(buf);
+  map->fm_length = FIEMAP_MAX_OFFSET;
+  map->fm_extent_count = 1;
+  if (::ioctl(fd, FS_IOC_FIEMAP, map) != 0 || map->fm_mapped_extents == 0) return UINT64_MAX;
+  const struct fiemap_extent& e = map->fm_extents[0];
+  if ((e.fe_flags & (FIEMAP_EXTENT_UNKNOWN | FIEMAP_EXTENT_DELALLOC)) != 0) return UINT64_MAX;
+  return e.fe_physical;
 }
 
-// One thread's ring and windows, set up on the thread's first batch and released when it ends.
+// One thread's ring, set up on the thread's first batch and released when it ends.
 class ThreadReader {
  public:
   ThreadReader() {
@@ -55,136 +71,140 @@ class ThreadReader {
       return;
     }
     ring_ok_ = true;
-    void* raw = ::mmap(nullptr, kMappedBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (raw == MAP_FAILED) {
-      error_ = std::string("mapping the read windows: ") + std::strerror(errno);
-      return;
-    }
-    mapping_ = raw;
-    windows_ = HugePageStart(raw);
-    ::madvise(windows_, kWindows * kWindowBytes, MADV_HUGEPAGE);  // a hint: fine if refused
   }
   ~ThreadReader() {
     if (ring_ok_) io_uring_queue_exit(&ring_);
-    if (mapping_ != nullptr) ::munmap(mapping_, kMappedBytes);
   }
   ThreadReader(const ThreadReader&) = delete;
   ThreadReader& operator=(const ThreadReader&) = delete;
 
-  bool usable() const { return ring_ok_ && mapping_ != nullptr && !broken_; }
+  bool usable() const { return ring_ok_ && !broken_; }
   const std::string& error() const { return error_; }
-  // After a failed submission or wait the ring may hold reads into the windows: this thread
-  // never enters it again (later batches use buffered reads).
+  // After a failed submission or wait the ring may hold reads into buffers: this thread never
+  // enters it again (later batches use buffered reads), and those buffers are never freed.
   void Break(std::string why) {
     broken_ = true;
     error_ = std::move(why);
     FS_LOG(kWarning, "kvstore: {}; this I/O thread reads objects with buffered reads from now on", error_);
   }
+  void KeepForever(std::shared_ptr<char> buffer) { orphans_.push_back(std::move(buffer)); }
   io_uring* ring() { return &ring_; }
-  char* window(size_t w) { return windows_ + w * kWindowBytes; }
 
  private:
-  static constexpr size_t kMappedBytes = kWindows * kWindowBytes + kHugePage;
   io_uring ring_{};
   bool ring_ok_ = false;
   bool broken_ = false;
-  void* mapping_ = nullptr;
-  char* windows_ = nullptr;
   std::string error_;
+  std::vector<std::shared_ptr<char>> orphans_;  // may still be written by abandoned reads
 };
 
 struct Slot {
   size_t index = 0;  // into the batch's paths
   OpenFile file;
-  size_t offset = 0;  // in the window
+  uint64_t device_offset = UINT64_MAX;  // of the file's first byte (DeviceOffset)
+  std::shared_ptr<char> buffer;         // from the pool, RoundUp(file.size, kAlign) bytes
   int result = kNotSubmitted;
 };
 
-// One ReadWholeFilesDirect call: fills free windows with opened files and submits each window's
-// reads at once, hands a window's files to the consumer as soon as all of them are read, and
-// refills it, so the other windows keep the device busy meanwhile.
+// One ReadWholeFilesDirect call: fills free groups with opened files and submits each group's
+// reads at once, hands each file to the consumer as soon as it is read (the last group of a
+// batch is checked while its neighbours are still arriving), and refills a group once all its
+// reads are back, so the other groups keep the device busy meanwhile.
 class Batch {
  public:
-  Batch(ThreadReader& reader, std::span<const std::string> paths, const WholeFileConsumer& consume)
-      : reader_(reader), paths_(paths), consume_(consume) {}
+  Batch(ThreadReader& reader, std::span<const std::string> paths, ReadBufferPool& buffers,
+        const WholeFileConsumer& consume)
+      : reader_(reader), paths_(paths), buffers_(buffers), consume_(consume) {}
 
+  // Each turn: submit every free group, wait for completions, submit the groups they freed,
+  // and only then check the files that came back, so the device has its next reads while the
+  // consumer works (a virtual disk may complete everything in flight at once).
   void Run() {
-    std::vector<size_t> free_windows;
-    for (size_t w = kWindows; w-- > 0;) free_windows.push_back(w);
-    size_t busy = 0;
+    for (size_t g = kGroups; g-- > 0;) free_groups_.push_back(g);
     for (;;) {
-      while (!free_windows.empty() && reader_.usable()) {
-        const size_t w = free_windows.back();
-        Fill(w);
-        if (slots_[w].empty()) break;
-        free_windows.pop_back();
-        ++busy;
-        Submit(w);
-      }
-      if (busy == 0 && !reader_.usable()) {  // the ring failed: finish the rest without it
-        while (carry_ || next_ < paths_.size()) {
+      SubmitFreeGroups();
+      ReleaseFinishedGroups();  // groups none of whose reads the kernel took
+      if (busy_ == 0) {
+        const bool more = !queue_.empty() || next_ < paths_.size();
+        if (more && reader_.usable()) continue;
+        while (!queue_.empty() || next_ < paths_.size()) {  // the ring failed: the rest without it
           Fill(0);
           for (Slot& s : slots_[0]) ReadAlone(s);
           slots_[0].clear();
         }
+        break;
       }
-      if (busy == 0) break;
-      const size_t w = WaitForWindow();
-      for (Slot& s : slots_[w]) Finish(s, reader_.window(w) + s.offset);
-      slots_[w].clear();
-      free_windows.push_back(w);
-      --busy;
+      Reap();
+      ReleaseFinishedGroups();
+      SubmitFreeGroups();
+      for (Slot& s : done_) Finish(s);
+      done_.clear();
     }
   }
 
  private:
-  // Opens files into window w until it is full; an empty or oversized file is read on its own.
-  void Fill(size_t w) {
-    std::vector<Slot>& slots = slots_[w];
-    size_t used = 0;
-    while (slots.size() < kMaxFilesPerWindow) {
+  // Opens the batch's next files (kOpenAhead at most, bounding this thread's descriptors) and
+  // queues them in the order of their data on the device.
+  void OpenMore() {
+    std::vector<Slot> opened;
+    while (next_ < paths_.size() && opened.size() < kOpenAhead) {
       Slot s;
-      if (carry_) {
-        s = *std::exchange(carry_, std::nullopt);
-      } else if (next_ < paths_.size()) {
-        s.index = next_++;
-        // Where the file system refuses O_DIRECT the file stays buffered; the ring reads it too.
-        Result<OpenFile> f = OpenRegularFile(paths_[s.index], /*try_direct=*/true);
-        if (!f.ok()) {
-          consume_(s.index, f.error());
-          continue;
-        }
-        s.file = *f;
-      } else {
-        break;
+      s.index = next_++;
+      // Where the file system refuses O_DIRECT the file stays buffered; the ring reads it too.
+      Result<OpenFile> f = OpenRegularFile(paths_[s.index], /*try_direct=*/true);
+      if (!f.ok()) {
+        consume_(s.index, f.error());
+        continue;
       }
-      const size_t need = RoundUp(static_cast<size_t>(s.file.size), kAlign);
-      if (need == 0 || need > kWindowBytes) {
+      s.file = *f;
+      s.device_offset = DeviceOffset(s.file.fd);
+      opened.push_back(std::move(s));
+    }
+    std::stable_sort(opened.begin(), opened.end(), [](const Slot& a, const Slot& b) {
+      return std::tie(a.device_offset, a.file.inode) < std::tie(b.device_offset, b.file.inode);
+    });
+    for (Slot& s : opened) queue_.push_back(std::move(s));
+  }
+
+  // Takes opened files into group g, each with a buffer, until the group is full; an empty or
+  // oversized file is read on its own.
+  void Fill(size_t g) {
+    std::vector<Slot>& slots = slots_[g];
+    size_t used = 0;
+    while (slots.size() < kMaxFilesPerGroup) {
+      if (queue_.empty()) {
+        if (next_ >= paths_.size()) break;
+        OpenMore();
+        continue;
+      }
+      const size_t need = RoundUp(static_cast<size_t>(queue_.front().file.size), kAlign);
+      if (used + need > kGroupBytes && need > 0 && need <= kGroupBytes) break;  // the next group's
+      Slot s = std::move(queue_.front());
+      queue_.pop_front();
+      if (need == 0 || need > kGroupBytes) {
         need == 0 ? ReadAlone(s) : ReadLarge(s);
         continue;
       }
-      if (used + need > kWindowBytes) {
-        carry_ = s;
-        break;
+      s.buffer = buffers_.Allocate(need);
+      if (s.buffer == nullptr) {
+        Deliver(s, OutOfMemory(s));
+        continue;
       }
-      s.offset = used;
       used += need;
-      slots.push_back(s);
+      slots.push_back(std::move(s));
     }
   }
 
-  // Submits window w's reads in one call, in inode order (on ext4 and XFS close to the order
-  // on disk for files written one after another): the block layer merges neighbours. Reads the
-  // kernel did not take stay kNotSubmitted and are read alone.
-  void Submit(size_t w) {
-    std::vector<Slot>& slots = slots_[w];
-    std::sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) { return a.file.inode < b.file.inode; });
+  // Submits group g's reads in one call, in device order: the block layer merges neighbours.
+  // Reads the kernel did not take are read alone at once.
+  void Submit(size_t g) {
+    std::vector<Slot>& slots = slots_[g];
     io_uring* ring = reader_.ring();
     for (size_t k = 0; k < slots.size(); ++k) {
-      io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: kRingEntries covers every window
-      io_uring_prep_read(sqe, slots[k].file.fd, reader_.window(w) + slots[k].offset,
+      io_uring_sqe* sqe = io_uring_get_sqe(ring);  // never null: kRingEntries covers every group
+      io_uring_prep_read(sqe, slots[k].file.fd, slots[k].buffer.get(),
                          static_cast<unsigned>(RoundUp(static_cast<size_t>(slots[k].file.size), kAlign)), 0);
-      io_uring_sqe_set_data64(sqe, (static_cast<uint64_t>(w) << 32) | k);
+      io_uring_sqe_set_data64(sqe, (static_cast<uint64_t>(g) << 32) | k);
     }
     size_t submitted = 0;
     for (int idle = 0; submitted < slots.size();) {
@@ -200,41 +220,77 @@ class Batch {
       reader_.Break(std::string("io_uring_submit: ") + (r < 0 ? std::strerror(-r) : "no progress"));
       break;
     }
-    for (size_t k = 0; k < submitted; ++k) slots[k].result = 0;
-    pending_[w] = submitted;
-  }
-
-  // Waits until some busy window has all its reads back; returns it.
-  size_t WaitForWindow() {
-    for (;;) {
-      for (size_t w = 0; w < kWindows; ++w) {
-        if (!slots_[w].empty() && pending_[w] == 0) return w;
+    pending_[g] = submitted;
+    for (size_t k = 0; k < slots.size(); ++k) {
+      if (k < submitted) {
+        slots[k].result = kInFlight;
+      } else {
+        Finish(slots[k]);
       }
-      io_uring_cqe* cqe = nullptr;
-      const int r = io_uring_wait_cqe(reader_.ring(), &cqe);
-      if (r == -EINTR) continue;
-      if (r < 0) {  // not expected with reads in flight; their windows are never read
-        reader_.Break(std::string("io_uring_wait_cqe: ") + std::strerror(-r));
-        abandoned_ = true;
-        for (size_t& p : pending_) p = 0;
-        continue;
-      }
-      const uint64_t tag = io_uring_cqe_get_data64(cqe);
-      const size_t w = tag >> 32;
-      slots_[w][tag & 0xffffffffu].result = cqe->res;
-      --pending_[w];
-      io_uring_cqe_seen(reader_.ring(), cqe);
     }
   }
 
-  void Finish(Slot& s, const char* data) {
-    const size_t size = static_cast<size_t>(s.file.size);
-    if (!abandoned_ && s.result >= 0 && static_cast<size_t>(s.result) >= size) {
-      Deliver(s, std::string_view(data, size));
+  void SubmitFreeGroups() {
+    while (!free_groups_.empty() && reader_.usable()) {
+      const size_t g = free_groups_.back();
+      Fill(g);
+      if (slots_[g].empty()) break;
+      free_groups_.pop_back();
+      ++busy_;
+      Submit(g);
+    }
+  }
+
+  // Groups whose reads are all back (their files moved to done_ or already handed over) take
+  // files again.
+  void ReleaseFinishedGroups() {
+    for (size_t g = 0; g < kGroups; ++g) {
+      if (slots_[g].empty() || pending_[g] > 0) continue;
+      slots_[g].clear();
+      free_groups_.push_back(g);
+      --busy_;
+    }
+  }
+
+  // Waits for a read, then takes every completion that is ready, into done_. If the wait fails,
+  // every read still in flight is abandoned (its buffer kept forever; its file read alone).
+  void Reap() {
+    io_uring_cqe* cqe = nullptr;
+    int r = io_uring_wait_cqe(reader_.ring(), &cqe);
+    if (r == -EINTR) return;
+    if (r < 0) {  // not expected with reads in flight
+      reader_.Break(std::string("io_uring_wait_cqe: ") + std::strerror(-r));
+      abandoned_ = true;
+      for (size_t g = 0; g < kGroups; ++g) {
+        for (Slot& s : slots_[g]) {
+          if (s.result != kInFlight) continue;
+          reader_.KeepForever(s.buffer);
+          done_.push_back(std::move(s));
+        }
+        pending_[g] = 0;
+      }
       return;
     }
-    // Short (the file shrank?), refused by direct I/O, never submitted: read it alone.
-    const bool retry = abandoned_ || s.result >= 0 || s.result == kNotSubmitted || s.result == -EINVAL ||
+    for (; r == 0; r = io_uring_peek_cqe(reader_.ring(), &cqe)) {
+      const uint64_t tag = io_uring_cqe_get_data64(cqe);
+      Slot& s = slots_[tag >> 32][tag & 0xffffffffu];
+      s.result = cqe->res;
+      --pending_[tag >> 32];
+      io_uring_cqe_seen(reader_.ring(), cqe);
+      done_.push_back(std::move(s));
+    }
+  }
+
+  void Finish(Slot& s) {
+    const size_t size = static_cast<size_t>(s.file.size);
+    if (!abandoned_ && s.result >= 0 && static_cast<size_t>(s.result) >= size) {
+      const std::string_view bytes(s.buffer.get(), size);
+      Deliver(s, base::ShareBytes(s.buffer, bytes));
+      return;
+    }
+    // Short (the file shrank?), refused by direct I/O, never submitted, abandoned: read it alone.
+    const bool retry = abandoned_ || s.result >= 0 || s.result == kNotSubmitted || s.result == kInFlight ||
+                       s.result == -EINVAL ||
                        s.result == -EAGAIN;
     if (retry) {
       ReadAlone(s);
@@ -243,27 +299,28 @@ class Batch {
     Deliver(s, ErrnoError(-s.result, "cannot read", paths_[s.index]));
   }
 
-  // Closes the slot's file and hands its bytes (still valid: they live in our memory) or error
-  // to the consumer.
-  void Deliver(Slot& s, base::Result<std::string_view> bytes) {
+  // Closes the slot's file and hands its bytes or error to the consumer.
+  void Deliver(Slot& s, base::Result<base::SharedBytes> bytes) {
     ::close(s.file.fd);
-    consume_(s.index, bytes);
+    s.buffer.reset();
+    consume_(s.index, std::move(bytes));
   }
 
-  // A file larger than a window: direct preads into 2 MiB-aligned memory of its own (one large
-  // request per call), buffered where direct I/O is refused or the file came up short.
+  base::Error OutOfMemory(const Slot& s) const {
+    return base::Error(base::ErrorCode::kResourceExhausted,
+                       "no memory to read " + paths_[s.index] + " (" + std::to_string(s.file.size) + " bytes)");
+  }
+
+  // A file larger than a group: direct preads into a buffer of its own (one large request per
+  // call), buffered where direct I/O is refused or the file came up short.
   void ReadLarge(Slot& s) {
     const size_t size = static_cast<size_t>(s.file.size);
-    const size_t mapped = RoundUp(size, kHugePage);
-    void* raw = s.file.direct ? ::mmap(nullptr, mapped + kHugePage, PROT_READ | PROT_WRITE,
-                                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-                              : MAP_FAILED;
-    if (raw == MAP_FAILED) {
+    if (s.file.direct) s.buffer = buffers_.Allocate(RoundUp(size, kAlign));
+    if (s.buffer == nullptr) {
       ReadAlone(s);
       return;
     }
-    char* buf = HugePageStart(raw);
-    ::madvise(buf, mapped, MADV_HUGEPAGE);
+    char* buf = s.buffer.get();
     size_t done = 0;
     int err = 0;
     while (done < size) {
@@ -277,37 +334,40 @@ class Batch {
       if (done % kAlign != 0) break;  // end of file
     }
     if (done >= size) {
-      Deliver(s, std::string_view(buf, size));
+      Deliver(s, base::ShareBytes(s.buffer, std::string_view(buf, size)));
     } else if (err != 0 && err != EINVAL) {
       Deliver(s, ErrnoError(err, "cannot read", paths_[s.index]));
     } else {
       ReadAlone(s);  // short (the file shrank?) or refused: the buffered read says which
     }
-    ::munmap(raw, mapped + kHugePage);
   }
 
   // Buffered pread of the whole file into memory of its own.
   void ReadAlone(Slot& s) {
     (void)::fcntl(s.file.fd, F_SETFL, 0);
-    alone_.resize(static_cast<size_t>(s.file.size));
-    const base::Status st = PreadAll(s.file.fd, 0, alone_.size(), alone_.data(), paths_[s.index]);
-    Deliver(s, st.ok() ? base::Result<std::string_view>(std::string_view(alone_)) : st.error());
+    std::string bytes(static_cast<size_t>(s.file.size), '\0');
+    const base::Status st = PreadAll(s.file.fd, 0, bytes.size(), bytes.data(), paths_[s.index]);
+    Deliver(s, st.ok() ? base::Result<base::SharedBytes>(base::MakeSharedBytes(std::move(bytes))) : st.error());
   }
 
   ThreadReader& reader_;
   std::span<const std::string> paths_;
+  ReadBufferPool& buffers_;
   const WholeFileConsumer& consume_;
-  std::vector<Slot> slots_[kWindows];
-  size_t pending_[kWindows] = {};
-  size_t next_ = 0;
-  std::optional<Slot> carry_;  // opened, but did not fit the window being filled
-  bool abandoned_ = false;     // the ring failed with reads in flight: their windows are not read
-  std::string alone_;
+  std::vector<Slot> slots_[kGroups];
+  size_t pending_[kGroups] = {};
+  std::vector<size_t> free_groups_;
+  size_t busy_ = 0;           // groups submitted and not yet released
+  std::vector<Slot> done_;    // reads back, not yet handed over
+  size_t next_ = 0;          // the next path to open
+  std::deque<Slot> queue_;   // opened, in device order, not yet in a group
+  bool abandoned_ = false;     // the ring failed with reads in flight: their buffers are not read
 };
 
 }  // namespace
 
-bool ReadWholeFilesWithRing(std::span<const std::string> paths, const WholeFileConsumer& consume) {
+bool ReadWholeFilesWithRing(std::span<const std::string> paths, ReadBufferPool& buffers,
+                            const WholeFileConsumer& consume) {
   thread_local ThreadReader reader;
   if (!reader.usable()) {
     static std::once_flag logged;
@@ -317,7 +377,7 @@ bool ReadWholeFilesWithRing(std::span<const std::string> paths, const WholeFileC
     });
     return false;
   }
-  Batch(reader, paths, consume).Run();
+  Batch(reader, paths, buffers, consume).Run();
   return true;
 }
 

@@ -43,7 +43,8 @@ struct Outcome {
 // Whether this process can use io_uring (containers often forbid it: then the store reads with
 // buffered I/O, which the other kvstore tests cover).
 bool RingAvailable() {
-  return FileSystem::Posix()->ReadWholeFilesDirect({}, [](size_t, base::Result<std::string_view>) {});
+  ReadBufferPool buffers(0);
+  return FileSystem::Posix()->ReadWholeFilesDirect({}, buffers, [](size_t, base::Result<base::SharedBytes>) {});
 }
 #define SKIP_WITHOUT_RING() \
   if (!RingAvailable()) GTEST_SKIP() << "io_uring is unavailable in this process; the direct reader cannot run"
@@ -58,11 +59,12 @@ int OpenDescriptors() {
 std::vector<Outcome> ReadBatch(const std::vector<std::string>& paths, bool alone = true) {
   const int descriptors = alone ? OpenDescriptors() : 0;
   std::vector<Outcome> out(paths.size());
-  const bool ran = FileSystem::Posix()->ReadWholeFilesDirect(paths, [&](size_t i, base::Result<std::string_view> b) {
+  ReadBufferPool buffers(size_t{64} << 20);
+  const bool ran = FileSystem::Posix()->ReadWholeFilesDirect(paths, buffers, [&](size_t i, base::Result<base::SharedBytes> b) {
     ASSERT_LT(i, out.size());
     ++out[i].calls;
     out[i].ok = b.ok();
-    if (b.ok()) out[i].bytes.assign(*b);
+    if (b.ok()) out[i].bytes.assign(**b);
     if (!b.ok()) out[i].code = b.error().code();
   });
   EXPECT_TRUE(ran) << "io_uring unavailable here: the direct path cannot be checked";
@@ -75,10 +77,10 @@ std::vector<Outcome> ReadBatch(const std::vector<std::string>& paths, bool alone
 TEST(DirectReaderTest, EveryFileComesBackWholeOnce) {
   SKIP_WITHOUT_RING();
   TempDir dir;
-  // Sizes around the 4 KiB alignment and the 4 MiB window, in an order that forces carries.
-  const std::vector<size_t> sizes = {538790, 1,       4095, 4096, 4097, 0,       (4u << 20) - 4096, 3000000,
-                                     4u << 20, (4u << 20) + 1, 9000000, 538790, 538790, 538790, 538790,
-                                     538790, 538790, 538790, 538790, 100,  200};
+  // Sizes around the 4 KiB alignment and the 4 MiB group, in an order that fills groups unevenly.
+  const std::vector<size_t> sizes = {538790,  1,        4095,           4096,   4097,   0,      (4u << 20) - 4096,
+                                     3000000, 4u << 20, (4u << 20) + 1, 9000000, 538790, 538790, 538790,
+                                     538790,  538790,   538790,         538790,  538790, 100,    200};
   std::vector<std::string> paths, expected;
   for (size_t i = 0; i < sizes.size(); ++i) {
     paths.push_back(dir.Sub(fmt::format("f{}", i)));
@@ -93,11 +95,42 @@ TEST(DirectReaderTest, EveryFileComesBackWholeOnce) {
   }
 }
 
-TEST(DirectReaderTest, ManySmallFilesFillManyWindows) {
+// The consumer keeps the bytes without a copy: they live in the pool's buffers, stay intact
+// while later batches reuse the pool, and go back to it when released.
+TEST(DirectReaderTest, KeptBytesStayInThePoolUntilReleased) {
   SKIP_WITHOUT_RING();
   TempDir dir;
   std::vector<std::string> paths, expected;
-  for (int i = 0; i < 150; ++i) {  // more files than a window or the ring holds
+  for (int i = 0; i < 12; ++i) {
+    paths.push_back(dir.Sub(fmt::format("k{}", i)));
+    expected.push_back(Bytes(538790, static_cast<uint32_t>(500 + i)));
+    Write(paths.back(), expected.back());
+  }
+  ReadBufferPool pool(size_t{64} << 20);
+  std::vector<base::SharedBytes> kept(paths.size());
+  auto read = [&](std::vector<base::SharedBytes>* into) {
+    return FileSystem::Posix()->ReadWholeFilesDirect(paths, pool, [&](size_t i, base::Result<base::SharedBytes> b) {
+      ASSERT_TRUE(b.ok()) << b.error().ToString();
+      (*into)[i] = *b;
+    });
+  };
+  ASSERT_TRUE(read(&kept));
+  EXPECT_GE(pool.stats().used_bytes, static_cast<int64_t>(12 * 538790));
+  EXPECT_EQ(pool.stats().heap_allocations, 0);
+  for (int round = 0; round < 3; ++round) {  // reads that take and free buffers meanwhile
+    std::vector<base::SharedBytes> passing(paths.size());
+    ASSERT_TRUE(read(&passing));
+  }
+  for (size_t i = 0; i < paths.size(); ++i) EXPECT_TRUE(*kept[i] == expected[i]) << i;
+  kept.clear();
+  EXPECT_EQ(pool.stats().used_bytes, 0);
+}
+
+TEST(DirectReaderTest, ManySmallFilesFillManyGroups) {
+  SKIP_WITHOUT_RING();
+  TempDir dir;
+  std::vector<std::string> paths, expected;
+  for (int i = 0; i < 150; ++i) {  // more files than a group, the ring or one sort holds
     paths.push_back(dir.Sub(fmt::format("s{}", i)));
     expected.push_back(Bytes(1000 + 37 * static_cast<size_t>(i), static_cast<uint32_t>(1000 + i)));
     Write(paths.back(), expected.back());

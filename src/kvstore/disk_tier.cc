@@ -292,12 +292,18 @@ void DiskTier::ReadMany(std::span<const ObjectKey> keys, bool probe,
   auto checks = [&](const ObjectKey& key) {
     return ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/true, cache_use()};
   };
-  auto check = [&](size_t j, base::Result<std::string_view> bytes) {
+  auto check = [&](size_t j, base::Result<base::SharedBytes> bytes) {
     const ObjectKey& key = keys[wanted[j]];
     ReadOutcome out = bytes.ok() ? CheckObjectBytes(*bytes, checks(key)) : OutcomeOf(bytes.error());
+    if (out.payload != nullptr && out.payload->size() < kMinSharedPayloadBytes) {
+      out.payload = base::MakeSharedBytes(std::string(*out.payload));
+    }
     on_result(wanted[j], Account(key, paths[j], now, indexed[j] != 0, std::move(out)));
   };
-  if (options_.direct_io && fs_.ReadWholeFilesDirect(paths, check)) return;
+  if (options_.direct_io && options_.read_buffers != nullptr &&
+      fs_.ReadWholeFilesDirect(paths, *options_.read_buffers, check)) {
+    return;
+  }
   // Buffered: readahead for every file first, so the disk sees them all at once, then each
   // payload is read straight into its buffer.
   if (paths.size() > 1) {
@@ -344,7 +350,7 @@ DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& 
   stats_.bytes_read += out.file_bytes;
   result.file_bytes = out.file_bytes;
   result.header = std::move(out.header);
-  result.payload = std::make_shared<const std::string>(std::move(out.payload));
+  result.payload = std::move(out.payload);
   return result;
 }
 

@@ -30,7 +30,12 @@ struct DiskTierOptions {
   int64_t write_retry_seconds = 30;
   double prior_bytes_per_second = 1e9;
   bool direct_io = false;  // reads through FileSystem::ReadWholeFilesDirect where it has that path
+  ReadBufferPool* read_buffers = nullptr;  // direct reads' memory (the store's L1 pool); direct_io only
 };
+
+// Payloads of direct reads smaller than this are copied out of their buffer (which holds at least
+// a 4 KiB page and the header); larger ones stay in it, shared with L1 without a copy.
+constexpr size_t kMinSharedPayloadBytes = 64 * 1024;
 
 class DiskTier {
  public:

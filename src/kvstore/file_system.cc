@@ -91,8 +91,9 @@ class PosixFileSystem final : public FileSystem {
     return std::unique_ptr<ReadableFile>(new PosixFile(f.fd, f.size, path));
   }
 
-  bool ReadWholeFilesDirect(std::span<const std::string> paths, const WholeFileConsumer& consume) override {
-    return internal::ReadWholeFilesWithRing(paths, consume);
+  bool ReadWholeFilesDirect(std::span<const std::string> paths, ReadBufferPool& buffers,
+                            const WholeFileConsumer& consume) override {
+    return internal::ReadWholeFilesWithRing(paths, buffers, consume);
   }
 
   Status Remove(const std::string& path) override {

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/shared_bytes.h"
+#include "kvstore/buffer_pool.h"
 
 namespace flashserve::kvstore {
 
@@ -37,9 +39,9 @@ struct DirEntry {
   EntryType type = EntryType::kOther;
 };
 
-// Called once per file of a ReadWholeFilesDirect batch with its index and its bytes, which are
-// valid only during the call, or why it could not be read.
-using WholeFileConsumer = std::function<void(size_t index, base::Result<std::string_view> bytes)>;
+// Called once per file of a ReadWholeFilesDirect batch with its index and its bytes (shared:
+// the consumer may keep them, or slices of them, without a copy), or why it could not be read.
+using WholeFileConsumer = std::function<void(size_t index, base::Result<base::SharedBytes> bytes)>;
 
 class FileSystem {
  public:
@@ -53,12 +55,13 @@ class FileSystem {
   // symlink or anything but a regular file = kDataLoss.
   virtual base::Result<std::unique_ptr<ReadableFile>> OpenForRead(const std::string& path) = 0;
   // Reads whole files (each as OpenForRead + ReadAt of all of it: same errors) as one batch with
-  // direct I/O and calls consume once per path, in any order, on the calling thread. POSIX:
-  // io_uring into huge-page buffers, O_DIRECT where the file system allows it, so reads of files
+  // direct I/O into buffers from `buffers` and calls consume once per path, in any order, on the
+  // calling thread. POSIX: io_uring, O_DIRECT where the file system allows it, so reads of files
   // adjacent on disk merge into large device requests and bypass the page cache. Returns false,
   // having consumed nothing, where there is no such path (this default, or io_uring
   // unavailable): the caller then reads the files itself.
-  virtual bool ReadWholeFilesDirect(std::span<const std::string> paths, const WholeFileConsumer& consume) {
+  virtual bool ReadWholeFilesDirect(std::span<const std::string> paths, ReadBufferPool& buffers,
+                                    const WholeFileConsumer& consume) {
     return false;
   }
   // Removes a file (never a directory); a missing file is OK.

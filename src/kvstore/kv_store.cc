@@ -22,6 +22,13 @@ namespace {
 constexpr double kDiskPriorBytesPerSecond = 1e9;  // until fetches are measured
 constexpr double kSharedPriorBytesPerSecond = 2.5e8;
 
+// The direct-read pool's slabs: L1's budget plus 16 MiB per I/O thread (three groups of up to
+// 4 MiB of reads in flight); none without direct I/O.
+size_t ReadBufferCapacity(const StoreConfig& c) {
+  if (!c.direct_io) return 0;
+  return static_cast<size_t>(c.memory_bytes) + static_cast<size_t>(c.io_threads) * (size_t{16} << 20);
+}
+
 }  // namespace
 
 struct KvStore::Impl {
@@ -31,6 +38,7 @@ struct KvStore::Impl {
         fs(c.file_system != nullptr ? *c.file_system : *FileSystem::Posix()),
         classes(c.Classes()),
         default_class(classes.Id(c.default_ttl_class)),
+        read_buffers(ReadBufferCapacity(c)),
         gc_limiter(c.gc_max_deletes_per_second),
         events(static_cast<size_t>(c.event_log_capacity), NewEpoch()) {
     memory_stats.capacity = c.memory_bytes;
@@ -62,6 +70,9 @@ struct KvStore::Impl {
   FileSystem& fs;
   const ClassTable classes;
   const uint8_t default_class;
+  // Direct reads land here and their payloads stay here in L1: L1's budget plus what the I/O
+  // threads have in flight (slabs are mapped as needed).
+  ReadBufferPool read_buffers;
   std::unique_ptr<DiskTier> tiers[kNumTiers];  // [kDisk], [kShared]; null when off
 
   mutable std::mutex mem_mu;
@@ -265,8 +276,8 @@ base::Result<std::unique_ptr<KvStore>> KvStore::Open(const StoreConfig& config, 
               {Tier::kShared, config.shared_dir, config.shared_bytes, kSharedPriorBytesPerSecond}};
   for (const auto& d : dirs) {
     if (d.dir.empty()) continue;
-    DiskTierOptions options{d.tier, d.dir, config.fingerprint, d.bytes, config.write_retry_seconds, d.prior,
-                            config.direct_io};
+    DiskTierOptions options{d.tier,  d.dir,           config.fingerprint,   d.bytes, config.write_retry_seconds,
+                            d.prior, config.direct_io, &impl->read_buffers};
     auto tier = std::make_unique<DiskTier>(options, impl->classes, impl->fs, clock);
     FS_RETURN_IF_ERROR(tier->Prepare());
     tier->SetObserver(impl->ObserverFor(d.tier));

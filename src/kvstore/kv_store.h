@@ -13,6 +13,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "base/shared_bytes.h"
 #include "kv/block_hash.h"
 #include "protocol/cluster.h"
 
@@ -98,7 +99,8 @@ struct StoreStats {
   int64_t pending_writes = 0, pending_write_bytes = 0;
 };
 
-using Payload = std::shared_ptr<const std::string>;
+// Immutable object bytes, shared (not copied) between the tiers, the engine and transfers.
+using Payload = base::SharedBytes;
 
 class KvStore {
  public:

@@ -399,7 +399,8 @@ bool DropFromPageCache(const std::string& path) {
 TEST(KvStoreTest, DirectIoReadsLeaveNothingInThePageCache) {
   for (bool direct : {false, true}) {
     SCOPED_TRACE(direct ? "direct" : "buffered");
-    if (direct && !FileSystem::Posix()->ReadWholeFilesDirect({}, [](size_t, base::Result<std::string_view>) {})) {
+    ReadBufferPool buffers(0);
+    if (direct && !FileSystem::Posix()->ReadWholeFilesDirect({}, buffers, [](size_t, base::Result<base::SharedBytes>) {})) {
       GTEST_SKIP() << "io_uring is unavailable here: the store reads buffered";
     }
     TempDir dir;

@@ -189,12 +189,14 @@ ReadOutcome CheckHeader(std::string_view head, int64_t file_bytes, const ReadOpt
   return out;
 }
 
-// The payload checksum over out->payload; on a mismatch out becomes kCorrupt without payload.
-void CheckPayload(ReadOutcome* out) {
-  if (Checksum64(out->payload) == out->header.payload_checksum) return;
+// The payload checksum over `payload`: out keeps it when it matches, else becomes kCorrupt.
+void CheckPayload(Payload payload, ReadOutcome* out) {
+  if (Checksum64(*payload) == out->header.payload_checksum) {
+    out->payload = std::move(payload);
+    return;
+  }
   out->verdict = Verdict::kCorrupt;
   out->detail = "payload checksum mismatch";
-  out->payload.clear();
 }
 
 std::string_view Head(std::string_view file) { return file.substr(0, std::min(file.size(), kMaxHeaderBytes)); }
@@ -211,14 +213,14 @@ ReadOutcome ReadOpened(ReadableFile& file, const ReadOptions& options) {
   if (base::Status s = file.ReadAt(0, head.size(), head.data()); !s.ok()) return OutcomeOf(s.error());
   ReadOutcome out = CheckHeader(head, size, options);
   if (out.verdict != Verdict::kOk || !options.read_payload) return out;
-  out.payload.resize(out.header.payload_bytes);
-  if (base::Status s = file.ReadAt(out.header.header_bytes, out.payload.size(), out.payload.data()); !s.ok()) {
+  std::string payload(out.header.payload_bytes, '\0');
+  if (base::Status s = file.ReadAt(out.header.header_bytes, payload.size(), payload.data()); !s.ok()) {
     ReadOutcome failed = OutcomeOf(s.error());
     failed.header = std::move(out.header);
     failed.file_bytes = size;
     return failed;
   }
-  CheckPayload(&out);
+  CheckPayload(base::MakeSharedBytes(std::move(payload)), &out);
   return out;
 }
 
@@ -232,11 +234,10 @@ ReadOutcome ReadObject(FileSystem& fs, const std::string& path, const ReadOption
   return out;
 }
 
-ReadOutcome CheckObjectBytes(std::string_view file, const ReadOptions& options) {
-  ReadOutcome out = CheckHeader(Head(file), static_cast<int64_t>(file.size()), options);
+ReadOutcome CheckObjectBytes(const Payload& file, const ReadOptions& options) {
+  ReadOutcome out = CheckHeader(Head(*file), static_cast<int64_t>(file->size()), options);
   if (out.verdict != Verdict::kOk || !options.read_payload) return out;
-  out.payload.assign(file.substr(out.header.header_bytes));
-  CheckPayload(&out);
+  CheckPayload(base::SliceBytes(file, out.header.header_bytes, out.header.payload_bytes), &out);
   return out;
 }
 

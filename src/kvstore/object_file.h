@@ -65,7 +65,7 @@ const char* VerdictName(Verdict verdict);
 struct ReadOutcome {
   Verdict verdict = Verdict::kMissing;
   ObjectHeader header;
-  std::string payload;      // read_payload only
+  Payload payload;          // kOk with read_payload only (else null)
   int64_t file_bytes = 0;
   std::string detail;       // why, for logs and tools
 };
@@ -86,8 +86,8 @@ struct ReadOptions {
 // key, fingerprint, expiry, then the payload checksum.
 ReadOutcome ReadObject(FileSystem& fs, const std::string& path, const ReadOptions& options);
 // The same checks on a whole file already in memory (FileSystem::ReadWholeFilesDirect); the payload
-// is copied out.
-ReadOutcome CheckObjectBytes(std::string_view file, const ReadOptions& options);
+// is a slice of `file`, sharing its memory (no copy).
+ReadOutcome CheckObjectBytes(const Payload& file, const ReadOptions& options);
 // The verdict for a file that could not be opened or read: kNotFound = kMissing, kDataLoss (a
 // symlink, not a regular file, short) = kCorrupt, anything else kIoError.
 ReadOutcome OutcomeOf(const base::Error& error);

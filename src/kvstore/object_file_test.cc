@@ -115,9 +115,12 @@ class ReadObjectTest : public ::testing::Test {
     const ReadOptions options{&key, fingerprint, now, true};
     ReadOutcome out = ReadObject(fs_, path_, options);
     if (std::filesystem::is_regular_file(std::filesystem::symlink_status(path_))) {
-      const ReadOutcome in_memory = CheckObjectBytes(ReadAll(path_), options);
+      const ReadOutcome in_memory = CheckObjectBytes(base::MakeSharedBytes(ReadAll(path_)), options);
       EXPECT_EQ(VerdictName(in_memory.verdict), VerdictName(out.verdict)) << in_memory.detail;
-      EXPECT_EQ(in_memory.payload, out.payload);
+      EXPECT_EQ(in_memory.payload == nullptr, out.payload == nullptr);
+      if (in_memory.payload && out.payload) {
+        EXPECT_EQ(*in_memory.payload, *out.payload);
+      }
       EXPECT_EQ(in_memory.file_bytes, out.file_bytes);
     }
     return out;
@@ -130,7 +133,8 @@ class ReadObjectTest : public ::testing::Test {
 TEST_F(ReadObjectTest, GoodObjectReadsBack) {
   ReadOutcome out = Read();
   ASSERT_EQ(out.verdict, Verdict::kOk) << out.detail;
-  EXPECT_EQ(out.payload, *MakePayload(3));
+  ASSERT_NE(out.payload, nullptr);
+  EXPECT_EQ(*out.payload, *MakePayload(3));
   EXPECT_EQ(out.header.tokens, 256);
   EXPECT_EQ(out.file_bytes, static_cast<int64_t>(out.header.header_bytes + 1000));
 }

@@ -34,6 +34,7 @@ base::Status PreadAll(int fd, int64_t offset, size_t n, char* out, const std::st
 // FileSystem::Posix()'s ReadWholeFilesDirect: io_uring batches (direct_reader.cc). Returns
 // false, having consumed nothing, where io_uring is unavailable in this process (old kernel,
 // seccomp).
-bool ReadWholeFilesWithRing(std::span<const std::string> paths, const WholeFileConsumer& consume);
+bool ReadWholeFilesWithRing(std::span<const std::string> paths, ReadBufferPool& buffers,
+                            const WholeFileConsumer& consume);
 
 }  // namespace flashserve::kvstore::internal

@@ -85,9 +85,10 @@ class FaultFileSystem final : public FileSystem {
     if (!file.ok()) return file;
     return std::unique_ptr<ReadableFile>(new PausingFile(std::move(file).value(), this));
   }
-  bool ReadWholeFilesDirect(std::span<const std::string> paths, const WholeFileConsumer& consume) override {
+  bool ReadWholeFilesDirect(std::span<const std::string> paths, ReadBufferPool& buffers,
+                            const WholeFileConsumer& consume) override {
     if (fail_reads.load() || pause_payload_reads.load()) return false;  // read through OpenForRead
-    return posix_->ReadWholeFilesDirect(paths, consume);
+    return posix_->ReadWholeFilesDirect(paths, buffers, consume);
   }
   base::Status Remove(const std::string& path) override { return posix_->Remove(path); }
   base::Status CreateDirs(const std::string& path) override { return posix_->CreateDirs(path); }
@@ -129,7 +130,7 @@ inline ObjectKey Key(int i, ObjectKind kind = ObjectKind::kBlock) {
 inline Payload MakePayload(int i, size_t bytes = 1000) {
   std::string s(bytes, '\0');
   for (size_t j = 0; j < bytes; ++j) s[j] = static_cast<char>((i * 131 + static_cast<int>(j) * 7) & 0xff);
-  return std::make_shared<const std::string>(std::move(s));
+  return base::MakeSharedBytes(std::move(s));
 }
 
 constexpr char kFingerprint[] = "00ff00ff";

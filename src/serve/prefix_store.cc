@@ -90,13 +90,13 @@ void PrefixStore::Persist(const std::string& ns, std::span<const int32_t> tokens
   for (size_t b = 0; b < hashes.size(); ++b) {
     const ObjectKey key{ObjectKind::kBlock, hashes[b]};
     if (store_->Locate(key)) continue;
-    auto payload = std::make_shared<const std::string>(
+    auto payload = base::MakeSharedBytes(
         engine::SerializeBlock(state, model_.config(), model_.plan(), static_cast<int64_t>(b)));
     stored_block_bytes_ += static_cast<int64_t>(payload->size());
     ++stored_blocks_;
     store_->Put(key, std::move(payload), static_cast<int64_t>(b + 1) * kv::kBlockTokens, ttl_class);
   }
-  auto boundary = std::make_shared<const std::string>(engine::SerializeBoundary(state, model_.config(), model_.plan()));
+  auto boundary = base::MakeSharedBytes(engine::SerializeBoundary(state, model_.config(), model_.plan()));
   stored_boundary_bytes_ += static_cast<int64_t>(boundary->size());
   ++stored_boundaries_;
   store_->Put(ObjectKey{ObjectKind::kBoundary, hashes.back()}, std::move(boundary), position, ttl_class);

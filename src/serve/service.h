@@ -12,6 +12,7 @@
 #include <string>
 
 #include "base/result.h"
+#include "base/shared_bytes.h"
 #include "protocol/cluster.h"
 #include "protocol/generate.h"
 
@@ -59,7 +60,7 @@ struct CacheObject {
   protocol::KvObjectKind kind = protocol::KvObjectKind::kBlock;
   protocol::KvHash hash{};
   int64_t tokens = 0;  // prompt tokens it covers
-  std::shared_ptr<const std::string> payload;
+  base::SharedBytes payload;  // shared with the KV store and transfers, never copied
 };
 
 class Service {

@@ -33,7 +33,7 @@ transfer::TransferObject Object(uint8_t tag) {
   transfer::TransferObject o;
   o.hash.fill(tag);
   o.tokens = 128;
-  o.payload = std::make_shared<const std::string>(100, static_cast<char>(tag));
+  o.payload = base::MakeSharedBytes(std::string(100, static_cast<char>(tag)));
   return o;
 }
 

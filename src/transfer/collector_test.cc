@@ -13,7 +13,7 @@ using base::ErrorCode;
 TransferObject Obj(int i) {
   kv::BlockHash h{};
   h[0] = static_cast<uint8_t>(i);
-  return TransferObject{ObjectKind::kBlock, h, 128, std::make_shared<const std::string>(std::to_string(i))};
+  return TransferObject{ObjectKind::kBlock, h, 128, base::MakeSharedBytes(std::to_string(i))};
 }
 
 Hello TestHello() { return Hello{"ab", "ns", 256, 2}; }

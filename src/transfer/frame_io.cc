@@ -53,12 +53,12 @@ base::Status FrameReader::ReadPayload(const FrameHeader& header, Frame* frame) {
     }
     return base::Status::Ok();
   };
-  std::shared_ptr<std::string> object;
+  std::string object;
   char meta[kObjectMetaBytes];
   if (header.type == FrameType::kObject) {
     FS_RETURN_IF_ERROR(read(meta, kObjectMetaBytes));
-    object = std::make_shared<std::string>(header.payload_bytes - kObjectMetaBytes, '\0');
-    FS_RETURN_IF_ERROR(read(object->data(), object->size()));
+    object.resize(header.payload_bytes - kObjectMetaBytes);
+    FS_RETURN_IF_ERROR(read(object.data(), object.size()));
   } else {
     frame->control.resize(header.payload_bytes);
     FS_RETURN_IF_ERROR(read(frame->control.data(), frame->control.size()));
@@ -67,7 +67,7 @@ base::Status FrameReader::ReadPayload(const FrameHeader& header, Frame* frame) {
     return Corrupt(fmt::format("{} frame {} payload checksum mismatch", FrameTypeName(header.type), header.seq));
   if (header.type == FrameType::kObject) {
     FS_ASSIGN_OR_RETURN(frame->meta, DecodeObjectMeta(std::string_view(meta, kObjectMetaBytes)));
-    frame->object = std::move(object);
+    frame->object = base::MakeSharedBytes(std::move(object));
   }
   return base::Status::Ok();
 }

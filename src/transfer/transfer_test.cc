@@ -52,7 +52,7 @@ class TransferTest : public ::testing::Test {
       const bool last = i + 1 == sizes.size();
       out.push_back(Sent{last ? ObjectKind::kBoundary : ObjectKind::kBlock, HashOf(static_cast<int>(seed + i)),
                          static_cast<int64_t>(128 * (i + 1)),
-                         std::make_shared<const std::string>(RandomBytes(sizes[i], seed * 1000 + i))});
+                         base::MakeSharedBytes(RandomBytes(sizes[i], seed * 1000 + i))});
     }
     return out;
   }
@@ -248,7 +248,7 @@ TEST_F(TransferTest, SenderOverLimitObjectFailsTheReceiverToo) {
   StartReceiver(&sink, options);
   const TransferId id = NewTransferId();
   auto sender = StartSender(id);
-  auto big = std::make_shared<const std::string>(RandomBytes(2 << 20, 9));
+  auto big = base::MakeSharedBytes(RandomBytes(2 << 20, 9));
   ASSERT_TRUE(sender->Send(ObjectKind::kBlock, HashOf(1), 128, big).ok());
   auto rec = sink.WaitDone(id);
   ASSERT_TRUE(rec.has_value() && rec->error.has_value());
@@ -270,7 +270,7 @@ TEST_F(TransferTest, QueueOverflowAbortsTheTransfer) {
   ASSERT_TRUE(sender.ok());
   for (int i = 0; i < 200 && (*sender)->state() != SenderState::kStreaming; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  auto big = std::make_shared<const std::string>(2000, 'x');
+  auto big = base::MakeSharedBytes(std::string(2000, 'x'));
   base::Status s = (*sender)->Send(ObjectKind::kBlock, HashOf(1), 128, big);
   EXPECT_EQ(s.error().code(), ErrorCode::kResourceExhausted);
   EXPECT_EQ((*sender)->Wait(3).error().code(), ErrorCode::kResourceExhausted);
@@ -289,8 +289,8 @@ TEST_F(TransferTest, AbortAndDestroyReachTheReceiver) {
   std::atomic<int> failures{0};
   auto sender_a = StartSender(a, TestHello(), [&](const base::Error&) { failures++; });
   auto sender_b = StartSender(b);
-  ASSERT_TRUE(sender_a->Send(ObjectKind::kBlock, HashOf(1), 128, std::make_shared<const std::string>("abc")).ok());
-  ASSERT_TRUE(sender_b->Send(ObjectKind::kBlock, HashOf(1), 128, std::make_shared<const std::string>("abc")).ok());
+  ASSERT_TRUE(sender_a->Send(ObjectKind::kBlock, HashOf(1), 128, base::MakeSharedBytes("abc")).ok());
+  ASSERT_TRUE(sender_b->Send(ObjectKind::kBlock, HashOf(1), 128, base::MakeSharedBytes("abc")).ok());
   auto rec_a_hello = [&] { return sink.num_transfers() >= 2; };
   for (int i = 0; i < 200 && !rec_a_hello(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   sender_a->Abort("client disconnected");
@@ -319,7 +319,7 @@ TEST_F(TransferTest, ConnectFailureIsReported) {
   std::atomic<int> failures{0};
   auto sender = TransferSender::Start(o, [&](const base::Error& e) { failures++; });
   ASSERT_TRUE(sender.ok());
-  ASSERT_TRUE((*sender)->Send(ObjectKind::kBlock, HashOf(1), 1, std::make_shared<const std::string>("a")).ok() ||
+  ASSERT_TRUE((*sender)->Send(ObjectKind::kBlock, HashOf(1), 1, base::MakeSharedBytes("a")).ok() ||
               (*sender)->state() == SenderState::kFailed);
   EXPECT_EQ((*sender)->Wait(3).error().code(), ErrorCode::kUnavailable);
   EXPECT_EQ(failures.load(), 1);

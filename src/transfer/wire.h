@@ -28,6 +28,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "base/shared_bytes.h"
 #include "kv/block_hash.h"
 #include "protocol/cluster.h"
 
@@ -51,7 +52,7 @@ using ObjectKind = protocol::KvObjectKind;
 const char* FrameTypeName(FrameType type);  // "HELLO", ...
 
 using TransferId = std::array<uint8_t, 16>;
-using Payload = std::shared_ptr<const std::string>;
+using Payload = base::SharedBytes;  // immutable, shared with the KV store without copies
 
 struct TransferIdHasher {
   size_t operator()(const TransferId& id) const;
