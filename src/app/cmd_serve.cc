@@ -3,6 +3,7 @@
 // start into the user's cache directory, with the DeepSeek tokenizer. SIGINT/SIGTERM stop it.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -117,7 +118,20 @@ sigset_t BlockStopSignals() {
   return set;
 }
 
+// Raises the soft limit on open files to the hard one: connections and the KV store's batched
+// reads (up to ~130 files per I/O thread) share it, and the common soft default is 1024.
+void RaiseOpenFileLimit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur >= r.rlim_max) return;
+  const rlim_t from = r.rlim_cur;
+  r.rlim_cur = r.rlim_max;
+  if (::setrlimit(RLIMIT_NOFILE, &r) == 0) {
+    FS_LOG(kDebug, "open-file limit raised from {} to {}", static_cast<uint64_t>(from), static_cast<uint64_t>(r.rlim_cur));
+  }
+}
+
 int RunServe(ServeFlags f) {
+  RaiseOpenFileLimit();
   const bool demo = f.model.empty();
   std::string tokenizer_path = f.tokenizer;
   if (demo) {

@@ -53,8 +53,8 @@ void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f) {
   cmd->add_option("--kv-io-threads", k.io_threads, "KV-store I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
   cmd->add_flag("--kv-direct-io", k.direct_io,
                 "Read L2/L3 objects with O_DIRECT in io_uring batches straight into the DRAM tier's memory "
-                "(no copy; up to 16 MiB more per I/O thread), bypassing the page cache (for stores much larger "
-                "than memory); default: buffered reads");
+                "(no copy; that memory may exceed --kv-dram-bytes by a sixteenth plus 32 MiB per I/O thread), "
+                "bypassing the page cache (for stores much larger than memory); default: buffered reads");
   cmd->add_option("--kv-events-capacity", k.event_log_capacity,
                   "KV events kept for the router (a router further behind resyncs from a snapshot)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();

@@ -17,7 +17,8 @@ using SharedBytes = std::shared_ptr<const std::string_view>;
 SharedBytes MakeSharedBytes(std::string bytes);
 // `bytes` must lie in memory that `owner` keeps alive; the result shares owner's lifetime.
 SharedBytes ShareBytes(std::shared_ptr<const void> owner, std::string_view bytes);
-// The sub-range [offset, offset + size) of `bytes`, sharing its owner (clamped to its end).
+// The sub-range [offset, offset + size) of `bytes` (not null), sharing its owner (clamped to
+// its end).
 SharedBytes SliceBytes(const SharedBytes& bytes, size_t offset, size_t size);
 
 }  // namespace flashserve::base

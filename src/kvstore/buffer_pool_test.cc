@@ -3,6 +3,7 @@
 #include "kvstore/buffer_pool.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <atomic>
 #include <cstdint>
@@ -73,15 +74,36 @@ TEST(ReadBufferPoolTest, BeyondCapacityBuffersComeFromTheHeap) {
   EXPECT_EQ(none.stats().heap_allocations, 1);
 }
 
-TEST(ReadBufferPoolTest, AWhollyFreeSlabIsUnmappedButTheLastIsKept) {
-  ReadBufferPool pool(8 * kMiB, 2 * kMiB);
+// Bytes of [p, p + n) resident in memory (mincore).
+size_t ResidentBytes(uintptr_t p, size_t n) {
+  std::vector<unsigned char> pages(n / 4096);
+  EXPECT_EQ(::mincore(reinterpret_cast<void*>(p), n, pages.data()), 0);
+  size_t resident = 0;
+  for (unsigned char page : pages) resident += (page & 1) ? 4096 : 0;
+  return resident;
+}
+
+TEST(ReadBufferPoolTest, FreeMemoryBeyondRetainGoesBackToTheKernel) {
+  ReadBufferPool pool(8 * kMiB, 2 * kMiB, /*retain=*/2 * kMiB);
   std::vector<std::shared_ptr<char>> held;
-  for (int i = 0; i < 4; ++i) held.push_back(pool.Allocate(2 * kMiB));
+  std::vector<uintptr_t> at;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(pool.Allocate(2 * kMiB));
+    std::memset(held.back().get(), 1, 2 * kMiB);
+    at.push_back(Address(held.back()));
+  }
   EXPECT_EQ(pool.stats().slabs, 4);
   held.clear();
-  EXPECT_EQ(pool.stats().slabs, 1);
-  EXPECT_EQ(pool.stats().mapped_bytes, static_cast<int64_t>(2 * kMiB));
   EXPECT_EQ(pool.stats().used_bytes, 0);
+  EXPECT_EQ(pool.stats().warm_free_bytes, static_cast<int64_t>(2 * kMiB)) << "the first freed run stays warm";
+  size_t resident = 0;
+  for (uintptr_t p : at) resident += ResidentBytes(p, 2 * kMiB);
+  EXPECT_EQ(resident, 2 * kMiB) << "runs freed beyond the retained 2 MiB were returned";
+  // The warm run is taken first: reusing it faults nothing in.
+  auto again = pool.Allocate(2 * kMiB);
+  EXPECT_EQ(ResidentBytes(Address(again), 2 * kMiB), 2 * kMiB);
+  EXPECT_EQ(again.get()[12345], 1) << "the warm run kept its pages";
+  EXPECT_EQ(pool.stats().slabs, 4) << "slabs stay mapped; only their pages go back";
 }
 
 TEST(ReadBufferPoolTest, ABufferOutlivesItsPool) {

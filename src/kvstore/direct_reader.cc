@@ -5,8 +5,8 @@
 // with O_DIRECT where the file system allows it; a group's reads are submitted together, so
 // reads of files that lie next to each other on disk (the objects of one prefix, written one
 // after another) merge into large device requests (huge pages keep a request's memory in few
-// segments). Each file goes to the consumer as soon as its read is back, while the other reads
-// stay in flight. A failed submission turns the ring off for its thread (logged; later batches
+// segments). Completed reads free their group for the next files before they are handed to the
+// consumer, so the device keeps working while they are checked. A failed submission turns the ring off for its thread (logged; later batches
 // return false and the store reads buffered). Called by FileSystem::Posix()'s ReadWholeFilesDirect from any
 // thread; each thread has its own ring (thread_local), so calls never share state.
 #include <fcntl.h>
@@ -82,12 +82,15 @@ class ThreadReader {
   const std::string& error() const { return error_; }
   // After a failed submission or wait the ring may hold reads into buffers: this thread never
   // enters it again (later batches use buffered reads), and those buffers are never freed.
+  // Not reentrant: a consumer must not start another batch on the same thread.
   void Break(std::string why) {
     broken_ = true;
     error_ = std::move(why);
     FS_LOG(kWarning, "kvstore: {}; this I/O thread reads objects with buffered reads from now on", error_);
   }
-  void KeepForever(std::shared_ptr<char> buffer) { orphans_.push_back(std::move(buffer)); }
+  // Leaked on purpose: the kernel may write an abandoned read's buffer at any time, even after
+  // this thread and its ring are gone.
+  static void KeepForever(std::shared_ptr<char> buffer) { new std::shared_ptr<char>(std::move(buffer)); }
   io_uring* ring() { return &ring_; }
 
  private:
@@ -95,7 +98,6 @@ class ThreadReader {
   bool ring_ok_ = false;
   bool broken_ = false;
   std::string error_;
-  std::vector<std::shared_ptr<char>> orphans_;  // may still be written by abandoned reads
 };
 
 struct Slot {
@@ -106,10 +108,10 @@ struct Slot {
   int result = kNotSubmitted;
 };
 
-// One ReadWholeFilesDirect call: fills free groups with opened files and submits each group's
-// reads at once, hands each file to the consumer as soon as it is read (the last group of a
-// batch is checked while its neighbours are still arriving), and refills a group once all its
-// reads are back, so the other groups keep the device busy meanwhile.
+// One ReadWholeFilesDirect call: fills free groups with opened files (in device order) and
+// submits each group's reads at once; a group is refilled as soon as all its reads are back,
+// and its files are handed to the consumer after that, so up to kGroups groups keep the device
+// busy while files are checked.
 class Batch {
  public:
   Batch(ThreadReader& reader, std::span<const std::string> paths, ReadBufferPool& buffers,
@@ -128,9 +130,13 @@ class Batch {
         const bool more = !queue_.empty() || next_ < paths_.size();
         if (more && reader_.usable()) continue;
         while (!queue_.empty() || next_ < paths_.size()) {  // the ring failed: the rest without it
-          Fill(0);
-          for (Slot& s : slots_[0]) ReadAlone(s);
-          slots_[0].clear();
+          if (queue_.empty()) {
+            OpenMore();
+            continue;
+          }
+          Slot s = std::move(queue_.front());
+          queue_.pop_front();
+          ReadAlone(s);
         }
         break;
       }
@@ -143,8 +149,9 @@ class Batch {
   }
 
  private:
-  // Opens the batch's next files (kOpenAhead at most, bounding this thread's descriptors) and
-  // queues them in the order of their data on the device.
+  // Opens the batch's next files and queues them in the order of their data on the device.
+  // A thread holds at most kOpenAhead files waiting plus kGroups * kMaxFilesPerGroup in flight
+  // (a file read in full is closed before it is checked).
   void OpenMore() {
     std::vector<Slot> opened;
     while (next_ < paths_.size() && opened.size() < kOpenAhead) {
@@ -260,7 +267,6 @@ class Batch {
     if (r == -EINTR) return;
     if (r < 0) {  // not expected with reads in flight
       reader_.Break(std::string("io_uring_wait_cqe: ") + std::strerror(-r));
-      abandoned_ = true;
       for (size_t g = 0; g < kGroups; ++g) {
         for (Slot& s : slots_[g]) {
           if (s.result != kInFlight) continue;
@@ -275,6 +281,10 @@ class Batch {
       const uint64_t tag = io_uring_cqe_get_data64(cqe);
       Slot& s = slots_[tag >> 32][tag & 0xffffffffu];
       s.result = cqe->res;
+      if (s.result >= 0 && static_cast<size_t>(s.result) >= static_cast<size_t>(s.file.size)) {
+        ::close(s.file.fd);  // read in full: only a retry would need it
+        s.file.fd = -1;
+      }
       --pending_[tag >> 32];
       io_uring_cqe_seen(reader_.ring(), cqe);
       done_.push_back(std::move(s));
@@ -283,14 +293,13 @@ class Batch {
 
   void Finish(Slot& s) {
     const size_t size = static_cast<size_t>(s.file.size);
-    if (!abandoned_ && s.result >= 0 && static_cast<size_t>(s.result) >= size) {
+    if (s.result >= 0 && static_cast<size_t>(s.result) >= size) {  // abandoned reads stay kInFlight
       const std::string_view bytes(s.buffer.get(), size);
       Deliver(s, base::ShareBytes(s.buffer, bytes));
       return;
     }
     // Short (the file shrank?), refused by direct I/O, never submitted, abandoned: read it alone.
-    const bool retry = abandoned_ || s.result >= 0 || s.result == kNotSubmitted || s.result == kInFlight ||
-                       s.result == -EINVAL ||
+    const bool retry = s.result >= 0 || s.result == kNotSubmitted || s.result == kInFlight || s.result == -EINVAL ||
                        s.result == -EAGAIN;
     if (retry) {
       ReadAlone(s);
@@ -301,7 +310,7 @@ class Batch {
 
   // Closes the slot's file and hands its bytes or error to the consumer.
   void Deliver(Slot& s, base::Result<base::SharedBytes> bytes) {
-    ::close(s.file.fd);
+    if (s.file.fd >= 0) ::close(s.file.fd);
     s.buffer.reset();
     consume_(s.index, std::move(bytes));
   }
@@ -361,7 +370,6 @@ class Batch {
   std::vector<Slot> done_;    // reads back, not yet handed over
   size_t next_ = 0;          // the next path to open
   std::deque<Slot> queue_;   // opened, in device order, not yet in a group
-  bool abandoned_ = false;     // the ring failed with reads in flight: their buffers are not read
 };
 
 }  // namespace

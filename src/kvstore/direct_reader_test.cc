@@ -1,7 +1,7 @@
 // FileSystem::ReadWholeFilesDirect on POSIX (kvstore/direct_reader.cc): every file of a batch
-// comes back whole and exactly once, whatever its size (empty, unaligned, several per window,
-// larger than a window), with the seam's errors for missing files, symlinks, directories and
-// FIFOs, from several threads at once.
+// comes back whole and exactly once, whatever its size (empty, unaligned, several per group,
+// larger than a group), with the seam's errors for missing files, symlinks, directories and
+// FIFOs, from several threads at once; kept bytes stay valid in the pool; few descriptors open.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,6 +31,21 @@ std::string Bytes(size_t n, uint32_t seed) {
 void Write(const std::string& path, const std::string& data) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out << data;
+}
+
+// count files "<prefix><i>" in dir of size_of(i) random bytes each.
+struct Files {
+  std::vector<std::string> paths, expected;
+};
+template <class SizeOf>
+Files WriteFiles(const TempDir& dir, const char* prefix, int count, uint32_t seed, SizeOf size_of) {
+  Files f;
+  for (int i = 0; i < count; ++i) {
+    f.paths.push_back(dir.Sub(prefix + std::to_string(i)));
+    f.expected.push_back(Bytes(size_of(i), seed + static_cast<uint32_t>(i)));
+    Write(f.paths.back(), f.expected.back());
+  }
+  return f;
 }
 
 struct Outcome {
@@ -100,12 +115,7 @@ TEST(DirectReaderTest, EveryFileComesBackWholeOnce) {
 TEST(DirectReaderTest, KeptBytesStayInThePoolUntilReleased) {
   SKIP_WITHOUT_RING();
   TempDir dir;
-  std::vector<std::string> paths, expected;
-  for (int i = 0; i < 12; ++i) {
-    paths.push_back(dir.Sub(fmt::format("k{}", i)));
-    expected.push_back(Bytes(538790, static_cast<uint32_t>(500 + i)));
-    Write(paths.back(), expected.back());
-  }
+  const auto [paths, expected] = WriteFiles(dir, "k", 12, 500, [](int) { return size_t{538790}; });
   ReadBufferPool pool(size_t{64} << 20);
   std::vector<base::SharedBytes> kept(paths.size());
   auto read = [&](std::vector<base::SharedBytes>* into) {
@@ -129,17 +139,32 @@ TEST(DirectReaderTest, KeptBytesStayInThePoolUntilReleased) {
 TEST(DirectReaderTest, ManySmallFilesFillManyGroups) {
   SKIP_WITHOUT_RING();
   TempDir dir;
-  std::vector<std::string> paths, expected;
-  for (int i = 0; i < 150; ++i) {  // more files than a group, the ring or one sort holds
-    paths.push_back(dir.Sub(fmt::format("s{}", i)));
-    expected.push_back(Bytes(1000 + 37 * static_cast<size_t>(i), static_cast<uint32_t>(1000 + i)));
-    Write(paths.back(), expected.back());
-  }
+  // More files than a group, the ring or one sort holds.
+  const auto [paths, expected] = WriteFiles(dir, "s", 150, 1000, [](int i) { return 1000 + 37 * static_cast<size_t>(i); });
   const std::vector<Outcome> out = ReadBatch(paths);
   for (size_t i = 0; i < paths.size(); ++i) {
     EXPECT_EQ(out[i].calls, 1) << i;
     EXPECT_TRUE(out[i].bytes == expected[i]) << i;
   }
+}
+
+// A thread holds few descriptors at a time: files opened and waiting (32 at most) and reads in
+// flight (three groups of up to 32 files); a file read in full is closed before it is checked.
+TEST(DirectReaderTest, FilesReadInFullAreClosedBeforeTheyAreChecked) {
+  SKIP_WITHOUT_RING();
+  TempDir dir;
+  const auto [paths, expected] = WriteFiles(dir, "d", 400, 2000, [](int) { return size_t{1000}; });
+  const int before = OpenDescriptors();
+  int most = 0;
+  ReadBufferPool pool(size_t{64} << 20);
+  const bool ran = FileSystem::Posix()->ReadWholeFilesDirect(paths, pool, [&](size_t i, base::Result<base::SharedBytes> b) {
+    most = std::max(most, OpenDescriptors() - before);
+    ASSERT_TRUE(b.ok()) << b.error().ToString();
+    EXPECT_TRUE(**b == expected[i]) << i;
+  });
+  ASSERT_TRUE(ran);
+  EXPECT_LE(most, 32 + 96 + 1) << "descriptors held while files were checked";
+  EXPECT_EQ(OpenDescriptors(), before);
 }
 
 TEST(DirectReaderTest, ErrorsAreTheSeamsErrors) {

@@ -22,11 +22,12 @@ namespace {
 constexpr double kDiskPriorBytesPerSecond = 1e9;  // until fetches are measured
 constexpr double kSharedPriorBytesPerSecond = 2.5e8;
 
-// The direct-read pool's slabs: L1's budget plus 16 MiB per I/O thread (three groups of up to
-// 4 MiB of reads in flight); none without direct I/O.
-size_t ReadBufferCapacity(const StoreConfig& c) {
+// What the direct-read pool may hold beyond L1's budget, mapped and resident while free: a
+// sixteenth of the budget (page rounding and headers of the payloads L1 counts by size) plus
+// 32 MiB per I/O thread (reads in flight and read but not yet checked); none without direct I/O.
+size_t ReadBufferMargin(const StoreConfig& c) {
   if (!c.direct_io) return 0;
-  return static_cast<size_t>(c.memory_bytes) + static_cast<size_t>(c.io_threads) * (size_t{16} << 20);
+  return static_cast<size_t>(c.memory_bytes) / 16 + static_cast<size_t>(c.io_threads) * (size_t{32} << 20);
 }
 
 }  // namespace
@@ -38,7 +39,8 @@ struct KvStore::Impl {
         fs(c.file_system != nullptr ? *c.file_system : *FileSystem::Posix()),
         classes(c.Classes()),
         default_class(classes.Id(c.default_ttl_class)),
-        read_buffers(ReadBufferCapacity(c)),
+        read_buffers(c.direct_io ? static_cast<size_t>(c.memory_bytes) + ReadBufferMargin(c) : 0,
+                     ReadBufferPool::kDefaultSlabBytes, ReadBufferMargin(c)),
         gc_limiter(c.gc_max_deletes_per_second),
         events(static_cast<size_t>(c.event_log_capacity), NewEpoch()) {
     memory_stats.capacity = c.memory_bytes;
@@ -70,8 +72,8 @@ struct KvStore::Impl {
   FileSystem& fs;
   const ClassTable classes;
   const uint8_t default_class;
-  // Direct reads land here and their payloads stay here in L1: L1's budget plus what the I/O
-  // threads have in flight (slabs are mapped as needed).
+  // Direct reads land here and their payloads stay here in L1: L1's budget plus a margin
+  // (slabs are mapped as needed; free memory beyond the margin goes back to the kernel).
   ReadBufferPool read_buffers;
   std::unique_ptr<DiskTier> tiers[kNumTiers];  // [kDisk], [kShared]; null when off
 
