@@ -6,7 +6,7 @@
 // (4) index rebuild rate at Open. Prints; asserts nothing.
 //
 //   kvstore_bench [--dir DIR] [--objects N] [--object-bytes B] [--index-objects N]
-//                 [--io-threads T] [--batch K] [--rounds R] [--skip-model] [--direct-io]
+//                 [--io-threads T] [--batch K] [--rounds R] [--skip-model] [--direct-io] [--streams S]
 // Cold cache = posix_fadvise(DONTNEED) on every file after syncfs (no root needed).
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -303,17 +303,27 @@ std::unique_ptr<kvstore::KvStore> OpenStore(const std::string& dir, int64_t disk
   return std::move(store).value();
 }
 
-// Fetches every object in batches; returns bytes per second.
+int g_streams = 1;  // --streams: prefixes restored at once
+
+// Fetches every object in batches, g_streams Fetches at a time (stream s takes batches s,
+// s + g_streams, ...: prefixes of concurrent requests); returns bytes per second.
 double Restore(kvstore::KvStore& store, int64_t n, int batch, int64_t object_bytes, int64_t* found) {
   const double t0 = Now();
-  *found = 0;
-  for (int64_t first = 0; first < n; first += batch) {
-    std::vector<kvstore::ObjectKey> keys;
-    for (int64_t i = first; i < std::min(n, first + batch); ++i) keys.push_back(BenchKey(i));
-    std::promise<std::vector<bool>> done;
-    store.Fetch(keys, [&](std::vector<bool> present) { done.set_value(std::move(present)); });
-    for (bool p : done.get_future().get()) *found += p ? 1 : 0;
+  std::atomic<int64_t> present{0};
+  std::vector<std::thread> streams;
+  for (int stream = 0; stream < g_streams; ++stream) {
+    streams.emplace_back([&, stream] {
+      for (int64_t first = int64_t{stream} * batch; first < n; first += int64_t{g_streams} * batch) {
+        std::vector<kvstore::ObjectKey> keys;
+        for (int64_t i = first; i < std::min(n, first + batch); ++i) keys.push_back(BenchKey(i));
+        std::promise<std::vector<bool>> done;
+        store.Fetch(keys, [&](std::vector<bool> got) { done.set_value(std::move(got)); });
+        for (bool p : done.get_future().get()) present += p ? 1 : 0;
+      }
+    });
   }
+  for (std::thread& t : streams) t.join();
+  *found = present.load();
   return static_cast<double>(n * object_bytes) / (Now() - t0);
 }
 
@@ -436,6 +446,7 @@ int main(int argc, char** argv) {
     else if (a == "--rounds") f.rounds = std::max(1, std::stoi(next()));
     else if (a == "--skip-model") f.skip_model = true;
     else if (a == "--direct-io") f.direct_io = g_direct_io = true;
+    else if (a == "--streams") g_streams = std::max(1, std::stoi(next()));
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
