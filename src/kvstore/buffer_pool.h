@@ -7,8 +7,10 @@
 // memory stays resident ("warm") up to `retain` bytes; runs freed beyond that are returned to
 // the kernel (MADV_DONTNEED, "cold"; reused after the warm ones, faulting in again), so resident
 // memory stays within the bytes in use plus `retain`. Past `capacity` mapped bytes, buffers are
-// plain page-aligned heap allocations (counted). Thread-safe; a buffer may outlive the pool (the
-// pool's memory lives until its last buffer is freed).
+// plain page-aligned heap allocations (counted). KvStore owns one (direct_io only); the direct
+// reader (direct_reader.cc) allocates from it on the I/O threads, and a buffer is freed on
+// whichever thread drops its last reference. Thread-safe (one mutex); a buffer may outlive the
+// pool (the pool's memory lives until its last buffer is freed).
 #pragma once
 
 #include <cstddef>

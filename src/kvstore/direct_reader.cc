@@ -6,9 +6,11 @@
 // reads of files that lie next to each other on disk (the objects of one prefix, written one
 // after another) merge into large device requests (huge pages keep a request's memory in few
 // segments). Completed reads free their group for the next files before they are handed to the
-// consumer, so the device keeps working while they are checked. A failed submission turns the ring off for its thread (logged; later batches
-// return false and the store reads buffered). Called by FileSystem::Posix()'s ReadWholeFilesDirect from any
-// thread; each thread has its own ring (thread_local), so calls never share state.
+// consumer, so the device keeps working while they are checked. A failed submission turns the
+// ring off for its thread (logged; later batches return false and the store reads buffered).
+// Called by FileSystem::Posix()'s ReadWholeFilesDirect from any thread; each thread has its own
+// ring (thread_local), so calls never share state; a consumer must not start another batch on
+// the same thread.
 #include <fcntl.h>
 #include <linux/fiemap.h>
 #include <linux/fs.h>
@@ -38,7 +40,7 @@ constexpr size_t kAlign = 4096;                  // direct I/O: offsets, lengths
 constexpr size_t kGroupBytes = size_t{4} << 20;  // about one large device request
 constexpr size_t kGroups = 3;                    // in flight per thread
 constexpr size_t kMaxFilesPerGroup = 32;
-constexpr size_t kOpenAhead = 32;  // files opened and sorted at a time, per thread
+constexpr size_t kOpenAhead = 32;                // files opened and sorted at a time, per thread
 constexpr unsigned kRingEntries = kGroups * kMaxFilesPerGroup;
 constexpr int kNotSubmitted = INT32_MIN;
 constexpr int kInFlight = INT32_MIN + 1;
@@ -82,7 +84,6 @@ class ThreadReader {
   const std::string& error() const { return error_; }
   // After a failed submission or wait the ring may hold reads into buffers: this thread never
   // enters it again (later batches use buffered reads), and those buffers are never freed.
-  // Not reentrant: a consumer must not start another batch on the same thread.
   void Break(std::string why) {
     broken_ = true;
     error_ = std::move(why);

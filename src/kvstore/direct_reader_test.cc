@@ -33,7 +33,9 @@ void Write(const std::string& path, const std::string& data) {
   out << data;
 }
 
-// count files "<prefix><i>" in dir of size_of(i) random bytes each.
+using Consumed = base::Result<base::SharedBytes>;
+
+// Writes count files "<prefix><i>" in dir of size_of(i) random bytes each.
 struct Files {
   std::vector<std::string> paths, expected;
 };
@@ -59,7 +61,7 @@ struct Outcome {
 // buffered I/O, which the other kvstore tests cover).
 bool RingAvailable() {
   ReadBufferPool buffers(0);
-  return FileSystem::Posix()->ReadWholeFilesDirect({}, buffers, [](size_t, base::Result<base::SharedBytes>) {});
+  return FileSystem::Posix()->ReadWholeFilesDirect({}, buffers, [](size_t, Consumed) {});
 }
 #define SKIP_WITHOUT_RING() \
   if (!RingAvailable()) GTEST_SKIP() << "io_uring is unavailable in this process; the direct reader cannot run"
@@ -75,7 +77,7 @@ std::vector<Outcome> ReadBatch(const std::vector<std::string>& paths, bool alone
   const int descriptors = alone ? OpenDescriptors() : 0;
   std::vector<Outcome> out(paths.size());
   ReadBufferPool buffers(size_t{64} << 20);
-  const bool ran = FileSystem::Posix()->ReadWholeFilesDirect(paths, buffers, [&](size_t i, base::Result<base::SharedBytes> b) {
+  const bool ran = FileSystem::Posix()->ReadWholeFilesDirect(paths, buffers, [&](size_t i, Consumed b) {
     ASSERT_LT(i, out.size());
     ++out[i].calls;
     out[i].ok = b.ok();
@@ -119,7 +121,7 @@ TEST(DirectReaderTest, KeptBytesStayInThePoolUntilReleased) {
   ReadBufferPool pool(size_t{64} << 20);
   std::vector<base::SharedBytes> kept(paths.size());
   auto read = [&](std::vector<base::SharedBytes>* into) {
-    return FileSystem::Posix()->ReadWholeFilesDirect(paths, pool, [&](size_t i, base::Result<base::SharedBytes> b) {
+    return FileSystem::Posix()->ReadWholeFilesDirect(paths, pool, [&](size_t i, Consumed b) {
       ASSERT_TRUE(b.ok()) << b.error().ToString();
       (*into)[i] = *b;
     });
@@ -140,7 +142,8 @@ TEST(DirectReaderTest, ManySmallFilesFillManyGroups) {
   SKIP_WITHOUT_RING();
   TempDir dir;
   // More files than a group, the ring or one sort holds.
-  const auto [paths, expected] = WriteFiles(dir, "s", 150, 1000, [](int i) { return 1000 + 37 * static_cast<size_t>(i); });
+  const auto [paths, expected] =
+      WriteFiles(dir, "s", 150, 1000, [](int i) { return 1000 + 37 * static_cast<size_t>(i); });
   const std::vector<Outcome> out = ReadBatch(paths);
   for (size_t i = 0; i < paths.size(); ++i) {
     EXPECT_EQ(out[i].calls, 1) << i;
@@ -157,7 +160,7 @@ TEST(DirectReaderTest, FilesReadInFullAreClosedBeforeTheyAreChecked) {
   const int before = OpenDescriptors();
   int most = 0;
   ReadBufferPool pool(size_t{64} << 20);
-  const bool ran = FileSystem::Posix()->ReadWholeFilesDirect(paths, pool, [&](size_t i, base::Result<base::SharedBytes> b) {
+  const bool ran = FileSystem::Posix()->ReadWholeFilesDirect(paths, pool, [&](size_t i, Consumed b) {
     most = std::max(most, OpenDescriptors() - before);
     ASSERT_TRUE(b.ok()) << b.error().ToString();
     EXPECT_TRUE(**b == expected[i]) << i;

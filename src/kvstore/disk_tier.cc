@@ -11,6 +11,9 @@
 namespace flashserve::kvstore {
 namespace {
 
+// Payloads of direct reads smaller than this are copied out of their buffer (which holds at
+// least a 4 KiB page and the header); larger ones stay in it, shared with L1 without a copy.
+constexpr size_t kMinSharedPayloadBytes = 64 * 1024;
 constexpr int64_t kStaleTempSeconds = 3600;  // a temporary file this old belongs to a crashed writer
 constexpr size_t kGcBatch = 16;
 

@@ -33,10 +33,6 @@ struct DiskTierOptions {
   ReadBufferPool* read_buffers = nullptr;  // direct reads' memory (the store's L1 pool); direct_io only
 };
 
-// Payloads of direct reads smaller than this are copied out of their buffer (which holds at least
-// a 4 KiB page and the header); larger ones stay in it, shared with L1 without a copy.
-constexpr size_t kMinSharedPayloadBytes = 64 * 1024;
-
 class DiskTier {
  public:
   DiskTier(DiskTierOptions options, const ClassTable& classes, FileSystem& fs, const base::Clock& clock);

@@ -39,8 +39,8 @@ struct KvStore::Impl {
         fs(c.file_system != nullptr ? *c.file_system : *FileSystem::Posix()),
         classes(c.Classes()),
         default_class(classes.Id(c.default_ttl_class)),
-        read_buffers(c.direct_io ? static_cast<size_t>(c.memory_bytes) + ReadBufferMargin(c) : 0,
-                     ReadBufferPool::kDefaultSlabBytes, ReadBufferMargin(c)),
+        read_buffers(c.direct_io ? static_cast<size_t>(c.memory_bytes) + ReadBufferMargin(c) : 0,  // capacity
+                     ReadBufferPool::kDefaultSlabBytes, /*retain=*/ReadBufferMargin(c)),
         gc_limiter(c.gc_max_deletes_per_second),
         events(static_cast<size_t>(c.event_log_capacity), NewEpoch()) {
     memory_stats.capacity = c.memory_bytes;
@@ -278,7 +278,7 @@ base::Result<std::unique_ptr<KvStore>> KvStore::Open(const StoreConfig& config, 
               {Tier::kShared, config.shared_dir, config.shared_bytes, kSharedPriorBytesPerSecond}};
   for (const auto& d : dirs) {
     if (d.dir.empty()) continue;
-    DiskTierOptions options{d.tier,  d.dir,           config.fingerprint,   d.bytes, config.write_retry_seconds,
+    DiskTierOptions options{d.tier,  d.dir,           config.fingerprint, d.bytes, config.write_retry_seconds,
                             d.prior, config.direct_io, &impl->read_buffers};
     auto tier = std::make_unique<DiskTier>(options, impl->classes, impl->fs, clock);
     FS_RETURN_IF_ERROR(tier->Prepare());

@@ -400,7 +400,8 @@ TEST(KvStoreTest, DirectIoReadsLeaveNothingInThePageCache) {
   for (bool direct : {false, true}) {
     SCOPED_TRACE(direct ? "direct" : "buffered");
     ReadBufferPool buffers(0);
-    if (direct && !FileSystem::Posix()->ReadWholeFilesDirect({}, buffers, [](size_t, base::Result<base::SharedBytes>) {})) {
+    const auto none = [](size_t, base::Result<base::SharedBytes>) {};
+    if (direct && !FileSystem::Posix()->ReadWholeFilesDirect({}, buffers, none)) {
       GTEST_SKIP() << "io_uring is unavailable here: the store reads buffered";
     }
     TempDir dir;
