@@ -31,11 +31,11 @@ constexpr int64_t kDirectTaskRows = 24;       // output rows per task: a multipl
 constexpr int kTileGroupRows = 8;             // largest weight-row tile (matmul_simd.h)
 constexpr int64_t kPanelFloats = 32 * 1024;  // 128 KiB of dequantized weights per panel
 constexpr int64_t kMinPartWork = int64_t{1} << 17;  // weights x max(2, n): about 5 us on one core
-// BF16 pairs where exact, from these row counts (measured on Zen 4, cold weights, 2 threads:
-// FP4 768 x 1024 at n = 1 takes 18.8 us against 16.9 on the f32 path, the decode being the
-// bottleneck; n = 4: 31 against 35, n = 8: 50 against 74. FP8 panels, n = 16: 121 against 136
-// us for 768 x 1024, 2.2 against 2.6 ms for 4096 x 4096; n = 512: 53 against 98 ms).
-constexpr int64_t kFp4PairsMinRows = 3;
+// BF16 pairs where exact, from these row counts (measured on Zen 4, cold weights: FP4 768 x 1024
+// on one thread, as the experts run, n = 1: 24-27 us against 29-30 on the f32 path, n = 2: 31-33
+// against 40; on 2 threads n = 4: 31 against 35, n = 8: 50 against 74. FP8 panels, n = 16: 121
+// against 136 us for 768 x 1024, 2.2 against 2.6 ms for 4096 x 4096; n = 512: 53 against 98 ms).
+constexpr int64_t kFp4PairsMinRows = 1;
 constexpr int64_t kFp8PairsMinRows = 16;
 std::atomic<bool> bf16_pairs_enabled{true};
 
@@ -100,7 +100,7 @@ struct Tables {
       for (int c = 0; c < 32; ++c) {
         if (c < 16) e2m1_scaled[s][c] = model::E2m1Table()[c] * e8m0[s];
         // The high half of the f32 bits: exact where the BF16 path runs (scale bytes 2..252).
-        e2m1_bf16[s][c] = c < 16 ? static_cast<uint16_t>(std::bit_cast<uint32_t>(e2m1_scaled[s][c]) >> 16) : 0;
+        e2m1_bf16[s][c] = static_cast<uint16_t>(std::bit_cast<uint32_t>(e2m1_scaled[s][c % 16]) >> 16);
       }
     }
   }

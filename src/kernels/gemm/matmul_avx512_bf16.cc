@@ -6,6 +6,8 @@
 // Re-entrant: no state; panels live in the caller's scratch.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "kernels/gemm/matmul_rows.h"
 #include "kernels/gemm/matmul_simd.h"
 #include "kernels/simd/avx512.h"
@@ -25,9 +27,42 @@ struct Tiles : simd::Avx512 {
 // it would flush).
 inline __m512 DotPairs(__m512 w, __m512 x, __m512 acc) { return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)x); }
 
+// The word indices of one block's BF16 pairs, for a table whose 32 entries repeat its 16 (bit 4
+// of an index is ignored): per pair column c (byte c of the block's 16), the low word's index
+// is the byte's high nibble (the odd column), the high word's its low nibble (the even column).
+// Two ways to the same indices; which is faster depends on what else fills the FMA pipes.
+enum class Fp4Indices {
+  // VPMULTISHIFTQB on bytes 0-7 broadcast into qwords 0-3 and 8-15 into 4-7: one operation
+  // beside the two broadcast loads (n = 1..4: 9-17% faster than kWidened), but in the FMA pipes.
+  kMultishift,
+  // VPMOVZXBD, two shifts and a merge: two more operations, none in the FMA pipes, which the
+  // wide tiles (5-8 rows) fill with their dot products (n = 8: 5% faster than kMultishift).
+  kWidened,
+};
+
+template <Fp4Indices kHow>
+inline __m512i Fp4WordIndices(const uint8_t* block) {
+  if constexpr (kHow == Fp4Indices::kMultishift) {
+    // Qword o of the result covers pair columns 2o and 2o + 1: bit offsets of their bytes in
+    // the qword broadcast into it (the high nibble first, then the low one, per byte).
+    const __m512i shifts = _mm512_set_epi64(0x0038003C00300034, 0x0028002C00200024, 0x0018001C00100014,
+                                            0x0008000C00000004, 0x0038003C00300034, 0x0028002C00200024,
+                                            0x0018001C00100014, 0x0008000C00000004);
+    int64_t lo, hi;
+    std::memcpy(&lo, block, 8);
+    std::memcpy(&hi, block + 8, 8);
+    return _mm512_multishift_epi64_epi8(shifts, _mm512_mask_set1_epi64(_mm512_set1_epi64(lo), 0xF0, hi));
+  } else {
+    const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
+    return _mm512_ternarylogic_epi32(_mm512_srli_epi32(d, 4), _mm512_slli_epi32(d, 16),
+                                     _mm512_set1_epi32(0x000F0000), 0xF8);  // a | (b & c)
+  }
+}
+
 // Rows of an FP4 matrix seen as pair columns: pair column c is columns 2c and 2c + 1 in one
 // 32-bit lane, the even column in the high half, so that lane l adds column 2l, then 2l + 1, of
 // each block of 32 columns, as the f32 FP4 path does. Pair column c is weight byte c of the row.
+template <Fp4Indices kHow>
 struct Fp4PairRows {
   using F = __m512;
   static constexpr int kStep = 16;  // pair columns per Load: 32 columns, 16 bytes, one scale
@@ -38,14 +73,10 @@ struct Fp4PairRows {
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;
-    const uint16_t* luts;  // [256][32]: per scale byte, the 16 e2m1 values times the scale, BF16
+    const uint16_t* luts;  // [256][32]: per scale byte, the 16 e2m1 values times the scale, twice, BF16
     void Load(int64_t k, F* w) const {
-      const __m512i table = _mm512_load_si512(luts + 32 * s[k >> 4]);
-      const __m512i d = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + k)));
-      // Word indices: low word = high nibble (odd column), high word = low nibble (even column).
-      const __m512i idx = _mm512_ternarylogic_epi32(_mm512_srli_epi32(d, 4), _mm512_slli_epi32(d, 16),
-                                                    _mm512_set1_epi32(0x000F0000), 0xF8);  // a | (b & c)
-      w[0] = _mm512_castsi512_ps(_mm512_permutexvar_epi16(idx, table));
+      const __m512i table = _mm512_load_si512(luts + (uint64_t{s[k >> 4]} << 5));
+      w[0] = _mm512_castsi512_ps(_mm512_permutexvar_epi16(Fp4WordIndices<kHow>(q + k), table));
     }
     void Tail(int64_t, int, F* w) const { w[0] = _mm512_setzero_ps(); }  // cols % 32 == 0: never
   };
@@ -54,6 +85,13 @@ struct Fp4PairRows {
   const uint8_t* RowStart(int64_t r) const { return a->data + (r < a->rows ? r : a->rows) * (a->cols / 2); }
   int64_t RowBytes() const { return a->cols / 2; }
 };
+
+// One instantiation per function, so that each gets its own register allocation (together, GCC
+// 12 allocated the n = 1 tile worse, spilling a decoded vector: 5% slower).
+template <Fp4Indices kHow>
+[[gnu::noinline]] void Fp4Pairs(const MatMulArgs& args, const MatMulArgs& pairs, int64_t row_begin, int64_t row_end) {
+  gemm::Rows<Tiles>(Fp4PairRows<kHow>{&args}, pairs, row_begin, row_end);
+}
 
 // A panel of rows already in BF16 pairs (stride ld pairs, zero-padded).
 struct PairPanelRows {
@@ -173,7 +211,11 @@ void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row
   if (args.format == model::MatrixFormat::kFp4) {
     MatMulArgs pairs = args;
     pairs.cols = args.cols / 2;  // the tiles run over pair columns
-    gemm::Rows<Tiles>(Fp4PairRows{&args}, pairs, row_begin, row_end);
+    if (args.n > Tiles::kMaxMr && args.n <= Tiles::kWideMr) {  // one pass of wide tiles
+      Fp4Pairs<Fp4Indices::kWidened>(args, pairs, row_begin, row_end);
+    } else {
+      Fp4Pairs<Fp4Indices::kMultishift>(args, pairs, row_begin, row_end);
+    }
   } else {
     Fp8PairPanels(args, row_begin, row_end, reinterpret_cast<uint32_t*>(scratch));
   }

@@ -72,7 +72,7 @@ struct MatMulArgs {
   const float* fp8_fold = nullptr;     // [256] FP8 scale times the decode factor: 2^(s-119), fp8_low 2^(s-7)
   const float* e4m3 = nullptr;         // [256] exact e4m3 values (scalar FP8 panels)
   const float* e2m1_scaled = nullptr;  // [256][16] e2m1 values times 2^(s-127), per scale byte s
-  const uint16_t* e2m1_bf16 = nullptr;  // [256][32] the same in BF16 (entries 16..31 unused), 64-byte aligned
+  const uint16_t* e2m1_bf16 = nullptr;  // [256][32] the same in BF16, twice (16..31 = 0..15), 64-byte aligned
 };
 
 // The head of the scratch in fp8_prescale mode, reset by MatMulWithIsa at the start of each

@@ -26,7 +26,8 @@ Isa BestIsa() {
 }
 
 bool Avx512Bf16Supported() {
-  static const bool supported = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16");
+  static const bool supported = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16") &&
+                                __builtin_cpu_supports("avx512vbmi");
   return supported;
 }
 

@@ -17,8 +17,10 @@ Isa BestIsa();
 // "generic", "avx2" or "avx512".
 const char* IsaName(Isa isa);
 
-// Whether the CPU has AVX512-BF16 (VDPBF16PS) on top of kAvx512. The FP4 matrix product uses
-// it only where it gives the same bits as the f32 path (kernels/gemm/matmul_internal.h).
+// Whether the CPU has AVX512-BF16 (VDPBF16PS) and AVX512-VBMI (the FP4 decoder's
+// VPMULTISHIFTQB) on top of kAvx512 (Zen 4, Sapphire Rapids and later; not Cooper Lake). The
+// matrix products use them only where they give the same bits as the f32 paths
+// (kernels/gemm/matmul_internal.h).
 bool Avx512Bf16Supported();
 
 }  // namespace flashserve::kernels
