@@ -1,8 +1,9 @@
 // Matrix products with AVX512-BF16 (VDPBF16PS) for activations that are exact BF16 values
 // (FP8-rounded by the QAT emulation), with the register tiles of matmul_avx512.cc: FP4 decoded
-// in registers into BF16 pairs, FP8 dequantized into panels of BF16 pairs. Each lane adds its
-// two products in the f32 paths' order, so the bits are theirs (see MatMulArgs::bf16_pairs).
-// Called by the dispatcher (matmul.cc) after its CPU check; compiled with AVX512-BF16 flags.
+// in registers into BF16 pairs, FP8 too for one pass of wide tiles, else dequantized into
+// panels of BF16 pairs. Each lane adds its two products in the f32 paths' order, so the bits
+// are theirs (see MatMulArgs::bf16_pairs). Called by the dispatcher (matmul.cc) after its CPU
+// check; compiled with AVX512-BF16 and AVX512-VBMI flags.
 // Re-entrant: no state; panels live in the caller's scratch.
 #include <immintrin.h>
 
@@ -92,6 +93,50 @@ template <Fp4Indices kHow>
 [[gnu::noinline]] void Fp4Pairs(const MatMulArgs& args, const MatMulArgs& pairs, int64_t row_begin, int64_t row_end) {
   gemm::Rows<Tiles>(Fp4PairRows<kHow>{&args}, pairs, row_begin, row_end);
 }
+
+// Rows of an FP8 matrix decoded in registers into BF16 pairs (n < the panels' row count, cols a
+// multiple of 32): pair l of each 32 columns g is columns g + l (high half) and g + 16 + l, as
+// in the panels. A byte's magnitude (7 bits) indexes a 128-entry table of e4m3 values times the
+// tile's scale (two VPERMI2W of 64 entries, chosen by bit 6), its sign is ORed in.
+struct Fp8PairRows {
+  using F = __m512;
+  static constexpr int kStep = 16;  // pair columns per Load: 32 columns, 32 bytes
+  static constexpr int kStepBytes = 32;
+  static constexpr bool kScalesX = false;
+  static constexpr int kDecodeCost = 1;
+  static F Dot(F w, F x, F acc) { return DotPairs(w, x, acc); }
+  // VPERMB control: both bytes of word 2l + 1 are byte l of the 32, both of word 2l byte 16 + l.
+  static __m512i Spread() {
+    alignas(64) static constexpr uint8_t kSpread[64] = {
+        16, 16, 0, 0, 17, 17, 1, 1, 18, 18, 2, 2, 19, 19, 3, 3, 20, 20, 4, 4, 21, 21, 5, 5,
+        22, 22, 6, 6, 23, 23, 7, 7, 24, 24, 8, 8, 25, 25, 9, 9, 26, 26, 10, 10, 27, 27, 11, 11,
+        28, 28, 12, 12, 29, 29, 13, 13, 30, 30, 14, 14, 31, 31, 15, 15};
+    return _mm512_load_si512(kSpread);
+  }
+  struct Cursor {
+    const uint8_t* q;
+    const uint8_t* s;       // the row's band of scale tiles
+    const uint16_t* luts;   // [256][128]: per scale byte, the e4m3 magnitudes times the scale, BF16
+    int shift;              // log2(tile_cols)
+    void Load(int64_t k, F* w) const {
+      const uint16_t* t = luts + (uint64_t{s[(2 * k) >> shift]} << 7);
+      const __m512i words = _mm512_permutexvar_epi8(
+          Spread(), _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 2 * k))));
+      const __m512i low = _mm512_permutex2var_epi16(_mm512_load_si512(t), words, _mm512_load_si512(t + 32));
+      const __m512i high = _mm512_permutex2var_epi16(_mm512_load_si512(t + 64), words, _mm512_load_si512(t + 96));
+      const __m512i mag = _mm512_mask_blend_epi16(_mm512_test_epi16_mask(words, _mm512_set1_epi16(0x40)), low, high);
+      w[0] = _mm512_castsi512_ps(_mm512_ternarylogic_epi32(mag, words, _mm512_set1_epi16(static_cast<short>(0x8000)),
+                                                           0xF8));  // a | (b & c)
+    }
+    void Tail(int64_t, int, F* w) const { w[0] = _mm512_setzero_ps(); }  // whole pair groups: never
+  };
+  const MatMulArgs* a;
+  Cursor Row(int64_t r) const {
+    return {a->data + r * a->cols, a->scale + (r / a->tile_rows) * a->scale_cols, a->e4m3_bf16, a->tile_shift};
+  }
+  const uint8_t* RowStart(int64_t r) const { return a->data + (r < a->rows ? r : a->rows) * a->cols; }
+  int64_t RowBytes() const { return a->cols; }
+};
 
 // A panel of rows already in BF16 pairs (stride ld pairs, zero-padded).
 struct PairPanelRows {
@@ -216,6 +261,10 @@ void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row
     } else {
       Fp4Pairs<Fp4Indices::kMultishift>(args, pairs, row_begin, row_end);
     }
+  } else if (args.direct) {
+    MatMulArgs pairs = args;
+    pairs.cols = args.ldx;  // the tiles run over pair columns
+    gemm::Rows<Tiles>(Fp8PairRows{&args}, pairs, row_begin, row_end);
   } else {
     Fp8PairPanels(args, row_begin, row_end, reinterpret_cast<uint32_t*>(scratch));
   }

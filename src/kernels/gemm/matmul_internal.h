@@ -51,8 +51,8 @@ struct MatMulArgs {
   bool fp8_prescale = false;
   const float* fp8_fold_low = nullptr;  // [256] 2^(s-7)
   int fp8_scale_lo = 0, fp8_scale_hi = 0;  // the range of the scale bytes
-  // AVX512-BF16 (MatMulRowsAvx512Bf16): FP4 decoded in registers, FP8 (fp8_vector, n >= 16) in
-  // panels, both into BF16 pairs; x holds the activations as BF16 pairs (one 32-bit lane per
+  // AVX512-BF16 (MatMulRowsAvx512Bf16): FP4 decoded in registers, FP8 (fp8_vector) in registers
+  // for 5-8 rows (direct) or in panels for n >= 16, all into BF16 pairs; x holds the activations as BF16 pairs (one 32-bit lane per
   // two columns, the one the f32 path adds first in the high half; ldx counts pairs; cols
   // stays the real count). Chosen only where it gives the f32 paths' bits: every activation is
   // an exact, finite BF16 (FP8-rounded activations are), every dequantized weight a normal (or
@@ -72,6 +72,7 @@ struct MatMulArgs {
   const float* fp8_fold = nullptr;     // [256] FP8 scale times the decode factor: 2^(s-119), fp8_low 2^(s-7)
   const float* e4m3 = nullptr;         // [256] exact e4m3 values (scalar FP8 panels)
   const float* e2m1_scaled = nullptr;  // [256][16] e2m1 values times 2^(s-127), per scale byte s
+  const uint16_t* e4m3_bf16 = nullptr;  // [256][128] e4m3 magnitudes times 2^(s-127) in BF16 (127: 480)
   const uint16_t* e2m1_bf16 = nullptr;  // [256][32] the same in BF16, twice (16..31 = 0..15), 64-byte aligned
 };
 

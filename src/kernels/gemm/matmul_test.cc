@@ -373,7 +373,7 @@ TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
     const int64_t min_n = c.format == MatrixFormat::kFp4 ? 1 : 16;
     ASSERT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data(), min_n, ldx)) << w.Describe();
     ASSERT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data() + (bad - 19) * ldx, 20, ldx)) << w.Describe();
-    for (int64_t n : {1, 2, 3, 5, 8, 9, 16, 17, 20, 33, 40, 65, 70}) {
+    for (int64_t n : {1, 2, 3, 5, 6, 8, 9, 16, 17, 20, 33, 40, 65, 70}) {
       for (int64_t first : {int64_t{0}, bad + 1 - n}) {
         base::ThreadPool& pool = n % 2 == 0 ? p1 : p3;
         std::vector<float> bf16(n * c.rows), f32(n * c.rows);
@@ -400,11 +400,18 @@ TEST(MatMulTest, Bf16PairPathsOnlyWhereExact) {
   EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx2, w, x.data(), 3, 256));
   std::vector<float> zeros(3 * 256, 0.0f);
   EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, w, zeros.data(), 3, 256));
-  // FP8: only panels (n >= 16) of vector-decodable tiles.
+  // FP8: panels (n >= 16) of vector-decodable tiles, or in registers for one pass of wide tiles
+  // (5-8 rows) where the columns come in whole groups of 32.
   std::vector<float> rows16 = Bf16Vector(16 * 256, rng);
   TestMatrix fp8 = MakeTestMatrix(MatrixFormat::kFp8, 24, 256, 128, rng);
   EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 16, 256));
   EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 15, 256));
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 9, 256));
+  EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 8, 256));
+  EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 5, 256));
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, fp8.matrix, rows16.data(), 4, 256));
+  TestMatrix fp8_200 = MakeTestMatrix(MatrixFormat::kFp8, 24, 200, 32, rng);
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, fp8_200.matrix, rows16.data(), 8, 200));
   TestMatrix fp8_48 = MakeTestMatrix(MatrixFormat::kFp8, 24, 256, 48, rng);
   EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, fp8_48.matrix, rows16.data(), 16, 256));
   rows16[100] = 0x1p-110f;  // e4m3 subnormal steps times 2^-9 scales make products finer than 2^-126
