@@ -352,7 +352,7 @@ std::vector<float> Bf16Vector(int64_t n, std::mt19937& rng, float stddev = 1.0f)
 // f32 paths' bits: on every shape and row count, alone or batched with a row that sends the
 // call down the f32 path, with any thread count.
 TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
-  if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 with AVX512-VBMI";
   std::mt19937 rng(41);
   base::ThreadPool p1(1), p3(3);
   struct Case {
@@ -389,7 +389,7 @@ TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
 }
 
 TEST(MatMulTest, Bf16PairPathsOnlyWhereExact) {
-  if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 with AVX512-VBMI";
   std::mt19937 rng(43);
   base::ThreadPool pool(2);
   TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp4, 24, 256, 32, rng);
