@@ -69,15 +69,24 @@ void ThreadPool::WorkerLoop() {
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain,
                              const std::function<void(int64_t, int64_t)>& fn) {
-  if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  int threads = num_threads();
-  if (t_in_worker || threads == 1 || n <= grain) {
+  if (n <= 0) return;
+  if (t_in_worker || num_threads() == 1 || n <= grain) {
     fn(0, n);
     return;
   }
   // About 4 chunks per thread for balance, never below the grain.
-  int64_t chunk = std::max(grain, (n + 4 * threads - 1) / (4 * threads));
+  Run(n, std::max(grain, (n + 4 * num_threads() - 1) / (4 * num_threads())), fn);
+}
+
+void ThreadPool::ParallelTasks(int64_t n, const std::function<void(int64_t, int64_t)>& fn) { Run(n, 1, fn); }
+
+void ThreadPool::Run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  if (t_in_worker || num_threads() == 1) {
+    for (int64_t begin = 0; begin < n; begin += chunk) fn(begin, std::min(n, begin + chunk));
+    return;
+  }
   Job job;
   job.fn = &fn;
   job.n = n;

@@ -24,8 +24,13 @@ class ThreadPool {
 
   int num_threads() const { return static_cast<int>(workers_.size()) + 1; }
 
-  // Calls fn(begin, end) over disjoint chunks covering [0, n); chunks hold >= grain items.
+  // Calls fn(begin, end) over disjoint chunks covering [0, n); chunks hold >= grain items
+  // (about four chunks per thread).
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  // Calls fn(i, i + 1) for every i in [0, n), each thread taking the next item when it is done:
+  // for a few heavy items of uneven cost (ordered largest first, the last ones leave the least
+  // idle time).
+  void ParallelTasks(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   struct Job {
@@ -35,6 +40,7 @@ class ThreadPool {
     std::atomic<int64_t> next{0};
     std::atomic<int> active{0};
   };
+  void Run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn);
   void WorkerLoop();
   void RunChunks(Job* job);
 

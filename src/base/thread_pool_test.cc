@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
 #include <numeric>
 #include <vector>
 
@@ -21,6 +25,44 @@ TEST(ThreadPoolTest, CoversEveryIndexExactlyOnce) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
     }
   }
+}
+
+TEST(ThreadPoolTest, TasksAreTakenOneAtATime) {
+  for (int threads : {1, 2, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {0, 1, 7, 40}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.ParallelTasks(n, [&](int64_t b, int64_t e) {
+        EXPECT_EQ(e, b + 1);
+        hits[static_cast<size_t>(b)].fetch_add(1);
+      });
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
+    }
+  }
+  // A slow first task keeps its thread while the other takes the rest (ParallelFor would give
+  // that thread a chunk of 5 of these 40).
+  ThreadPool pool(2);
+  std::mutex mu;
+  std::map<std::thread::id, int> taken;
+  std::thread::id slow;
+  pool.ParallelTasks(40, [&](int64_t b, int64_t) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++taken[std::this_thread::get_id()];
+      if (b == 0) slow = std::this_thread::get_id();
+    }
+    if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  });
+  EXPECT_LT(taken[slow], 5);
+  // Inside another parallel loop they run inline, still one call per task.
+  std::atomic<int> calls{0};
+  pool.ParallelFor(2, 1, [&](int64_t, int64_t) {
+    pool.ParallelTasks(3, [&](int64_t b, int64_t e) {
+      EXPECT_EQ(e, b + 1);
+      calls.fetch_add(1);
+    });
+  });
+  EXPECT_EQ(calls.load(), 6);
 }
 
 TEST(ThreadPoolTest, NestedCallsFromTheCallersChunksRunInline) {

@@ -48,8 +48,9 @@ void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights
 
 // Groups rows by expert (each expert's weights read once per call) and fills
 // s->expert_out[row * k + slot]. Experts run concurrently, each on one thread (a row's result
-// does not depend on which thread computes it). With `shared_alongside`, the shared expert is
-// one more such task (the first, being the largest), writing s->shared.
+// does not depend on which thread computes it), taken one at a time, those with the most rows
+// first, so that the last ones leave little idle time. With `shared_alongside`, the shared
+// expert is one more such task (the first, being the largest), writing s->shared.
 void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, const float* h, int64_t rows,
                       MoeScratch* s, bool shared_alongside) {
   Ops::ScopedPhase t(ops, Phase::kExperts);
@@ -60,9 +61,12 @@ void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWei
   std::vector<int> active;
   for (int e = 0; e < num_experts; ++e)
     if (!s->assignments[static_cast<size_t>(e)].empty()) active.push_back(e);
+  std::stable_sort(active.begin(), active.end(), [&](int a, int b) {
+    return s->assignments[static_cast<size_t>(a)].size() > s->assignments[static_cast<size_t>(b)].size();
+  });
   s->expert_out.resize(static_cast<size_t>(rows * k * d));
   const int64_t first = shared_alongside ? 1 : 0;
-  ops.ForRows(first + static_cast<int64_t>(active.size()), [&](int64_t task) {
+  ops.ForTasks(first + static_cast<int64_t>(active.size()), [&](int64_t task) {
     if (task < first) {
       RunExpert(ops, c, w.shared, h, rows, nullptr, s->shared.data());
       return;
@@ -81,7 +85,7 @@ void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWei
     RunExpert(ops, c, w.experts[static_cast<size_t>(e)], gathered.data(), n, row_weights.data(), expert_y.data());
     for (int64_t j = 0; j < n; ++j)
       std::memcpy(s->expert_out.data() + slots[j] * d, expert_y.data() + j * d, sizeof(float) * d);
-  }, 1);
+  });
 }
 
 }  // namespace

@@ -84,6 +84,15 @@ class Ops {
     return rows <= kSideBySideRows && products >= pool_.num_threads();
   }
 
+  // Runs fn(task) for every task in [0, n) on the pool, one task at a time per thread (for a
+  // few heavy tasks of uneven cost, largest first).
+  template <typename Fn>
+  void ForTasks(int64_t n, Fn&& fn) {
+    pool_.ParallelTasks(n, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) fn(i);
+    });
+  }
+
   // Runs fn(row) for every row in [0, n) on the pool.
   template <typename Fn>
   void ForRows(int64_t n, Fn&& fn, int64_t grain = 1) {
