@@ -79,7 +79,13 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   Run(n, std::max(grain, (n + 4 * num_threads() - 1) / (4 * num_threads())), fn);
 }
 
-void ThreadPool::ParallelTasks(int64_t n, const std::function<void(int64_t, int64_t)>& fn) { Run(n, 1, fn); }
+void ThreadPool::ParallelTasks(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n == 1) {  // inline, so that the task's own parallel loops still use the pool
+    fn(0, 1);
+    return;
+  }
+  Run(n, 1, fn);
+}
 
 void ThreadPool::Run(int64_t n, int64_t chunk, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;

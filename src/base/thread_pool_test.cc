@@ -4,8 +4,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <map>
-#include <mutex>
 #include <thread>
 #include <numeric>
 #include <vector>
@@ -39,21 +37,34 @@ TEST(ThreadPoolTest, TasksAreTakenOneAtATime) {
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[static_cast<size_t>(i)].load(), 1) << i;
     }
   }
-  // A slow first task keeps its thread while the other takes the rest (ParallelFor would give
-  // that thread a chunk of 5 of these 40).
+  // Task 0 waits until the 39 others are done: only a thread that holds no other task while it
+  // waits lets them finish (ParallelFor would give it a chunk of 5 of these 40).
   ThreadPool pool(2);
-  std::mutex mu;
-  std::map<std::thread::id, int> taken;
-  std::thread::id slow;
+  std::atomic<int> done{0};
+  std::atomic<bool> waited_out{false};
   pool.ParallelTasks(40, [&](int64_t b, int64_t) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      ++taken[std::this_thread::get_id()];
-      if (b == 0) slow = std::this_thread::get_id();
+    if (b == 0) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (done.load() < 39)
+        if (std::chrono::steady_clock::now() > deadline) {
+          waited_out = true;
+          return;
+        }
+      return;
     }
-    if (b == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    done.fetch_add(1);
   });
-  EXPECT_LT(taken[slow], 5);
+  EXPECT_FALSE(waited_out.load());
+  EXPECT_EQ(done.load(), 39);
+  // A single task runs on the caller, outside any job, so its own loops still use the pool.
+  std::thread::id single;
+  std::atomic<int> chunks{0};
+  pool.ParallelTasks(1, [&](int64_t, int64_t) {
+    single = std::this_thread::get_id();
+    pool.ParallelFor(1000, 1, [&](int64_t, int64_t) { ++chunks; });
+  });
+  EXPECT_EQ(single, std::this_thread::get_id());
+  EXPECT_GT(chunks.load(), 1);
   // Inside another parallel loop they run inline, still one call per task.
   std::atomic<int> calls{0};
   pool.ParallelFor(2, 1, [&](int64_t, int64_t) {

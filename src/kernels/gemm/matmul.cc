@@ -38,7 +38,7 @@ constexpr int64_t kMinPartWork = int64_t{1} << 17;  // weights x max(2, n): abou
 constexpr int64_t kFp4PairsMinRows = 1;
 constexpr int64_t kFp8PairsMinRows = 16;
 // FP8 decoded in registers into BF16 pairs for one pass of wide tiles (5-8 rows, cols a multiple
-// of 32), where eight rows share each decode (Zen 4, one thread, cold: 768 x 1024 at n = 8 90
+// of 32, tiles at least 32 columns wide), where eight rows share each decode (Zen 4, one thread, cold: 768 x 1024 at n = 8 90
 // against 137 us, 4096 x 4096 2.04-2.09 against 2.65 ms; n = 6 -13%, n = 5 -2%; n = 4 3-7% and
 // n = 9 20% slower than the f32 paths).
 constexpr int64_t kFp8RegisterPairsMinRows = 5, kFp8RegisterPairsMaxRows = 8;
@@ -183,7 +183,8 @@ bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n,
   const bool fp4 = w.format == model::MatrixFormat::kFp4 && n >= kFp4PairsMinRows;
   const bool fp8 = w.format == model::MatrixFormat::kFp8 && fp8_vector &&
                    (n >= kFp8PairsMinRows ||
-                    (n >= kFp8RegisterPairsMinRows && n <= kFp8RegisterPairsMaxRows && w.cols % 32 == 0));
+                    (n >= kFp8RegisterPairsMinRows && n <= kFp8RegisterPairsMaxRows && w.cols % 32 == 0 &&
+                     w.tile_cols >= 32));  // one scale per 32 columns in registers
   if ((!fp4 && !fp8) || (fp4 && w.cols % 32 != 0) || isa != Isa::kAvx512 ||
       !bf16_pairs_enabled.load(std::memory_order_relaxed) || !Avx512Bf16Supported()) {
     return false;

@@ -95,7 +95,7 @@ template <Fp4Indices kHow>
 }
 
 // Rows of an FP8 matrix decoded in registers into BF16 pairs (n < the panels' row count, cols a
-// multiple of 32): pair l of each 32 columns g is columns g + l (high half) and g + 16 + l, as
+// multiple of 32, scale tiles at least 32 columns wide: one scale per Load): pair l of each 32 columns g is columns g + l (high half) and g + 16 + l, as
 // in the panels. A byte's magnitude (7 bits) indexes a 128-entry table of e4m3 values times the
 // tile's scale (two VPERMI2W of 64 entries, chosen by bit 6), its sign is ORed in.
 struct Fp8PairRows {

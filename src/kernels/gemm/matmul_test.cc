@@ -363,7 +363,8 @@ TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
   const Case cases[] = {{MatrixFormat::kFp4, 37, 416, 32},  {MatrixFormat::kFp4, 5, 64, 32},
                         {MatrixFormat::kFp4, 100, 2048, 32}, {MatrixFormat::kFp4, 300, 1024, 32},
                         {MatrixFormat::kFp8, 37, 416, 32},  {MatrixFormat::kFp8, 140, 1024, 128},
-                        {MatrixFormat::kFp8, 61, 200, 32},  {MatrixFormat::kFp8, 300, 512, 128}};
+                        {MatrixFormat::kFp8, 61, 200, 32},  {MatrixFormat::kFp8, 300, 512, 128},
+                        {MatrixFormat::kFp8, 40, 256, 16}};
   for (const Case& c : cases) {
     TestMatrix tm = MakeTestMatrix(c.format, c.rows, c.cols, c.tile, rng);
     const model::Matrix& w = tm.matrix;
@@ -373,7 +374,7 @@ TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
     const int64_t min_n = c.format == MatrixFormat::kFp4 ? 1 : 16;
     ASSERT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data(), min_n, ldx)) << w.Describe();
     ASSERT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data() + (bad - 19) * ldx, 20, ldx)) << w.Describe();
-    for (int64_t n : {1, 2, 3, 5, 6, 8, 9, 16, 17, 20, 33, 40, 65, 70}) {
+    for (int64_t n : {1, 2, 3, 5, 6, 7, 8, 9, 16, 17, 20, 33, 40, 65, 70}) {
       for (int64_t first : {int64_t{0}, bad + 1 - n}) {
         base::ThreadPool& pool = n % 2 == 0 ? p1 : p3;
         std::vector<float> bf16(n * c.rows), f32(n * c.rows);
@@ -385,6 +386,27 @@ TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
             << w.Describe() << " n=" << n << " first=" << first << " threads=" << pool.num_threads();
       }
     }
+  }
+}
+
+// FP8 NaN codes (absent from checkpoints) read as +-480 times the scale on every vector path,
+// the BF16 pairs (in registers for 5-8 rows, panels from 16) included.
+TEST(MatMulTest, Bf16PairPathsReadFp8NanCodesAsTheF32PathsDo) {
+  if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 with AVX512-VBMI";
+  std::mt19937 rng(47);
+  base::ThreadPool pool(2);
+  TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 48, 256, 128, rng);
+  tm.matrix.data = tm.data.data();
+  for (size_t i = 0; i < tm.data.size(); i += 7) tm.data[i] = i % 2 == 0 ? 0x7F : 0xFF;
+  std::vector<float> x = Bf16Vector(16 * 256, rng);
+  for (int64_t n : {8, 16}) {
+    ASSERT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, tm.matrix, x.data(), n, 256)) << n;
+    std::vector<float> bf16(n * 48), f32(n * 48);
+    MatMulWithIsa(Isa::kAvx512, tm.matrix, x.data(), n, 256, bf16.data(), 48, pool);
+    SetBf16PairsEnabled(false);
+    MatMulWithIsa(Isa::kAvx512, tm.matrix, x.data(), n, 256, f32.data(), 48, pool);
+    SetBf16PairsEnabled(true);
+    EXPECT_EQ(0, std::memcmp(bf16.data(), f32.data(), bf16.size() * sizeof(float))) << "n=" << n;
   }
 }
 
