@@ -34,8 +34,7 @@ void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights
   thread_local std::vector<float> gate, up;
   gate.resize(static_cast<size_t>(n * f));
   up.resize(static_cast<size_t>(n * f));
-  ops.Linear(e.w1, x, n, d, gate.data(), f);
-  ops.Linear(e.w3, x, n, d, up.data(), f);
+  ops.LinearPair(e.w1, e.w3, x, n, d, gate.data(), up.data(), f);
   const float limit = static_cast<float>(c.swiglu_limit);
   // Pointers, not the thread_local names: the rows may run on other pool threads.
   float* g = gate.data();

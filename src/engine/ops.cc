@@ -15,6 +15,16 @@ const char* PhaseName(Phase phase) {
   return kNames[static_cast<size_t>(phase)];
 }
 
+const float* Ops::RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer) {
+  buffer.resize(static_cast<size_t>(n * cols));
+  float* q = buffer.data();
+  ForRows(n, [&](int64_t i) {
+    std::memcpy(q + i * cols, x + i * ldx, sizeof(float) * cols);
+    kernels::FakeQuantFp8(q + i * cols, cols, 128);
+  }, 8);
+  return q;
+}
+
 void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                  bool act_quant) {
   if (n <= 0) return;
@@ -22,15 +32,9 @@ void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx,
   weight_bytes_.fetch_add(static_cast<double>(w.rows) * w.RowBytes() +
                               (w.scale ? static_cast<double>((w.rows + w.tile_rows - 1) / w.tile_rows) * w.scale_cols : 0.0),
                           std::memory_order_relaxed);
-  if (options_.qat && act_quant && w.quantized()) {
+  if (RoundsInput(w, act_quant)) {
     thread_local std::vector<float> quant_scratch;
-    quant_scratch.resize(static_cast<size_t>(n * w.cols));
-    float* q = quant_scratch.data();
-    ForRows(n, [&](int64_t i) {
-      std::memcpy(q + i * w.cols, x + i * ldx, sizeof(float) * w.cols);
-      kernels::FakeQuantFp8(q + i * w.cols, w.cols, 128);
-    }, 8);
-    x = q;
+    x = RoundToFp8(x, n, ldx, w.cols, quant_scratch);
     ldx = w.cols;
   }
   if (options_.reference_kernels) {
@@ -38,6 +42,20 @@ void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx,
   } else {
     kernels::MatMul(w, x, n, ldx, y, ldy, pool_);
   }
+}
+
+void Ops::LinearPair(const model::Matrix& a, const model::Matrix& b, const float* x, int64_t n, int64_t ldx,
+                     float* ya, float* yb, int64_t ldy) {
+  if (n <= 0) return;
+  if (!RoundsInput(a, true) || !RoundsInput(b, true) || a.cols != b.cols) {
+    Linear(a, x, n, ldx, ya, ldy);
+    Linear(b, x, n, ldx, yb, ldy);
+    return;
+  }
+  thread_local std::vector<float> rounded;  // not Linear's scratch: it outlives the calls below
+  const float* q = RoundToFp8(x, n, ldx, a.cols, rounded);
+  Linear(a, q, n, a.cols, ya, ldy, false);
+  Linear(b, q, n, a.cols, yb, ldy, false);
 }
 
 OpStats Ops::stats() const {

@@ -43,6 +43,10 @@ class Ops {
   // Reentrant: may be called from pool tasks (it then runs on that thread).
   void Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
               bool act_quant = true);
+  // Two products of the same input (an expert's w1 and w3): x is rounded to FP8 once where both
+  // would round it, so the results equal two Linear calls.
+  void LinearPair(const model::Matrix& a, const model::Matrix& b, const float* x, int64_t n, int64_t ldx, float* ya,
+                  float* yb, int64_t ldy);
 
   // Row-wise RMSNorm of n rows of `dim` (row stride ld); w may be null.
   void RmsNormRows(const float* x, const float* w, int64_t n, int64_t dim, int64_t ld, float eps, float* out,
@@ -102,6 +106,11 @@ class Ops {
   }
 
  private:
+  // Whether Linear rounds its input to FP8 for w (QAT on, FP8/FP4 weights, act_quant).
+  bool RoundsInput(const model::Matrix& w, bool act_quant) const { return options_.qat && act_quant && w.quantized(); }
+  // n rows of x (stride ldx) rounded to FP8 per 128 channels into buffer (stride cols).
+  const float* RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer);
+
   base::ThreadPool& pool_;
   EngineOptions options_;
   std::atomic<double> flops_{0}, weight_bytes_{0}, state_bytes_{0};

@@ -1,0 +1,46 @@
+// Ops::LinearPair (an expert's w1 and w3 from one FP8 rounding of the input) against two Linear
+// calls, bit for bit, with QAT on and off, for FP8 and FP4 weights and a strided input.
+#include "engine/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "kernels/test_matrices.h"
+
+namespace flashserve::engine {
+namespace {
+
+TEST(OpsTest, LinearPairEqualsTwoLinearCalls) {
+  base::ThreadPool pool(2);
+  std::mt19937 rng(5);
+  for (bool qat : {true, false}) {
+    EngineOptions options;
+    options.qat = qat;
+    Ops ops(pool, options);
+    for (model::MatrixFormat format : {model::MatrixFormat::kFp8, model::MatrixFormat::kFp4}) {
+      const int tile = format == model::MatrixFormat::kFp8 ? 128 : 32;
+      kernels::TestMatrix a = kernels::MakeTestMatrix(format, 96, 256, tile, rng);
+      kernels::TestMatrix b = kernels::MakeTestMatrix(format, 80, 256, tile, rng);
+      for (int64_t n : {1, 3, 8}) {
+        const int64_t ldx = 260;
+        const std::vector<float> x = kernels::RandomVector(n * ldx, rng, 3.0f);
+        const int64_t ldy = 96;
+        std::vector<float> ya(n * ldy), yb(n * ldy), ra(n * ldy), rb(n * ldy);
+        ops.LinearPair(a.matrix, b.matrix, x.data(), n, ldx, ya.data(), yb.data(), ldy);
+        ops.Linear(a.matrix, x.data(), n, ldx, ra.data(), ldy);
+        ops.Linear(b.matrix, x.data(), n, ldx, rb.data(), ldy);
+        for (int64_t i = 0; i < n; ++i) {
+          EXPECT_EQ(0, std::memcmp(ya.data() + i * ldy, ra.data() + i * ldy, sizeof(float) * 96)) << n << " " << qat;
+          EXPECT_EQ(0, std::memcmp(yb.data() + i * ldy, rb.data() + i * ldy, sizeof(float) * 80)) << n << " " << qat;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace flashserve::engine
