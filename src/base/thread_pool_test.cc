@@ -4,8 +4,8 @@
 
 #include <atomic>
 #include <chrono>
-#include <thread>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 namespace flashserve::base {
