@@ -1,7 +1,8 @@
 // A fixed pool of worker threads for data-parallel kernels: ParallelFor splits [0, n) into
-// chunks run by the workers and the calling thread. One caller at a time (the engine thread);
-// a ParallelFor issued from inside a chunk (on a worker or on the caller) runs inline. Which thread runs a chunk never changes
-// what a chunk computes, so results do not depend on the thread count.
+// chunks, ParallelTasks hands out single items; both run on the workers and the calling thread.
+// One caller at a time (the engine thread); a call issued from inside a chunk (on a worker or on
+// the caller) runs inline. Which thread runs a chunk never changes what a chunk computes, so
+// results do not depend on the thread count.
 #pragma once
 
 #include <atomic>

@@ -44,7 +44,7 @@ class Ops {
   void Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
               bool act_quant = true);
   // Two products of the same input (an expert's w1 and w3): x is rounded to FP8 once where both
-  // would round it, so the results equal two Linear calls.
+  // would round it, so the results equal two Linear calls. Reentrant, as Linear.
   void LinearPair(const model::Matrix& a, const model::Matrix& b, const float* x, int64_t n, int64_t ldx, float* ya,
                   float* yb, int64_t ldy);
 

@@ -23,6 +23,13 @@ using testing::kFingerprint;
 using testing::MakePayload;
 using testing::TempDir;
 
+// The tests' base configuration, with every file operation going through `fs`.
+StoreConfig FaultConfig(const TempDir& dir, FaultFileSystem* fs) {
+  StoreConfig config = BaseConfig(dir);
+  config.file_system = fs;
+  return config;
+}
+
 std::unique_ptr<KvStore> OpenOrDie(const StoreConfig& config, const base::Clock& clock) {
   auto store = KvStore::Open(config, clock);
   EXPECT_TRUE(store.ok()) << store.error().ToString();
@@ -142,8 +149,7 @@ TEST(KvStoreFaultTest, DiskFullStopsWritingSaysSoAndKeepsServingReads) {
   TempDir dir;
   FakeClock clock;
   FaultFileSystem fs;
-  StoreConfig config = BaseConfig(dir);
-  config.file_system = &fs;
+  StoreConfig config = FaultConfig(dir, &fs);
   config.memory_bytes = 2000;  // two objects: older ones are served from disk
   auto store = OpenOrDie(config, clock);
   fs.quota_bytes = 3 * 1200;   // room for three objects (1000 B payload + header)
@@ -176,8 +182,7 @@ TEST(KvStoreFaultTest, WritesRetryEarlyWhenUsageDrops) {
   TempDir dir;
   FakeClock clock;
   FaultFileSystem fs;
-  StoreConfig config = BaseConfig(dir);
-  config.file_system = &fs;
+  StoreConfig config = FaultConfig(dir, &fs);
   config.ttl_classes = {{"short", 10}, {"chat", 86400}};
   config.default_ttl_class = "chat";
   config.io_threads = 1;  // writes in Put order: the fifth one fails
@@ -200,8 +205,7 @@ TEST(KvStoreFaultTest, ReadErrorsAreMissesAndKeepTheObject) {
   TempDir dir;
   FakeClock clock;
   FaultFileSystem fs;
-  StoreConfig config = BaseConfig(dir);
-  config.file_system = &fs;
+  StoreConfig config = FaultConfig(dir, &fs);
   auto paths = WriteObjects(config, clock, 1);
   auto store = OpenOrDie(config, clock);
   fs.fail_reads = true;
@@ -216,8 +220,7 @@ TEST(KvStoreFaultTest, FullWriteBacklogDropsWriteThroughs) {
   TempDir dir;
   FakeClock clock;
   FaultFileSystem fs;
-  StoreConfig config = BaseConfig(dir);
-  config.file_system = &fs;
+  StoreConfig config = FaultConfig(dir, &fs);
   config.io_threads = 1;
   config.max_pending_write_bytes = 1500;
   auto store = OpenOrDie(config, clock);
@@ -332,8 +335,7 @@ TEST(KvStoreFaultTest, ObjectEvictedWhileBeingReadIsNotIndexedAgain) {
   TempDir dir;
   FakeClock clock;
   FaultFileSystem faults;
-  StoreConfig config = BaseConfig(dir);
-  config.file_system = &faults;
+  StoreConfig config = FaultConfig(dir, &faults);
   config.io_threads = 2;  // one Fetch waits in a read, the other thread writes
   config.disk_bytes = 3 * 1108;  // three 1,000-byte objects with their headers
   OpenOrDie(config, clock)->Put(Key(0), MakePayload(0), 128, "chat");

@@ -100,10 +100,6 @@ struct Tables {
   alignas(64) uint16_t e4m3_bf16[256][128];
   Tables() {
     for (int s = 0; s < 256; ++s) {
-      for (int m = 0; m < 128; ++m) {  // NaN (127) as the vector decoders read it: 480
-        const float v = (m == 127 ? 480.0f : model::E4m3Table()[m]) * model::E8m0ToFloat(static_cast<uint8_t>(s));
-        e4m3_bf16[s][m] = static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
-      }
       e8m0[s] = model::E8m0ToFloat(static_cast<uint8_t>(s));
       e8m0_x256[s] = e8m0[s] * 256.0f;
       e8m0_x2p120[s] = e8m0[s] * 0x1p120f;  // finite for s <= kFp8LowMaxScale
@@ -111,6 +107,11 @@ struct Tables {
         if (c < 16) e2m1_scaled[s][c] = model::E2m1Table()[c] * e8m0[s];
         // The high half of the f32 bits: exact where the BF16 path runs (scale bytes 2..252).
         e2m1_bf16[s][c] = static_cast<uint16_t>(std::bit_cast<uint32_t>(e2m1_scaled[s][c % 16]) >> 16);
+      }
+      for (int m = 0; m < 128; ++m) {  // NaN (127) as the vector decoders read it: 480
+        const float v = (m == 127 ? 480.0f : model::E4m3Table()[m]) * e8m0[s];
+        // Exact where the BF16 path runs (scale bytes 10..246).
+        e4m3_bf16[s][m] = static_cast<uint16_t>(std::bit_cast<uint32_t>(v) >> 16);
       }
     }
   }
