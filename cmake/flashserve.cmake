@@ -21,7 +21,8 @@ set(FLASHSERVE_ROOT "${CMAKE_SOURCE_DIR}")
 get_filename_component(FLASHSERVE_SHARED "${CMAKE_SOURCE_DIR}/../shared" ABSOLUTE)
 
 # flashserve_room(NAME room SOURCES a.cc ... DEPS other rooms/libs... [TEST_DEPS ...])
-# Builds library fs_<room>; every <x>_test.cc in the folder becomes one gtest binary run by CTest.
+# Builds library fs_<room>; every <x>_test.cc in the folder becomes one gtest binary run by CTest
+# (not those of a subfolder with its own CMakeLists.txt: that is another room).
 function(flashserve_room)
   cmake_parse_arguments(R "" "NAME" "SOURCES;DEPS;TEST_DEPS" ${ARGN})
   add_library(fs_${R_NAME} ${R_SOURCES})
@@ -30,6 +31,10 @@ function(flashserve_room)
   if(FLASHSERVE_TESTS)
     file(GLOB_RECURSE tests CONFIGURE_DEPENDS "${CMAKE_CURRENT_SOURCE_DIR}/*_test.cc")
     foreach(t ${tests})
+      get_filename_component(tdir ${t} DIRECTORY)
+      if(NOT tdir STREQUAL CMAKE_CURRENT_SOURCE_DIR AND EXISTS "${tdir}/CMakeLists.txt")
+        continue()
+      endif()
       get_filename_component(tname ${t} NAME_WE)
       add_executable(${tname} ${t})
       target_link_libraries(${tname} PRIVATE fs_${R_NAME} ${R_TEST_DEPS} GTest::gtest GTest::gtest_main)

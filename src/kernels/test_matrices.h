@@ -1,6 +1,7 @@
 // Test-only helpers: random weight matrices in every checkpoint format, with owned storage.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -72,6 +73,32 @@ inline TestMatrix MakeTestMatrix(model::MatrixFormat format, int64_t rows, int64
   m.data = t.data.data();
   m.scale = t.scale.empty() ? nullptr : t.scale.data();
   return t;
+}
+
+// The reduction order documented in gemm/matmul_simd.h (`lanes` accumulators, FMA, FP4 blocks
+// of 2 * lanes columns taken evens first, then the halving tree), or the portable 16-lane
+// order (multiply, then add), emulated in scalar code on an exactly dequantized row. The CUDA
+// kernels follow the 16-lane FMA order.
+inline float DocumentedOrderDot(const float* w_row, const float* x, int64_t cols, int lanes, bool portable, bool fp4) {
+  std::vector<float> acc(lanes, 0.0f);
+  const int64_t padded = portable ? cols : (cols + lanes - 1) / lanes * lanes;
+  for (int64_t p = 0; p < padded; ++p) {
+    int64_t c = p;
+    if (fp4 && !portable) {  // each 2L-column group: L even columns, then L odd ones
+      const int64_t j = p % (2 * lanes);
+      c = p - j + (j < lanes ? 2 * j : 2 * (j - lanes) + 1);
+    }
+    const float wv = c < cols ? w_row[c] : 0.0f, xv = c < cols ? x[c] : 0.0f;
+    if (portable) {
+      const float product = wv * xv;
+      acc[p % lanes] += product;
+    } else {
+      acc[p % lanes] = std::fma(wv, xv, acc[p % lanes]);
+    }
+  }
+  for (int width = lanes / 2; width >= 1; width /= 2)
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  return acc[0];
 }
 
 }  // namespace flashserve::kernels

@@ -42,6 +42,10 @@ struct TtlClass {
 
 // The defaults: agent 3 days, chat 7 days.
 std::vector<TtlClass> DefaultTtlClasses();
+// I/O threads by default: one per 4 cores, 2 to 8 (restores of 16k-token prefixes from L2 with
+// direct I/O, 16-core machine: 2 threads 65-70% of the disk's sequential read, 4 threads
+// 76-95%, 8 threads 76-91%; docs/benchmarks.md).
+int DefaultIoThreads();
 inline const char* TierName(Tier tier) { return protocol::KvTierName(tier); }  // "memory", "disk", "shared"
 // "block", "boundary" (also the object file suffix)
 inline const char* KindName(ObjectKind kind) { return protocol::KvObjectKindName(kind); }
@@ -55,7 +59,7 @@ struct StoreConfig {
   std::string default_ttl_class = "chat";
   int64_t gc_delay_seconds = 3600;          // expired objects are deleted within this delay
   int64_t gc_max_deletes_per_second = 200;  // so GC never stalls foreground reads
-  int io_threads = 2;
+  int io_threads = DefaultIoThreads();
   // Additions beyond the core contract.
   bool direct_io = false;                   // L2/L3 reads: O_DIRECT in io_uring batches, no page cache
   bool background_gc = true;                // false: GC runs only through CollectGarbage() (tests, tools)

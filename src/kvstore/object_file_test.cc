@@ -6,9 +6,11 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "kvstore/test_util.h"
 
@@ -238,6 +240,9 @@ TEST(StoreConfigTest, ValidateRejectsEachBadField) {
   expect_bad("gc delay", [](StoreConfig& c) { c.gc_delay_seconds = 0; });
   expect_bad("gc rate", [](StoreConfig& c) { c.gc_max_deletes_per_second = 0; });
   expect_bad("threads", [](StoreConfig& c) { c.io_threads = 0; });
+  // The default scales with the cores: one I/O thread per 4, at least 2, at most 8.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  EXPECT_EQ(StoreConfig{}.io_threads, std::clamp(cores / 4, 2, 8));
   expect_bad("rescan", [](StoreConfig& c) { c.shared_rescan_seconds = -1; });
   expect_bad("retry", [](StoreConfig& c) { c.write_retry_seconds = 0; });
   expect_bad("backlog", [](StoreConfig& c) { c.max_pending_write_bytes = 0; });

@@ -1,6 +1,8 @@
 // StoreConfig validation and the small shared helpers of kvstore/kv_store.h.
+#include <algorithm>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "fmt/format.h"
 #include "kvstore/kv_store.h"
@@ -15,6 +17,10 @@ base::Error Invalid(std::string message) {
 }
 
 }  // namespace
+
+int DefaultIoThreads() {
+  return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 2, 8);
+}
 
 size_t ObjectKeyHasher::operator()(const ObjectKey& key) const {
   size_t v;

@@ -105,29 +105,8 @@ TEST(MatMulTest, Fp8FallbackPanelsMatchReference) {
   CheckAgainstReference(big, ns, rng, pool);
 }
 
-// The reduction order documented in matmul_simd.h (and the portable 16-lane order), emulated
-// in scalar code on the exactly dequantized row.
 float DocumentedOrder(const float* w_row, const float* x, int64_t cols, Isa isa, bool fp4) {
-  const int lanes = internal::IsaLanes(isa);
-  std::vector<float> acc(lanes, 0.0f);
-  const int64_t padded = isa == Isa::kGeneric ? cols : (cols + lanes - 1) / lanes * lanes;
-  for (int64_t p = 0; p < padded; ++p) {
-    int64_t c = p;
-    if (fp4 && isa != Isa::kGeneric) {  // each 2L-column group: L even columns, then L odd ones
-      const int64_t j = p % (2 * lanes);
-      c = p - j + (j < lanes ? 2 * j : 2 * (j - lanes) + 1);
-    }
-    const float wv = c < cols ? w_row[c] : 0.0f, xv = c < cols ? x[c] : 0.0f;
-    if (isa == Isa::kGeneric) {
-      const float product = wv * xv;
-      acc[p % lanes] += product;
-    } else {
-      acc[p % lanes] = std::fma(wv, xv, acc[p % lanes]);
-    }
-  }
-  for (int width = lanes / 2; width >= 1; width /= 2)
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  return acc[0];
+  return DocumentedOrderDot(w_row, x, cols, internal::IsaLanes(isa), isa == Isa::kGeneric, fp4);
 }
 
 TEST(MatMulTest, EveryPathFollowsTheDocumentedReductionOrder) {

@@ -1,0 +1,266 @@
+// Host side of the exact-order CUDA matrix product (cuda_matmul.h): device discovery, device
+// memory, the upload into the lane-major layout, argument checks and launches.
+#include "kernels/cuda/cuda_matmul.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/exact_matmul_kernels.h"
+
+namespace flashserve::kernels::cuda {
+namespace {
+
+using base::Error;
+using base::ErrorCode;
+using internal::Format;
+
+Error CudaError(cudaError_t e, const char* what) {
+  return Error(ErrorCode::kInternal, fmt::format("CUDA {}: {}", what, cudaGetErrorString(e)));
+}
+
+template <class T>
+base::Result<T*> DeviceAlloc(int64_t bytes, const char* what) {
+  void* p = nullptr;
+  if (bytes > 0) {
+    if (cudaError_t e = cudaMalloc(&p, static_cast<size_t>(bytes)); e != cudaSuccess) {
+      cudaGetLastError();  // clear it: an allocation failure is not sticky
+      return Error(ErrorCode::kResourceExhausted,
+                   fmt::format("CUDA: cannot allocate {} bytes for {}: {}", bytes, what, cudaGetErrorString(e)));
+    }
+  }
+  return static_cast<T*>(p);
+}
+
+// Bytes of one element of a lane (FP4: one byte = two columns).
+int ElementBytes(model::MatrixFormat f) {
+  switch (f) {
+    case model::MatrixFormat::kF32: return 4;
+    case model::MatrixFormat::kBF16:
+    case model::MatrixFormat::kF16: return 2;
+    default: return 1;
+  }
+}
+
+// Row r of w into `out` (groups * 256 bytes) in the lane-major layout.
+void PackRow(const model::Matrix& w, int64_t r, int64_t groups, uint8_t* out) {
+  const Format f = static_cast<Format>(w.format);
+  const int e = ElementBytes(w.format), per_group = internal::BlocksPerGroup(f);
+  const int64_t row_bytes = w.RowBytes();
+  const uint8_t* src = w.data + r * row_bytes;
+  for (int64_t g = 0; g < groups; ++g)
+    for (int lane = 0; lane < internal::kLanes; ++lane)
+      for (int k = 0; k < per_group; ++k) {
+        // Element (block g * per_group + k, lane): the lane's column of the block, or (FP4)
+        // the block's byte number `lane`, holding columns 32 b + 2 lane and + 1.
+        const int64_t offset = ((g * per_group + k) * internal::kLanes + lane) * e;
+        uint8_t* dst = out + g * internal::kGroupBytes + lane * 16 + k * e;
+        if (offset + e <= row_bytes) {
+          std::memcpy(dst, src + offset, e);
+        } else {
+          std::memset(dst, 0, e);
+        }
+      }
+}
+
+base::Status CheckSupported(const model::Matrix& w) {
+  if (!w.valid() || w.rows <= 0 || w.cols <= 0)
+    return Error(ErrorCode::kInvalidArgument, "CUDA matmul: empty matrix");
+  if (w.format == model::MatrixFormat::kFp8 &&
+      (w.tile_cols < 16 || !std::has_single_bit(static_cast<unsigned>(w.tile_cols))))
+    return Error(ErrorCode::kUnimplemented,
+                 fmt::format("CUDA matmul: {}: FP8 scale tiles must be a power of two of at least 16 columns",
+                             w.Describe()));
+  if (w.format == model::MatrixFormat::kFp4 && (w.cols % 32 != 0 || w.tile_cols != 32))
+    return Error(ErrorCode::kUnimplemented,
+                 fmt::format("CUDA matmul: {}: FP4 needs one scale per 32 columns and a multiple of 32 columns",
+                             w.Describe()));
+  return base::Status::Ok();
+}
+
+}  // namespace
+
+base::Result<std::string> DeviceDescription() {
+  int count = 0;
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    cudaGetLastError();
+    return Error(ErrorCode::kUnavailable, fmt::format("no usable CUDA device: {}", cudaGetErrorString(e)));
+  }
+  if (count == 0) return Error(ErrorCode::kUnavailable, "no CUDA device");
+  cudaDeviceProp p{};
+  if (cudaError_t e = cudaGetDeviceProperties(&p, 0); e != cudaSuccess) return CudaError(e, "device properties");
+  return fmt::format("{}, compute capability {}.{}, {} SMs, {:.1f} GiB", p.name, p.major, p.minor,
+                     p.multiProcessorCount, static_cast<double>(p.totalGlobalMem) / (1ull << 30));
+}
+
+// ---- DeviceFloats
+
+base::Result<DeviceFloats> DeviceFloats::Allocate(int64_t n) {
+  if (n < 0) return Error(ErrorCode::kInvalidArgument, "CUDA: negative allocation");
+  DeviceFloats d;
+  FS_ASSIGN_OR_RETURN(d.data_, DeviceAlloc<float>(n * 4, "floats"));
+  d.size_ = n;
+  return d;
+}
+DeviceFloats::DeviceFloats(DeviceFloats&& o) noexcept
+    : data_(std::exchange(o.data_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+DeviceFloats& DeviceFloats::operator=(DeviceFloats&& o) noexcept {
+  if (this != &o) {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = std::exchange(o.data_, nullptr);
+    size_ = std::exchange(o.size_, 0);
+  }
+  return *this;
+}
+DeviceFloats::~DeviceFloats() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+base::Status DeviceFloats::CopyFromHost(const float* host, int64_t n) {
+  if (n < 0 || n > size_) return Error(ErrorCode::kOutOfRange, "CUDA: copy larger than the device buffer");
+  if (cudaError_t e = cudaMemcpy(data_, host, n * 4, cudaMemcpyHostToDevice); e != cudaSuccess)
+    return CudaError(e, "copy to device");
+  return base::Status::Ok();
+}
+base::Status DeviceFloats::CopyToHost(float* host, int64_t n) const {
+  if (n < 0 || n > size_) return Error(ErrorCode::kOutOfRange, "CUDA: copy larger than the device buffer");
+  if (cudaError_t e = cudaMemcpy(host, data_, n * 4, cudaMemcpyDeviceToHost); e != cudaSuccess)
+    return CudaError(e, "copy to host");
+  return base::Status::Ok();
+}
+
+// ---- DeviceMatrix
+
+base::Result<DeviceMatrix> DeviceMatrix::Upload(const model::Matrix& w) {
+  FS_RETURN_IF_ERROR(CheckSupported(w));
+  DeviceMatrix d;
+  d.format_ = w.format;
+  d.rows_ = w.rows;
+  d.cols_ = w.cols;
+  d.groups_ = internal::GroupsPerRow(static_cast<Format>(w.format), w.cols);
+  const int64_t row_bytes = d.groups_ * internal::kGroupBytes;
+  d.weight_bytes_ = w.rows * row_bytes;
+  FS_ASSIGN_OR_RETURN(d.weights_, DeviceAlloc<uint8_t>(d.weight_bytes_, "weights"));
+  // Rows are packed and copied in slices of about 64 MiB.
+  const int64_t slice_rows = std::max<int64_t>(1, (int64_t{64} << 20) / row_bytes);
+  std::vector<uint8_t> staging(static_cast<size_t>(std::min(w.rows, slice_rows) * row_bytes));
+  for (int64_t r0 = 0; r0 < w.rows; r0 += slice_rows) {
+    const int64_t r1 = std::min(w.rows, r0 + slice_rows);
+    for (int64_t r = r0; r < r1; ++r) PackRow(w, r, d.groups_, staging.data() + (r - r0) * row_bytes);
+    if (cudaError_t e = cudaMemcpy(d.weights_ + r0 * row_bytes, staging.data(), (r1 - r0) * row_bytes,
+                                   cudaMemcpyHostToDevice);
+        e != cudaSuccess)
+      return CudaError(e, "weight upload");
+  }
+  if (w.quantized()) FS_RETURN_IF_ERROR(d.UploadScales(w));
+  return d;
+}
+
+// Scale rows padded with 127 (factor 1; the weights there are zero) to the kernels' stride,
+// and the scale range that picks the kernels' decoders (exact_matmul_kernels.h).
+base::Status DeviceMatrix::UploadScales(const model::Matrix& w) {
+  const Format f = static_cast<Format>(w.format);
+  tile_rows_ = w.tile_rows;
+  tile_shift_ = std::countr_zero(static_cast<unsigned>(w.tile_cols));
+  scale_stride_ = std::max(w.scale_cols, internal::ScaleStride(f, groups_, w.tile_cols));
+  const int64_t scale_rows = (w.rows + w.tile_rows - 1) / w.tile_rows;
+  std::vector<uint8_t> padded(static_cast<size_t>(scale_rows * scale_stride_), 127);
+  int lo = 255, hi = 0;
+  for (int64_t r = 0; r < scale_rows; ++r)
+    for (int64_t c = 0; c < w.scale_cols; ++c) {
+      const uint8_t b = w.scale[r * w.scale_cols + c];
+      padded[r * scale_stride_ + c] = b;
+      lo = std::min<int>(lo, b);
+      hi = std::max<int>(hi, b);
+    }
+  fast_scales_ = lo >= 1 && hi <= (f == Format::kFp8 ? 246 : 128);
+  fp8_nan_codes_ = f == Format::kFp8 && hi > 246;
+  scale_bytes_ = static_cast<int64_t>(padded.size());
+  FS_ASSIGN_OR_RETURN(scale_, DeviceAlloc<uint8_t>(scale_bytes_, "scales"));
+  if (cudaError_t e = cudaMemcpy(scale_, padded.data(), scale_bytes_, cudaMemcpyHostToDevice); e != cudaSuccess)
+    return CudaError(e, "scale upload");
+  return base::Status::Ok();
+}
+
+void DeviceMatrix::Release() {
+  if (weights_ != nullptr) cudaFree(weights_);
+  if (scale_ != nullptr) cudaFree(scale_);
+  weights_ = scale_ = nullptr;
+}
+DeviceMatrix::DeviceMatrix(DeviceMatrix&& o) noexcept { *this = std::move(o); }
+DeviceMatrix& DeviceMatrix::operator=(DeviceMatrix&& o) noexcept {
+  if (this != &o) {
+    Release();
+    format_ = o.format_;
+    rows_ = o.rows_;
+    cols_ = o.cols_;
+    groups_ = o.groups_;
+    weights_ = std::exchange(o.weights_, nullptr);
+    scale_ = std::exchange(o.scale_, nullptr);
+    weight_bytes_ = o.weight_bytes_;
+    scale_bytes_ = o.scale_bytes_;
+    scale_stride_ = o.scale_stride_;
+    tile_rows_ = o.tile_rows_;
+    tile_shift_ = o.tile_shift_;
+    fast_scales_ = o.fast_scales_;
+    fp8_nan_codes_ = o.fp8_nan_codes_;
+  }
+  return *this;
+}
+DeviceMatrix::~DeviceMatrix() { Release(); }
+
+// ---- ExactMatMul
+
+int ExactMatMul::RowsPerThread(int64_t n) { return n >= 8 ? 8 : n >= 4 ? 4 : n >= 2 ? 2 : 1; }
+
+base::Status ExactMatMul::Run(const DeviceMatrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
+                              int rows_per_thread) {
+  if (n == 0) return base::Status::Ok();
+  if (w.weights_ == nullptr) return Error(ErrorCode::kInvalidArgument, "CUDA matmul: matrix not uploaded");
+  if (n < 0 || x == nullptr || y == nullptr || ldx < w.cols() || ldy < w.rows())
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("CUDA matmul: bad arguments (n {}, ldx {} for {} columns, ldy {} for {} rows)", n, ldx,
+                             w.cols(), ldy, w.rows()));
+  const int ni = rows_per_thread == 0 ? RowsPerThread(n) : rows_per_thread;
+  if (ni != 1 && ni != 2 && ni != 4 && ni != 8)
+    return Error(ErrorCode::kInvalidArgument, fmt::format("CUDA matmul: {} rows per thread (1, 2, 4 or 8)", ni));
+  const Format f = static_cast<Format>(w.format());
+  const int64_t packed = n * w.groups() * internal::kLanes * internal::PackedXPerLane(f);
+  if (packed_.size() < packed) {
+    packed_ = DeviceFloats();
+    FS_ASSIGN_OR_RETURN(packed_, DeviceFloats::Allocate(packed));
+  }
+  if (int e = internal::LaunchPackActivations(f, x, n, ldx, w.cols(), packed_.data(), nullptr); e != 0)
+    return CudaError(static_cast<cudaError_t>(e), "activation packing launch");
+  internal::ExactMatMulLaunch a;
+  a.format = f;
+  a.rows = w.rows();
+  a.cols = w.cols();
+  a.groups = w.groups();
+  a.w = w.weights_;
+  a.scale = w.scale_;
+  a.scale_stride = w.scale_stride_;
+  a.fast_scales = w.fast_scales_;
+  a.fp8_nan_codes = w.fp8_nan_codes_;
+  a.tile_rows = w.tile_rows_;
+  a.tile_shift = w.tile_shift_;
+  a.xp = packed_.data();
+  a.n = n;
+  a.y = y;
+  a.ldy = ldy;
+  a.rows_per_launch_group = ni;
+  if (int e = internal::LaunchExactMatMul(a, nullptr); e != 0)
+    return CudaError(static_cast<cudaError_t>(e), "matmul launch");
+  return base::Status::Ok();
+}
+
+base::Status ExactMatMul::Synchronize() {
+  if (cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) return CudaError(e, "matmul");
+  return base::Status::Ok();
+}
+
+}  // namespace flashserve::kernels::cuda
