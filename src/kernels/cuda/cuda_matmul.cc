@@ -20,6 +20,8 @@ using base::Error;
 using base::ErrorCode;
 using internal::Format;
 
+constexpr int64_t kMaxLaunchRowGroups = 65535;  // the grid's y dimension: one per group of activation rows
+
 Error CudaError(cudaError_t e, const char* what) {
   return Error(ErrorCode::kInternal, fmt::format("CUDA {}: {}", what, cudaGetErrorString(e)));
 }
@@ -228,6 +230,10 @@ base::Status ExactMatMul::Run(const DeviceMatrix& w, const float* x, int64_t n, 
   const int ni = rows_per_thread == 0 ? RowsPerThread(n) : rows_per_thread;
   if (ni != 1 && ni != 2 && ni != 4 && ni != 8)
     return Error(ErrorCode::kInvalidArgument, fmt::format("CUDA matmul: {} rows per thread (1, 2, 4 or 8)", ni));
+  if ((n + ni - 1) / ni > kMaxLaunchRowGroups)
+    return Error(ErrorCode::kInvalidArgument,
+                 fmt::format("CUDA matmul: {} activation rows in one call; at most {} with {} per thread", n,
+                             kMaxLaunchRowGroups * ni, ni));
   const Format f = static_cast<Format>(w.format());
   const int64_t packed = n * w.groups() * internal::kLanes * internal::PackedXPerLane(f);
   if (packed_.size() < packed) {

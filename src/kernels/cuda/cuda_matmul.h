@@ -81,7 +81,8 @@ class DeviceMatrix {
   bool fast_scales_ = false, fp8_nan_codes_ = false;
 };
 
-// Runs products on the default stream; keeps the packed-activation scratch between calls.
+// Runs products on the default stream; keeps the packed-activation scratch between calls, so
+// one instance per thread. At most 65535 groups of rows_per_thread activation rows per call.
 class ExactMatMul {
  public:
   // y[i * ldy + r] = sum over c of W[r, c] x[i * ldx + c] for i < n, r < w.rows(); x and y

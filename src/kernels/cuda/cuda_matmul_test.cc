@@ -197,6 +197,7 @@ TEST_F(CudaMatMulTest, RejectsWhatItDoesNotTake) {
   EXPECT_FALSE(mm.Run(*m, nullptr, 2, 64, buf->data() + 512, 8).ok());
   EXPECT_FALSE(mm.Run(*m, buf->data(), 2, 64, buf->data() + 512, 8, 3).ok());  // 3 rows per thread
   EXPECT_FALSE(mm.Run(DeviceMatrix(), buf->data(), 2, 64, buf->data() + 512, 8).ok());
+  EXPECT_FALSE(mm.Run(*m, buf->data(), 65536, 64, buf->data() + 512, 8, 1).ok());  // more row groups than a grid takes
   EXPECT_TRUE(mm.Run(*m, buf->data(), 0, 64, buf->data() + 512, 8).ok());  // nothing to do
   EXPECT_TRUE(mm.Synchronize().ok());
 }
