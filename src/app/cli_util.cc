@@ -49,6 +49,9 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
   cmd->add_option("--threads", options->num_threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
   cmd->add_flag_callback("--no-huge-page-head", [options] { options->head_in_huge_pages = false; },
                          "Read the output head from the checkpoint mapping, not a copy in 2 MiB pages (saves its size in memory)");
+  cmd->add_flag_callback("--no-preload-weights", [options] { options->preload_weights = false; },
+                         "Read weights on demand instead of all at load (faster start, slower first requests; decode may "
+                         "then stream them through 4 KiB pages)");
 }
 
 namespace {
@@ -76,6 +79,7 @@ std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const en
                                                 const std::string& tokenizer_path) {
   engine::ModelLoadOptions load;
   load.head_in_huge_pages = options.head_in_huge_pages;
+  load.preload_weights = options.preload_weights;
   auto model = engine::Model::Load(dir, load);
   if (!model.ok()) {
     PrintError(model.error());

@@ -29,7 +29,7 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
 // Loads the model; on error prints it and returns null.
 // Loads a checkpoint; a V4.1 model with Engram layers also gets its token classes from
 // `tokenizer_path` (default: the checkpoint's tokenizer.json, else the installed one).
-// options: head_in_huge_pages (--no-huge-page-head).
+// options: head_in_huge_pages (--no-huge-page-head), preload_weights (--no-preload-weights).
 std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const engine::EngineOptions& options,
                                                 const std::string& tokenizer_path = "");
 

@@ -22,6 +22,15 @@ bool TransparentHugePagesAvailable() {
   return f && std::getline(f, line) && line.find("[never]") == std::string::npos;
 }
 
+int64_t AvailableMemoryBytes() {
+  std::ifstream f("/proc/meminfo");
+  std::string line;
+  long long kib = 0;
+  while (std::getline(f, line))
+    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) return static_cast<int64_t>(kib) * 1024;
+  return 0;
+}
+
 Result<HugePageBuffer> HugePageBuffer::CopyOf(const void* data, size_t bytes) {
   HugePageBuffer b;
   if (bytes == 0) return b;

@@ -1,7 +1,8 @@
 // HugePageBuffer: anonymous memory in 2 MiB pages where the kernel's transparent huge pages
 // allow it (madvise mode), for hot read-only data that would otherwise live in 4 KiB pages of a
-// file mapping (file mappings get no huge pages without CONFIG_READ_ONLY_THP_FOR_FS). Owns the
-// mapping; movable, not copyable. Any thread.
+// file mapping (file mappings get 2 MiB pages only from kernels and file systems with large
+// page-cache folios, read in after MADV_HUGEPAGE: base::MappedFile::Preload). Owns the
+// mapping; movable, not copyable. Any thread. Also the machine's available memory.
 #pragma once
 
 #include <cstddef>
@@ -14,6 +15,9 @@ namespace flashserve::base {
 // Whether the kernel offers transparent huge pages for madvised memory (THP "always" or
 // "madvise"); false where it says "never" or cannot be read.
 bool TransparentHugePagesAvailable();
+
+// MemAvailable of /proc/meminfo in bytes, or 0 where it cannot be read.
+int64_t AvailableMemoryBytes();
 
 class HugePageBuffer {
  public:

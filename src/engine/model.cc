@@ -1,6 +1,8 @@
 // Model loading (engine/model.h).
 #include "engine/model.h"
 
+#include "base/clock.h"
+#include "base/huge_pages.h"
 #include "base/log.h"
 
 namespace flashserve::engine {
@@ -24,6 +26,7 @@ base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const M
   auto ckpt = model::Checkpoint::Open(dir);
   if (!ckpt.ok()) return ckpt.error().WithContext("opening checkpoint " + dir);
   std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(ckpt).value()));
+  if (options.preload_weights) m->PreloadWeights();  // before the loader reads small tensors in 4 KiB pages
   auto weights = model::LoadModelWeights(*m->checkpoint_, m->config_, m->plan_);
   if (!weights.ok()) return weights.error().WithContext("loading weights from " + dir);
   m->weights_ = std::move(weights).value();
@@ -33,6 +36,20 @@ base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const M
          m->config_.num_layers, m->config_.num_mtp_layers, m->config_.hidden_size, m->config_.num_routed_experts,
          m->weights_.num_tensors, m->weights_.total_bytes / 1e6);
   return m;
+}
+
+void Model::PreloadWeights() {
+  const int64_t bytes = checkpoint_->file_bytes();
+  const int64_t available = base::AvailableMemoryBytes();
+  if (available > 0 && bytes > available) {
+    FS_LOG(kWarning, "weights are read on demand: the checkpoint ({:.1f} GB) is larger than the available memory ({:.1f} GB)",
+           bytes / 1e9, available / 1e9);
+    return;
+  }
+  const double t0 = base::MonotonicSeconds();
+  const model::Checkpoint::Preloaded p = checkpoint_->Preload();
+  FS_LOG(kInfo, "weights read into memory: {:.1f} MB in {:.2f} s, {:.1f} MB of it in 2 MiB pages", p.bytes / 1e6,
+         base::MonotonicSeconds() - t0, p.huge_bytes / 1e6);
 }
 
 void Model::CopyHeadToHugePages() {

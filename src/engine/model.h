@@ -25,6 +25,12 @@ struct ModelLoadOptions {
   // second copy of the head in memory (1.06 GB for V4-Flash, 1.85 GB for V4-Pro); kept only if
   // the kernel backs it with huge pages.
   bool head_in_huge_pages = true;
+  // Read the whole checkpoint into memory at load, in 2 MiB pages where the kernel gives them
+  // (model::Checkpoint::Preload), instead of on demand in whatever pages the first touches
+  // leave: the streaming reads of decode then take no 4 KiB TLB misses (medium, decode batch
+  // 1: 44.7 -> 55.0 tokens/s, five interleaved pairs). Skipped, with a log line, where the
+  // shards are larger than the memory available.
+  bool preload_weights = true;
 };
 
 class Model {
@@ -60,6 +66,7 @@ class Model {
 
  private:
   Model(std::string dir, model::ModelConfig config, std::unique_ptr<model::Checkpoint> ckpt);
+  void PreloadWeights();
   void CopyHeadToHugePages();
 
   std::string dir_;

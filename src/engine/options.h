@@ -15,6 +15,8 @@ struct EngineOptions {
   bool profile = false;
   // Model loading (app::LoadModelOrPrint): copy the output head into 2 MiB pages (ModelLoadOptions).
   bool head_in_huge_pages = true;
+  // Model loading: read the whole checkpoint into memory, in 2 MiB pages (ModelLoadOptions).
+  bool preload_weights = true;
 };
 
 }  // namespace flashserve::engine

@@ -166,6 +166,21 @@ size_t Checkpoint::total_bytes() const {
   return total;
 }
 
+Checkpoint::Preloaded Checkpoint::Preload() const {
+  Preloaded p;
+  for (const auto& f : files_) {
+    p.huge_bytes += f->file().Preload();
+    p.bytes += static_cast<int64_t>(f->file().size());
+  }
+  return p;
+}
+
+int64_t Checkpoint::file_bytes() const {
+  int64_t total = 0;
+  for (const auto& f : files_) total += static_cast<int64_t>(f->file().size());
+  return total;
+}
+
 std::vector<std::string> Checkpoint::Names() const {
   std::vector<std::string> names;
   for (const auto& [name, info] : index_) names.push_back(name);

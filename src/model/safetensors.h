@@ -33,6 +33,7 @@ class SafetensorsFile {
   static base::Result<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const base::MappedFile& file() const { return file_; }
 
  private:
   base::MappedFile file_;
@@ -48,6 +49,13 @@ class Checkpoint {
   size_t num_tensors() const { return index_.size(); }
   size_t total_bytes() const;
   std::vector<std::string> Names() const;
+  // Every shard read into memory now, in 2 MiB pages where the kernel gives them
+  // (base::MappedFile::Preload). Bytes read and bytes mapped with 2 MiB entries.
+  struct Preloaded {
+    int64_t bytes = 0, huge_bytes = 0;
+  };
+  Preloaded Preload() const;
+  int64_t file_bytes() const;  // the shards' sizes
 
  private:
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
