@@ -153,11 +153,13 @@ int64_t MappedFile::Preload() const {
   void* start = const_cast<uint8_t*>(data_);
   (void)::madvise(start, size_, MADV_HUGEPAGE);  // advice only: fine to be refused
 #ifdef MADV_POPULATE_READ
-  const bool populated = ::madvise(start, size_, MADV_POPULATE_READ) == 0;
+  // EINVAL: a kernel before 5.14. Any other failure (an I/O error) is left to the reads that
+  // need those pages, as without preloading: touching them here could raise SIGBUS.
+  const bool unsupported = ::madvise(start, size_, MADV_POPULATE_READ) != 0 && errno == EINVAL;
 #else
-  const bool populated = false;
+  const bool unsupported = true;
 #endif
-  if (!populated) {
+  if (unsupported) {
     volatile uint8_t sink = 0;
     for (size_t i = 0; i < size_; i += 4096) sink = sink + data_[i];
     sink = sink + data_[size_ - 1];
