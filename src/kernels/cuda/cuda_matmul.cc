@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/exact_matmul_kernels.h"
+#include "kernels/cuda/lane_major.h"
 
 namespace flashserve::kernels::cuda {
 namespace {
@@ -37,37 +38,6 @@ base::Result<T*> DeviceAlloc(int64_t bytes, const char* what) {
     }
   }
   return static_cast<T*>(p);
-}
-
-// Bytes of one element of a lane (FP4: one byte = two columns).
-int ElementBytes(model::MatrixFormat f) {
-  switch (f) {
-    case model::MatrixFormat::kF32: return 4;
-    case model::MatrixFormat::kBF16:
-    case model::MatrixFormat::kF16: return 2;
-    default: return 1;
-  }
-}
-
-// Row r of w into `out` (groups * 256 bytes) in the lane-major layout.
-void PackRow(const model::Matrix& w, int64_t r, int64_t groups, uint8_t* out) {
-  const Format f = static_cast<Format>(w.format);
-  const int e = ElementBytes(w.format), per_group = internal::BlocksPerGroup(f);
-  const int64_t row_bytes = w.RowBytes();
-  const uint8_t* src = w.data + r * row_bytes;
-  for (int64_t g = 0; g < groups; ++g)
-    for (int lane = 0; lane < internal::kLanes; ++lane)
-      for (int k = 0; k < per_group; ++k) {
-        // Element (block g * per_group + k, lane): the lane's column of the block, or (FP4)
-        // the block's byte number `lane`, holding columns 32 b + 2 lane and + 1.
-        const int64_t offset = ((g * per_group + k) * internal::kLanes + lane) * e;
-        uint8_t* dst = out + g * internal::kGroupBytes + lane * 16 + k * e;
-        if (offset + e <= row_bytes) {
-          std::memcpy(dst, src + offset, e);
-        } else {
-          std::memset(dst, 0, e);
-        }
-      }
 }
 
 base::Status CheckSupported(const model::Matrix& w) {
@@ -152,7 +122,7 @@ base::Result<DeviceMatrix> DeviceMatrix::Upload(const model::Matrix& w) {
   std::vector<uint8_t> staging(static_cast<size_t>(std::min(w.rows, slice_rows) * row_bytes));
   for (int64_t r0 = 0; r0 < w.rows; r0 += slice_rows) {
     const int64_t r1 = std::min(w.rows, r0 + slice_rows);
-    for (int64_t r = r0; r < r1; ++r) PackRow(w, r, d.groups_, staging.data() + (r - r0) * row_bytes);
+    for (int64_t r = r0; r < r1; ++r) internal::PackRowLaneMajor(w, r, staging.data() + (r - r0) * row_bytes);
     if (cudaError_t e = cudaMemcpy(d.weights_ + r0 * row_bytes, staging.data(), (r1 - r0) * row_bytes,
                                    cudaMemcpyHostToDevice);
         e != cudaSuccess)

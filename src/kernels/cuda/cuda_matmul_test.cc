@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cuda/exact_matmul_kernels.h"
+#include "kernels/cuda/lane_major.h"
 #include "kernels/gemm/matmul.h"
 #include "kernels/gemm/matmul_internal.h"
 #include "kernels/simd/isa.h"
@@ -28,6 +30,40 @@ class CudaMatMulTest : public ::testing::Test {
     if (!device.ok()) GTEST_SKIP() << "no CUDA device here (" << device.error().ToString() << ")";
   }
 };
+
+// The lane-major layout, rebuilt here from its description (lane_major.h) column by column, is
+// what PackRowLaneMajor writes. Host only: runs without a GPU.
+TEST(CudaLayoutTest, PackedRowsPutEveryColumnWhereTheLaneReadsIt) {
+  std::mt19937 rng(59);
+  struct Shape {
+    MatrixFormat format;
+    int64_t cols;
+    int elem;  // bytes per column (FP4: per column pair)
+    int blocks_per_group;
+  };
+  const Shape shapes[] = {{MatrixFormat::kF32, 203, 4, 4},   {MatrixFormat::kBF16, 203, 2, 8},
+                          {MatrixFormat::kF16, 40, 2, 8},    {MatrixFormat::kFp8, 200, 1, 16},
+                          {MatrixFormat::kFp8, 4096, 1, 16}, {MatrixFormat::kFp4, 544, 1, 16}};
+  for (const Shape& sh : shapes) {
+    TestMatrix tm = MakeTestMatrix(sh.format, 3, sh.cols, sh.format == MatrixFormat::kFp8 ? 128 : 32, rng);
+    const auto f = static_cast<internal::Format>(sh.format);
+    const int64_t groups = internal::GroupsPerRow(f, sh.cols), bytes = groups * internal::kGroupBytes;
+    const bool fp4 = sh.format == MatrixFormat::kFp4;
+    const int64_t units = fp4 ? sh.cols / 2 : sh.cols;  // FP4: one unit = one byte = two columns
+    for (int64_t r = 0; r < 3; ++r) {
+      std::vector<uint8_t> want(static_cast<size_t>(bytes), 0), got(static_cast<size_t>(bytes), 0xAB);
+      const uint8_t* row = tm.matrix.data + r * tm.matrix.RowBytes();
+      for (int64_t u = 0; u < units; ++u) {
+        const int64_t block = u / 16, lane = u % 16;
+        const int64_t g = block / sh.blocks_per_group, k = block % sh.blocks_per_group;
+        std::memcpy(want.data() + g * 256 + lane * 16 + k * sh.elem, row + u * sh.elem, sh.elem);
+      }
+      internal::PackRowLaneMajor(tm.matrix, r, got.data());
+      ASSERT_EQ(want, got) << tm.matrix.Describe() << " row " << r;
+    }
+    EXPECT_EQ(internal::PackedXPerLane(f), sh.blocks_per_group * (fp4 ? 2 : 1)) << tm.matrix.Describe();
+  }
+}
 
 // y = W x on the device for n rows of x (row stride cols + 3; y row stride rows + 1).
 std::vector<float> RunOnDevice(const DeviceMatrix& w, const std::vector<float>& x, int64_t n, int64_t ldx,
@@ -74,7 +110,7 @@ TEST_F(CudaMatMulTest, GivesTheAvx512OrdersBitsForEveryFormatAndShape) {
       std::vector<float> x = RandomVector(n * ldx, rng);
       const std::vector<float> y = RunOnDevice(*w, x, n, ldx, ldy);
       std::vector<float> cpu(n * ldy);
-      if (have_avx512) internal::MatMulWithIsa(Isa::kAvx512, tm.matrix, x.data(), n, ldx, cpu.data(), ldy, pool);
+      if (have_avx512) kernels::internal::MatMulWithIsa(Isa::kAvx512, tm.matrix, x.data(), n, ldx, cpu.data(), ldy, pool);
       for (int64_t i = 0; i < n; ++i)
         for (int64_t o = 0; o < c.rows; ++o) {
           const float want = DocumentedOrderDot(dequant.data() + o * c.cols, x.data() + i * ldx, c.cols, 16, false,
@@ -145,7 +181,7 @@ TEST_F(CudaMatMulTest, ReadsScaleAndCodeEdgesAsTheAvx512PathDoes) {
       std::vector<float> x = RandomVector(n * cols, rng);
       const std::vector<float> y = RunOnDevice(*w, x, n, cols, rows);
       std::vector<float> cpu(n * rows);
-      internal::MatMulWithIsa(Isa::kAvx512, e.tm.matrix, x.data(), n, cols, cpu.data(), rows, pool);
+      kernels::internal::MatMulWithIsa(Isa::kAvx512, e.tm.matrix, x.data(), n, cols, cpu.data(), rows, pool);
       int nans = 0;
       for (int64_t k = 0; k < n * rows; ++k) {
         ASSERT_TRUE(SameFloat(cpu[k], y[k])) << e.what << " n=" << n << " at " << k << ": " << y[k] << " vs " << cpu[k];

@@ -13,25 +13,6 @@
 
 namespace flashserve::kernels::cuda::internal {
 
-int BlocksPerGroup(Format f) {
-  switch (f) {
-    case Format::kF32: return 4;
-    case Format::kBF16:
-    case Format::kF16: return 8;
-    default: return 16;
-  }
-}
-int ColumnsPerBlock(Format f) { return f == Format::kFp4 ? 32 : 16; }
-int64_t GroupsPerRow(Format f, int64_t cols) {
-  const int64_t per_group = static_cast<int64_t>(BlocksPerGroup(f)) * ColumnsPerBlock(f);
-  return (cols + per_group - 1) / per_group;
-}
-int64_t ScaleStride(Format f, int64_t groups, int tile_cols) {
-  const int64_t bytes = f == Format::kFp4 ? groups * 16 : (groups * BlocksPerGroup(f) * 16 + tile_cols - 1) / tile_cols;
-  return (bytes + 15) / 16 * 16;
-}
-int PackedXPerLane(Format f) { return BlocksPerGroup(f) * ColumnsPerBlock(f) / kLanes; }
-
 namespace {
 
 constexpr int kThreads = 256;

@@ -10,8 +10,9 @@ namespace flashserve::kernels::cuda::internal {
 // Weight formats, numbered as model::MatrixFormat.
 enum class Format : int { kF32 = 0, kBF16 = 1, kF16 = 2, kFp8 = 3, kFp4 = 4 };
 
-// The lane-major layout (see cuda_matmul.h): a row is `groups` groups of 256 bytes; in each,
-// lane l's 16 bytes hold its elements of kBlocksPerGroup consecutive blocks, block by block.
+// The lane-major layout (lane_major.h; these sizes are defined in lane_major.cc): a row is
+// `groups` groups of 256 bytes; in each, lane l's 16 bytes hold its elements of
+// BlocksPerGroup consecutive blocks, block by block.
 // A block is the 16 columns one step of a 16-lane accumulator takes (FP4: 32 columns, two per
 // lane: byte l of the block's 16 bytes). Elements past the row are zero.
 constexpr int kLanes = 16;
