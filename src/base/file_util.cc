@@ -6,11 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+
+#include "base/huge_pages.h"
 
 namespace flashserve::base {
 namespace {
@@ -169,21 +170,7 @@ int64_t MappedFile::Preload() const {
 
 int64_t MappedFile::HugeMappedBytes() const {
   if (size_ == 0) return 0;
-  std::ifstream smaps("/proc/self/smaps");
-  std::string line;
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_);
-  bool ours = false;
-  int64_t kib = 0;
-  while (std::getline(smaps, line)) {
-    uintptr_t lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2) {  // a mapping's first line
-      ours = lo >= begin && lo < begin + size_;
-      continue;
-    }
-    long long v = 0;
-    if (ours && std::sscanf(line.c_str(), "FilePmdMapped: %lld kB", &v) == 1) kib += v;
-  }
-  return kib * 1024;
+  return std::max<int64_t>(0, MappedFieldBytes(data_, size_, "FilePmdMapped"));
 }
 
 }  // namespace flashserve::base

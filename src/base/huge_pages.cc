@@ -3,8 +3,8 @@
 
 #include <sys/mman.h>
 
-#include <cctype>
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -70,23 +70,32 @@ HugePageBuffer::~HugePageBuffer() {
   if (data_ != nullptr) ::munmap(data_, mapped_);
 }
 
-int64_t HugePageBuffer::HugeBytes() const {
-  if (data_ == nullptr) return 0;
+int64_t MappedFieldBytes(const void* begin, size_t bytes, const char* field) {
   std::ifstream smaps("/proc/self/smaps");
   if (!smaps) return -1;
-  char range[64];
-  std::snprintf(range, sizeof range, "%lx-", static_cast<unsigned long>(reinterpret_cast<uintptr_t>(data_)));
+  const uintptr_t lo_bound = reinterpret_cast<uintptr_t>(begin);
+  const std::string prefix = std::string(field) + ": %lld kB";
   std::string line;
-  bool inside = false;
+  bool inside = false, found = false;
+  int64_t kib = 0;
   while (std::getline(smaps, line)) {
-    if (!line.empty() && std::isxdigit(static_cast<unsigned char>(line[0])) && line.find('-') != std::string::npos &&
-        line.find(' ') > line.find('-')) {
-      inside = line.rfind(range, 0) == 0;
+    uintptr_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " ", &lo, &hi) == 2) {  // a mapping's first line
+      inside = lo >= lo_bound && lo < lo_bound + bytes;
       continue;
     }
-    if (inside && line.rfind("AnonHugePages:", 0) == 0) return std::stoll(line.substr(14)) * 1024;
+    long long v = 0;
+    if (inside && std::sscanf(line.c_str(), prefix.c_str(), &v) == 1) {
+      kib += v;
+      found = true;
+    }
   }
-  return -1;
+  return found ? kib * 1024 : -1;
+}
+
+int64_t HugePageBuffer::HugeBytes() const {
+  if (data_ == nullptr) return 0;
+  return MappedFieldBytes(data_, size_, "AnonHugePages");
 }
 
 }  // namespace flashserve::base

@@ -2,7 +2,8 @@
 // allow it (madvise mode), for hot read-only data that would otherwise live in 4 KiB pages of a
 // file mapping (file mappings get 2 MiB pages only from kernels and file systems with large
 // page-cache folios, read in after MADV_HUGEPAGE: base::MappedFile::Preload). Owns the
-// mapping; movable, not copyable. Any thread. Also the machine's available memory.
+// mapping; movable, not copyable. Any thread. Also the machine's available memory and the
+// kernel's per-mapping counts (smaps) that say how much of a mapping is in huge pages.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,10 @@ bool TransparentHugePagesAvailable();
 
 // MemAvailable of /proc/meminfo in bytes, or 0 where it cannot be read.
 int64_t AvailableMemoryBytes();
+
+// The sum of one /proc/self/smaps field ("AnonHugePages", "FilePmdMapped", ...) over the
+// mappings that start in [begin, begin + bytes), in bytes; -1 where none is found.
+int64_t MappedFieldBytes(const void* begin, size_t bytes, const char* field);
 
 class HugePageBuffer {
  public:

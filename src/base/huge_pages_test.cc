@@ -55,5 +55,17 @@ TEST(HugePageBufferTest, AnImpossibleSizeIsAnErrorNotACrash) {
   EXPECT_EQ(buf.error().code(), ErrorCode::kResourceExhausted);
 }
 
+// The kernel's per-mapping counts: a field summed over the mappings of a range, -1 where no
+// mapping starts in it or the field does not exist; the machine's available memory.
+TEST(MemoryFactsTest, SmapsFieldsAndAvailableMemory) {
+  const uint8_t bytes[4096] = {1};
+  auto buf = HugePageBuffer::CopyOf(bytes, sizeof bytes);
+  ASSERT_TRUE(buf.ok());
+  EXPECT_GE(MappedFieldBytes(buf->data(), buf->size(), "Rss"), 4096);  // touched by the copy
+  EXPECT_EQ(MappedFieldBytes(buf->data(), buf->size(), "NoSuchField"), -1);
+  EXPECT_EQ(MappedFieldBytes(buf->data(), 0, "Rss"), -1);  // an empty range holds no mapping start
+  EXPECT_GT(AvailableMemoryBytes(), 0);
+}
+
 }  // namespace
 }  // namespace flashserve::base

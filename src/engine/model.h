@@ -27,9 +27,9 @@ struct ModelLoadOptions {
   bool head_in_huge_pages = true;
   // Read the whole checkpoint into memory at load, in 2 MiB pages where the kernel gives them
   // (model::Checkpoint::Preload), instead of on demand in whatever pages the first touches
-  // leave: the streaming reads of decode then take no 4 KiB TLB misses (medium, decode batch
-  // 1: 44.7 -> 55.0 tokens/s, five interleaved pairs). Skipped, with a log line, where the
-  // shards are larger than the memory available.
+  // leave: the streaming reads of decode then take fewer TLB misses (medium, five interleaved
+  // pairs: decode batch 1 +8.5%, batch 8 +5.2%; docs/benchmarks.md). Skipped, with a log line,
+  // where the shards are larger than the memory available.
   bool preload_weights = true;
 };
 

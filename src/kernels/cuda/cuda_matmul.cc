@@ -109,20 +109,21 @@ base::Status DeviceFloats::CopyToHost(float* host, int64_t n) const {
 base::Result<DeviceMatrix> DeviceMatrix::Upload(const model::Matrix& w) {
   FS_RETURN_IF_ERROR(CheckSupported(w));
   DeviceMatrix d;
-  d.format_ = w.format;
-  d.rows_ = w.rows;
-  d.cols_ = w.cols;
-  d.groups_ = internal::GroupsPerRow(static_cast<Format>(w.format), w.cols);
-  const int64_t row_bytes = d.groups_ * internal::kGroupBytes;
+  d.m_.format = static_cast<Format>(w.format);
+  d.m_.rows = w.rows;
+  d.m_.cols = w.cols;
+  d.m_.groups = internal::GroupsPerRow(d.m_.format, w.cols);
+  const int64_t row_bytes = d.m_.groups * internal::kGroupBytes;
   d.weight_bytes_ = w.rows * row_bytes;
-  FS_ASSIGN_OR_RETURN(d.weights_, DeviceAlloc<uint8_t>(d.weight_bytes_, "weights"));
+  FS_ASSIGN_OR_RETURN(uint8_t* weights, DeviceAlloc<uint8_t>(d.weight_bytes_, "weights"));
+  d.m_.w = weights;
   // Rows are packed and copied in slices of about 64 MiB.
   const int64_t slice_rows = std::max<int64_t>(1, (int64_t{64} << 20) / row_bytes);
   std::vector<uint8_t> staging(static_cast<size_t>(std::min(w.rows, slice_rows) * row_bytes));
   for (int64_t r0 = 0; r0 < w.rows; r0 += slice_rows) {
     const int64_t r1 = std::min(w.rows, r0 + slice_rows);
     for (int64_t r = r0; r < r1; ++r) internal::PackRowLaneMajor(w, r, staging.data() + (r - r0) * row_bytes);
-    if (cudaError_t e = cudaMemcpy(d.weights_ + r0 * row_bytes, staging.data(), (r1 - r0) * row_bytes,
+    if (cudaError_t e = cudaMemcpy(weights + r0 * row_bytes, staging.data(), (r1 - r0) * row_bytes,
                                    cudaMemcpyHostToDevice);
         e != cudaSuccess)
       return CudaError(e, "weight upload");
@@ -134,51 +135,43 @@ base::Result<DeviceMatrix> DeviceMatrix::Upload(const model::Matrix& w) {
 // Scale rows padded with 127 (factor 1; the weights there are zero) to the kernels' stride,
 // and the scale range that picks the kernels' decoders (exact_matmul_kernels.h).
 base::Status DeviceMatrix::UploadScales(const model::Matrix& w) {
-  const Format f = static_cast<Format>(w.format);
-  tile_rows_ = w.tile_rows;
-  tile_shift_ = std::countr_zero(static_cast<unsigned>(w.tile_cols));
-  scale_stride_ = std::max(w.scale_cols, internal::ScaleStride(f, groups_, w.tile_cols));
+  const Format f = m_.format;
+  m_.tile_rows = w.tile_rows;
+  m_.tile_shift = std::countr_zero(static_cast<unsigned>(w.tile_cols));
+  const int64_t stride = std::max(w.scale_cols, internal::ScaleStride(f, m_.groups, w.tile_cols));
+  m_.scale_stride = stride;
   const int64_t scale_rows = (w.rows + w.tile_rows - 1) / w.tile_rows;
-  std::vector<uint8_t> padded(static_cast<size_t>(scale_rows * scale_stride_), 127);
+  std::vector<uint8_t> padded(static_cast<size_t>(scale_rows * stride), 127);
   int lo = 255, hi = 0;
   for (int64_t r = 0; r < scale_rows; ++r)
     for (int64_t c = 0; c < w.scale_cols; ++c) {
       const uint8_t b = w.scale[r * w.scale_cols + c];
-      padded[r * scale_stride_ + c] = b;
+      padded[r * stride + c] = b;
       lo = std::min<int>(lo, b);
       hi = std::max<int>(hi, b);
     }
-  fast_scales_ = lo >= 1 && hi <= (f == Format::kFp8 ? 246 : 128);
-  fp8_nan_codes_ = f == Format::kFp8 && hi > 246;
+  m_.fast_scales = lo >= 1 && hi <= (f == Format::kFp8 ? 246 : 128);
+  m_.fp8_nan_codes = f == Format::kFp8 && hi > 246;
   scale_bytes_ = static_cast<int64_t>(padded.size());
-  FS_ASSIGN_OR_RETURN(scale_, DeviceAlloc<uint8_t>(scale_bytes_, "scales"));
-  if (cudaError_t e = cudaMemcpy(scale_, padded.data(), scale_bytes_, cudaMemcpyHostToDevice); e != cudaSuccess)
+  FS_ASSIGN_OR_RETURN(uint8_t* scale, DeviceAlloc<uint8_t>(scale_bytes_, "scales"));
+  m_.scale = scale;
+  if (cudaError_t e = cudaMemcpy(scale, padded.data(), scale_bytes_, cudaMemcpyHostToDevice); e != cudaSuccess)
     return CudaError(e, "scale upload");
   return base::Status::Ok();
 }
 
 void DeviceMatrix::Release() {
-  if (weights_ != nullptr) cudaFree(weights_);
-  if (scale_ != nullptr) cudaFree(scale_);
-  weights_ = scale_ = nullptr;
+  if (m_.w != nullptr) cudaFree(const_cast<uint8_t*>(m_.w));
+  if (m_.scale != nullptr) cudaFree(const_cast<uint8_t*>(m_.scale));
+  m_.w = m_.scale = nullptr;
 }
 DeviceMatrix::DeviceMatrix(DeviceMatrix&& o) noexcept { *this = std::move(o); }
 DeviceMatrix& DeviceMatrix::operator=(DeviceMatrix&& o) noexcept {
   if (this != &o) {
     Release();
-    format_ = o.format_;
-    rows_ = o.rows_;
-    cols_ = o.cols_;
-    groups_ = o.groups_;
-    weights_ = std::exchange(o.weights_, nullptr);
-    scale_ = std::exchange(o.scale_, nullptr);
-    weight_bytes_ = o.weight_bytes_;
-    scale_bytes_ = o.scale_bytes_;
-    scale_stride_ = o.scale_stride_;
-    tile_rows_ = o.tile_rows_;
-    tile_shift_ = o.tile_shift_;
-    fast_scales_ = o.fast_scales_;
-    fp8_nan_codes_ = o.fp8_nan_codes_;
+    m_ = std::exchange(o.m_, internal::ExactMatMulLaunch{});
+    weight_bytes_ = std::exchange(o.weight_bytes_, 0);
+    scale_bytes_ = std::exchange(o.scale_bytes_, 0);
   }
   return *this;
 }
@@ -191,7 +184,7 @@ int ExactMatMul::RowsPerThread(int64_t n) { return n >= 8 ? 8 : n >= 4 ? 4 : n >
 base::Status ExactMatMul::Run(const DeviceMatrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                               int rows_per_thread) {
   if (n == 0) return base::Status::Ok();
-  if (w.weights_ == nullptr) return Error(ErrorCode::kInvalidArgument, "CUDA matmul: matrix not uploaded");
+  if (w.m_.w == nullptr) return Error(ErrorCode::kInvalidArgument, "CUDA matmul: matrix not uploaded");
   if (n < 0 || x == nullptr || y == nullptr || ldx < w.cols() || ldy < w.rows())
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("CUDA matmul: bad arguments (n {}, ldx {} for {} columns, ldy {} for {} rows)", n, ldx,
@@ -203,7 +196,7 @@ base::Status ExactMatMul::Run(const DeviceMatrix& w, const float* x, int64_t n, 
     return Error(ErrorCode::kInvalidArgument,
                  fmt::format("CUDA matmul: {} activation rows in one call; at most {} with {} per thread", n,
                              kMaxLaunchRowGroups * ni, ni));
-  const Format f = static_cast<Format>(w.format());
+  const Format f = w.m_.format;
   const int64_t packed = n * w.groups() * internal::kLanes * internal::PackedXPerLane(f);
   if (packed_.size() < packed) {
     packed_ = DeviceFloats();
@@ -211,18 +204,7 @@ base::Status ExactMatMul::Run(const DeviceMatrix& w, const float* x, int64_t n, 
   }
   if (int e = internal::LaunchPackActivations(f, x, n, ldx, w.cols(), packed_.data(), nullptr); e != 0)
     return CudaError(static_cast<cudaError_t>(e), "activation packing launch");
-  internal::ExactMatMulLaunch a;
-  a.format = f;
-  a.rows = w.rows();
-  a.cols = w.cols();
-  a.groups = w.groups();
-  a.w = w.weights_;
-  a.scale = w.scale_;
-  a.scale_stride = w.scale_stride_;
-  a.fast_scales = w.fast_scales_;
-  a.fp8_nan_codes = w.fp8_nan_codes_;
-  a.tile_rows = w.tile_rows_;
-  a.tile_shift = w.tile_shift_;
+  internal::ExactMatMulLaunch a = w.m_;
   a.xp = packed_.data();
   a.n = n;
   a.y = y;

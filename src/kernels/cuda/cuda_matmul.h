@@ -12,13 +12,17 @@
 // padded to the groups (FP4: 16 bytes per group, one aligned load).
 // Formats: F32, BF16, F16, FP8 e4m3 with power-of-two tiles of at least 16 columns, FP4 e2m1
 // (cols a multiple of 32). An FP8 NaN code (0x7F / 0xFF) reads as the CPU reads it: +-480
-// (its vector decoders), or NaN where a scale byte above 246 sends the CPU to its scalar one. Built only with -DFLASHSERVE_CUDA=ON; every call returns a Status.
+// (its vector decoders), or NaN where a scale byte above 246 sends the CPU to its scalar one.
+// Built only with -DFLASHSERVE_CUDA=ON; every call returns a Status. Threads: a DeviceMatrix
+// is immutable after Upload and may be shared; an ExactMatMul (its scratch) belongs to one
+// thread at a time.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 #include "base/result.h"
+#include "kernels/cuda/exact_matmul_kernels.h"
 #include "model/matrix.h"
 
 namespace flashserve::kernels::cuda {
@@ -61,10 +65,10 @@ class DeviceMatrix {
   DeviceMatrix& operator=(const DeviceMatrix&) = delete;
   ~DeviceMatrix();
 
-  model::MatrixFormat format() const { return format_; }
-  int64_t rows() const { return rows_; }
-  int64_t cols() const { return cols_; }
-  int64_t groups() const { return groups_; }
+  model::MatrixFormat format() const { return static_cast<model::MatrixFormat>(m_.format); }
+  int64_t rows() const { return m_.rows; }
+  int64_t cols() const { return m_.cols; }
+  int64_t groups() const { return m_.groups; }
   // Bytes a product reads: packed weights plus scales.
   int64_t weight_bytes() const { return weight_bytes_ + scale_bytes_; }
 
@@ -72,13 +76,10 @@ class DeviceMatrix {
   friend class ExactMatMul;
   void Release();
   base::Status UploadScales(const model::Matrix& w);
-  model::MatrixFormat format_ = model::MatrixFormat::kF32;
-  int64_t rows_ = 0, cols_ = 0, groups_ = 0;
-  uint8_t* weights_ = nullptr;
-  uint8_t* scale_ = nullptr;
-  int64_t weight_bytes_ = 0, scale_bytes_ = 0, scale_stride_ = 0;
-  int tile_rows_ = 1, tile_shift_ = 0;
-  bool fast_scales_ = false, fp8_nan_codes_ = false;
+  // The matrix's part of every launch (weights, scales, their layout and decoder choice; the
+  // activation fields stay unset). Owns m_.w and m_.scale.
+  internal::ExactMatMulLaunch m_;
+  int64_t weight_bytes_ = 0, scale_bytes_ = 0;
 };
 
 // Runs products on the default stream; keeps the packed-activation scratch between calls, so

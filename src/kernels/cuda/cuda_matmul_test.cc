@@ -65,6 +65,30 @@ TEST(CudaLayoutTest, PackedRowsPutEveryColumnWhereTheLaneReadsIt) {
   }
 }
 
+// Argument checks that answer before any device work, so they hold without a GPU too.
+TEST(CudaArgumentsTest, RejectedBeforeAnyDeviceWork) {
+  EXPECT_EQ(DeviceFloats::Allocate(-1).error().code(), base::ErrorCode::kInvalidArgument);
+  float v = 0;
+  EXPECT_EQ(DeviceFloats().CopyFromHost(&v, 1).error().code(), base::ErrorCode::kOutOfRange);
+  EXPECT_EQ(DeviceFloats().CopyToHost(&v, 1).error().code(), base::ErrorCode::kOutOfRange);
+
+  EXPECT_EQ(DeviceMatrix::Upload(model::Matrix{}).error().code(), base::ErrorCode::kInvalidArgument);
+  std::mt19937 rng(61);
+  TestMatrix fp8 = MakeTestMatrix(MatrixFormat::kFp8, 48, 96, 48, rng);
+  EXPECT_EQ(DeviceMatrix::Upload(fp8.matrix).error().code(), base::ErrorCode::kUnimplemented);
+  TestMatrix fp4 = MakeTestMatrix(MatrixFormat::kFp4, 4, 64, 32, rng);
+  fp4.matrix.tile_cols = 16;  // one scale per 16 columns: not the checkpoint format
+  auto odd = DeviceMatrix::Upload(fp4.matrix);
+  ASSERT_FALSE(odd.ok());
+  EXPECT_EQ(odd.error().code(), base::ErrorCode::kUnimplemented);
+  EXPECT_NE(odd.error().message().find("FP4"), std::string::npos) << odd.error().message();
+
+  ExactMatMul mm;
+  const base::Status s = mm.Run(DeviceMatrix(), &v, 1, 64, &v, 8);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.error().code(), base::ErrorCode::kInvalidArgument);
+}
+
 // y = W x on the device for n rows of x (row stride cols + 3; y row stride rows + 1).
 std::vector<float> RunOnDevice(const DeviceMatrix& w, const std::vector<float>& x, int64_t n, int64_t ldx,
                                int64_t ldy, int rows_per_thread = 0) {

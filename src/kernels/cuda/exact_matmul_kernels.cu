@@ -1,4 +1,5 @@
-// CUDA kernels of the exact-order matrix product (cuda_matmul.h): each output y[i, r] is summed
+// CUDA kernels of the exact-order matrix product (cuda_matmul.h), entered through the launch
+// functions of exact_matmul_kernels.h from any host thread: each output y[i, r] is summed
 // by the 16 threads of a half-warp, thread l playing lane l of the CPU's AVX-512 accumulator
 // (an FMA chain over the lane's columns in ascending order), then the same halving tree
 // (8 + 8, 4 + 4, 2 + 2, 1 + 1) through shuffles. Weights are dequantized exactly (code times a
@@ -6,8 +7,9 @@
 // --fmad=false: the only FMAs are the explicit fmaf calls.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
-#include <algorithm>
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include "kernels/cuda/exact_matmul_kernels.h"
 
@@ -17,11 +19,11 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// The layout's sizes (exact_matmul_kernels.h) as compile-time constants of the kernels.
 template <Format F>
 struct Traits {
-  static constexpr int kBlocks = F == Format::kF32 ? 4 : (F == Format::kBF16 || F == Format::kF16) ? 8 : 16;
-  static constexpr int kColsPerBlock = F == Format::kFp4 ? 32 : 16;
-  static constexpr int kX = kBlocks * kColsPerBlock / kLanes;  // weights (and x values) per lane per group
+  static constexpr int kBlocks = BlocksPerGroup(F);
+  static constexpr int kX = PackedXPerLane(F);  // weights (and x values) per lane per group
 };
 
 // ue8m0: 2^(s - 127); 0xFF is NaN.
@@ -234,9 +236,9 @@ int LaunchFormat(const ExactMatMulLaunch& a, cudaStream_t stream) {
 
 template <Format F>
 int LaunchPack(const float* x, int64_t n, int64_t ldx, int64_t cols, float* xp, cudaStream_t stream) {
-  const int64_t total = n * GroupsPerRow(F, cols) * kLanes * Traits<F>::kX;
+  const int64_t groups = GroupsPerRow(F, cols), total = n * groups * kLanes * Traits<F>::kX;
   const int64_t blocks = std::min<int64_t>((total + kThreads - 1) / kThreads, 65536);
-  PackKernel<F><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, ldx, cols, GroupsPerRow(F, cols), xp);
+  PackKernel<F><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, ldx, cols, groups, xp);
   return static_cast<int>(cudaGetLastError());
 }
 

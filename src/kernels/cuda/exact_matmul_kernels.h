@@ -10,20 +10,29 @@ namespace flashserve::kernels::cuda::internal {
 // Weight formats, numbered as model::MatrixFormat.
 enum class Format : int { kF32 = 0, kBF16 = 1, kF16 = 2, kFp8 = 3, kFp4 = 4 };
 
-// The lane-major layout (lane_major.h; these sizes are defined in lane_major.cc): a row is
+// The lane-major layout (lane_major.h packs it on the host): a row is
 // `groups` groups of 256 bytes; in each, lane l's 16 bytes hold its elements of
 // BlocksPerGroup consecutive blocks, block by block.
 // A block is the 16 columns one step of a 16-lane accumulator takes (FP4: 32 columns, two per
 // lane: byte l of the block's 16 bytes). Elements past the row are zero.
 constexpr int kLanes = 16;
 constexpr int kGroupBytes = kLanes * 16;
-int BlocksPerGroup(Format f);    // FP8, FP4: 16; BF16, F16: 8; F32: 4
-int ColumnsPerBlock(Format f);   // FP4: 32; else 16
-int64_t GroupsPerRow(Format f, int64_t cols);
-// Scale bytes per padded scale row: FP4 groups * 16; FP8 the tiles of every group's columns.
-int64_t ScaleStride(Format f, int64_t groups, int tile_cols);
-// Floats per lane per group of the packed activations (columns per block / 16 * blocks per group).
-int PackedXPerLane(Format f);
+constexpr int BlocksPerGroup(Format f) {  // FP8, FP4: 16; BF16, F16: 8; F32: 4 (16 bytes per lane)
+  return f == Format::kF32 ? 4 : (f == Format::kBF16 || f == Format::kF16) ? 8 : 16;
+}
+constexpr int ColumnsPerBlock(Format f) { return f == Format::kFp4 ? 32 : 16; }
+constexpr int64_t GroupsPerRow(Format f, int64_t cols) {
+  const int64_t per_group = int64_t{BlocksPerGroup(f)} * ColumnsPerBlock(f);
+  return (cols + per_group - 1) / per_group;
+}
+// Scale bytes per padded scale row: FP4 groups * 16; FP8 the tiles of every group's columns,
+// rounded up to 16 bytes.
+constexpr int64_t ScaleStride(Format f, int64_t groups, int tile_cols) {
+  const int64_t bytes = f == Format::kFp4 ? groups * 16 : (groups * BlocksPerGroup(f) * 16 + tile_cols - 1) / tile_cols;
+  return (bytes + 15) / 16 * 16;
+}
+// Weights (and packed activations) per lane per group: columns per block / 16 * blocks per group.
+constexpr int PackedXPerLane(Format f) { return BlocksPerGroup(f) * ColumnsPerBlock(f) / kLanes; }
 
 struct ExactMatMulLaunch {
   Format format = Format::kF32;
