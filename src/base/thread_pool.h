@@ -52,6 +52,7 @@ class ThreadPool {
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stop_{false};
   Job* job_ = nullptr;
+  int spin_iterations_ = 0;  // polling before a futex sleep (thread_pool.cc)
 };
 
 }  // namespace flashserve::base

@@ -97,5 +97,32 @@ TEST(ThreadPoolTest, ManyConsecutiveJobsAndNestedCallsRunInline) {
   EXPECT_EQ(total.load(), 2000 * 16 * 4);
 }
 
+// Both tasks of each job meet (so the worker runs one of them); the worker's task then outlasts
+// the caller's polling, so the caller must sleep until it is done. Between jobs the pool idles
+// longer than the workers poll, so each job must wake a sleeping worker.
+TEST(ThreadPoolTest, CallerWaitsPastItsPollingAndSleepingWorkersWake) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  for (int job = 0; job < 3; ++job) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::atomic<int> arrived{0};
+    std::atomic<bool> met{true}, worker_done{false};
+    pool.ParallelTasks(2, [&](int64_t, int64_t) {
+      arrived.fetch_add(1);
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (arrived.load() < 2)
+        if (std::chrono::steady_clock::now() > deadline) {
+          met = false;
+          return;
+        }
+      if (std::this_thread::get_id() == caller) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      worker_done = true;
+    });
+    EXPECT_TRUE(met.load()) << "job " << job << ": no worker took the second task";
+    EXPECT_TRUE(worker_done.load()) << "job " << job << ": returned before the worker's task ended";
+  }
+}
+
 }  // namespace
 }  // namespace flashserve::base

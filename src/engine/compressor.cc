@@ -71,7 +71,10 @@ void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, 
     project(0);
     project(1);
   }
-  for (const SeqRows& seq : batch.seqs) {
+  // Sequences fold into their own states, so they run side by side (a decode batch's folds, an
+  // exponential per channel and row, were a serial section); each sequence's rows in order.
+  ops.ForRows(static_cast<int64_t>(batch.seqs.size()), [&](int64_t i) {
+    const SeqRows& seq = batch.seqs[static_cast<size_t>(i)];
     CompressorTarget target = select(seq);
     for (int64_t r = seq.row_begin; r < seq.row_end; ++r) {
       const int64_t pos = batch.pos[static_cast<size_t>(r)];
@@ -80,7 +83,7 @@ void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, 
       for (int64_t k = 0; k < width; ++k) g[k] += ape[k];
       FoldCompressorRow(ops, spec, pos, kv + r * width, g, target.state, target.entries);
     }
-  }
+  });
 }
 
 }  // namespace flashserve::engine
