@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -10,6 +11,8 @@
 #include <fstream>
 #include <string>
 #include <utility>
+
+#include "base/cgroup_memory.h"
 
 namespace flashserve::base {
 namespace {
@@ -26,9 +29,15 @@ int64_t AvailableMemoryBytes() {
   std::ifstream f("/proc/meminfo");
   std::string line;
   long long kib = 0;
+  int64_t available = 0;
   while (std::getline(f, line))
-    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) return static_cast<int64_t>(kib) * 1024;
-  return 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %lld kB", &kib) == 1) {
+      available = static_cast<int64_t>(kib) * 1024;
+      break;
+    }
+  const int64_t group = ProcessCgroupAvailableBytes();
+  if (group < 0) return available;
+  return available > 0 ? std::min(available, group) : group;
 }
 
 Result<HugePageBuffer> HugePageBuffer::CopyOf(const void* data, size_t bytes) {

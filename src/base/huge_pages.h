@@ -17,7 +17,8 @@ namespace flashserve::base {
 // "madvise"); false where it says "never" or cannot be read.
 bool TransparentHugePagesAvailable();
 
-// MemAvailable of /proc/meminfo in bytes, or 0 where it cannot be read.
+// MemAvailable of /proc/meminfo in bytes, lowered to the room the process's control group
+// leaves (base/cgroup_memory.h) where it has a memory limit; 0 where neither can be read.
 int64_t AvailableMemoryBytes();
 
 // The sum of one /proc/self/smaps field ("AnonHugePages", "FilePmdMapped", ...) over the
