@@ -63,6 +63,34 @@ TEST_P(ConsistencyTest, ThreadCountDoesNotChangeLogits) {
   }
 }
 
+// A token that sees no more compressed entries than the indexer's top-k takes them all, so its
+// step skips the indexer's query projections; one that sees more runs them. The two decode
+// steps read the same weights otherwise (each token routes to the same number of experts).
+TEST(IndexerSkipTest, ShortSequencesSkipTheIndexerQueryProjections) {
+  Engine engine(TestModel(), EngineOptions{});
+  const model::ModelConfig& c = engine.model().config();
+  const auto decode_bytes = [&](int context) {
+    auto state = engine.NewSequence();
+    const std::vector<int32_t> tokens = RandomTokens(context + 1, 21);
+    RunChunked(engine, state.get(), std::vector<int32_t>(tokens.begin(), tokens.end() - 1), {context});
+    RunChunked(engine, state.get(), {tokens.back()}, {1});
+    return engine.last_stats().weight_bytes;
+  };
+  const auto bytes = [](const model::Matrix& m) {
+    return static_cast<double>(m.rows) * m.RowBytes() +
+           (m.scale ? static_cast<double>((m.rows + m.tile_rows - 1) / m.tile_rows) * m.scale_cols : 0.0);
+  };
+  double indexer_queries = 0;
+  for (int l = 0; l < c.num_layers; ++l)
+    if (engine.model().plan()[static_cast<size_t>(l)].runs_indexer)
+      indexer_queries += bytes(engine.model().layer(l).attn.indexer.wq_b) +
+                         bytes(engine.model().layer(l).attn.indexer.weights_proj);
+  ASSERT_GT(indexer_queries, 0);
+  const int short_context = 4 * c.index_topk - 1;  // its step sees index_topk entries
+  const int long_context = 4 * c.index_topk + 20;  // index_topk + 5
+  EXPECT_DOUBLE_EQ(decode_bytes(long_context) - decode_bytes(short_context), indexer_queries);
+}
+
 INSTANTIATE_TEST_SUITE_P(Qat, ConsistencyTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "QatOn" : "QatOff"; });
 

@@ -97,7 +97,11 @@ void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeigh
                 const RowBatch& batch, const float* h, const float* q_lat, EntrySelection* out, IndexerScratch* s) {
   const int64_t rows = batch.num_rows();
   const int heads = c.index_n_heads, dim = c.index_head_dim;
-  PrepareIndexerQueries(ops, c, w, batch, h, q_lat, /*hadamard=*/true, s);
+  // Rows that see no more entries than the top-k select them all; queries only where one scores
+  // (a batch of short sequences skips the indexer's projections).
+  bool any_scored = false;
+  for (int64_t r = 0; r < rows; ++r) any_scored |= (batch.pos[static_cast<size_t>(r)] + 1) / 4 > c.index_topk;
+  if (any_scored) PrepareIndexerQueries(ops, c, w, batch, h, q_lat, /*hadamard=*/true, s);
 
   // The per-row selection sizes.
   out->offset.assign(static_cast<size_t>(rows) + 1, 0);
