@@ -68,27 +68,13 @@ TEST_P(ConsistencyTest, ThreadCountDoesNotChangeLogits) {
 // steps read the same weights otherwise (each token routes to the same number of experts).
 TEST(IndexerSkipTest, ShortSequencesSkipTheIndexerQueryProjections) {
   Engine engine(TestModel(), EngineOptions{});
-  const model::ModelConfig& c = engine.model().config();
-  const auto decode_bytes = [&](int context) {
-    auto state = engine.NewSequence();
-    const std::vector<int32_t> tokens = RandomTokens(context + 1, 21);
-    RunChunked(engine, state.get(), std::vector<int32_t>(tokens.begin(), tokens.end() - 1), {context});
-    RunChunked(engine, state.get(), {tokens.back()}, {1});
-    return engine.last_stats().weight_bytes;
-  };
-  const auto bytes = [](const model::Matrix& m) {
-    return static_cast<double>(m.rows) * m.RowBytes() +
-           (m.scale ? static_cast<double>((m.rows + m.tile_rows - 1) / m.tile_rows) * m.scale_cols : 0.0);
-  };
-  double indexer_queries = 0;
-  for (int l = 0; l < c.num_layers; ++l)
-    if (engine.model().plan()[static_cast<size_t>(l)].runs_indexer)
-      indexer_queries += bytes(engine.model().layer(l).attn.indexer.wq_b) +
-                         bytes(engine.model().layer(l).attn.indexer.weights_proj);
-  ASSERT_GT(indexer_queries, 0);
-  const int short_context = 4 * c.index_topk - 1;  // its step sees index_topk entries
-  const int long_context = 4 * c.index_topk + 20;  // index_topk + 5
-  EXPECT_DOUBLE_EQ(decode_bytes(long_context) - decode_bytes(short_context), indexer_queries);
+  const int topk = engine.model().config().index_topk;
+  const double queries = testing::IndexerQueryBytes(engine.model());
+  ASSERT_GT(queries, 0);
+  // Positions 4 top-k - 1 (top-k entries: all taken) and 4 top-k + 20 (top-k + 5: scored).
+  EXPECT_DOUBLE_EQ(testing::DecodeStepWeightBytes(engine, 4 * topk + 20, 21) -
+                       testing::DecodeStepWeightBytes(engine, 4 * topk - 1, 21),
+                   queries);
 }
 
 INSTANTIATE_TEST_SUITE_P(Qat, ConsistencyTest, ::testing::Values(true, false),

@@ -37,7 +37,6 @@ void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batc
   const int64_t rows = batch.num_rows();
   const int heads = c.index_n_heads, dim = c.index_head_dim, ratio = spec.compress_ratio;
   const int block = c.candidate_block_size;
-  PrepareIndexerQueries(ops, c, w, batch, h, q_lat, /*hadamard=*/false, s);
 
   auto visible = [&](int64_t r) { return (batch.pos[static_cast<size_t>(r)] + 1) / ratio; };
   if (spec.candidate_source) {
@@ -59,6 +58,10 @@ void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batc
     const uint8_t* allowed = candidates->keep.data() + candidates->offset[r];
     return std::count(allowed, allowed + blocks, uint8_t{1}) < blocks;
   };
+  // Rows that need no scores take every entry: a batch without any skips the query projections.
+  bool any_scored = false;
+  for (int64_t r = 0; r < rows && !any_scored; ++r) any_scored = needs_scores(r);
+  if (any_scored) PrepareIndexerQueries(ops, c, w, batch, h, q_lat, /*hadamard=*/false, s);
   for (const SeqRows& seq : batch.seqs) {
     int64_t first = seq.row_begin;
     for (; first < seq.row_end && !needs_scores(first); ++first) {

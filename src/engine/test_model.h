@@ -98,6 +98,28 @@ inline std::vector<float> RunChunked(Engine& engine, SequenceState* state, const
   return all;
 }
 
+// Weight bytes (as Ops counts them) that one decode step reads after `context` tokens.
+inline double DecodeStepWeightBytes(Engine& engine, int context, uint32_t seed) {
+  auto state = engine.NewSequence();
+  const std::vector<int32_t> tokens = RandomTokens(context + 1, seed);
+  RunChunked(engine, state.get(), std::vector<int32_t>(tokens.begin(), tokens.end() - 1), {context});
+  RunChunked(engine, state.get(), {tokens.back()}, {1});
+  return engine.last_stats().weight_bytes;
+}
+
+// Bytes of the indexers' query projections (wq_b, weights_proj) over the layers that score.
+inline double IndexerQueryBytes(const Model& m) {
+  const auto bytes = [](const model::Matrix& w) {
+    return static_cast<double>(w.rows) * w.RowBytes() +
+           (w.scale ? static_cast<double>((w.rows + w.tile_rows - 1) / w.tile_rows) * w.scale_cols : 0.0);
+  };
+  double total = 0;
+  for (int l = 0; l < m.config().num_layers; ++l)
+    if (m.plan()[static_cast<size_t>(l)].runs_indexer)
+      total += bytes(m.layer(l).attn.indexer.wq_b) + bytes(m.layer(l).attn.indexer.weights_proj);
+  return total;
+}
+
 inline bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

@@ -138,6 +138,18 @@ TEST(V41PathsTest, TopKAndCandidateBlocksPruneOnlyLongContexts) {
   EXPECT_FALSE(BitEqual(rows(lb, 100, 120), rows(lw, 100, 120)));
 }
 
+// A decode step whose every index source still takes all its entries (no top-k, no candidate
+// blocks to choose or prune) skips the indexers' query projections; a long context runs them.
+// Both steps are at odd positions, so the ratio-2 and ratio-1 sources both finish an entry.
+TEST(V41PathsTest, ShortContextsSkipTheIndexerQueryProjections) {
+  Engine engine(TestModelV41(), EngineOptions{});
+  const double queries = testing::IndexerQueryBytes(engine.model());
+  ASSERT_GT(queries, 0);
+  // Position 5: at most 6 entries per source; position 201: 101 / 202 entries, past the top-16.
+  EXPECT_DOUBLE_EQ(testing::DecodeStepWeightBytes(engine, 201, 22) - testing::DecodeStepWeightBytes(engine, 5, 22),
+                   queries);
+}
+
 // Engram (layer 1 of the spec's tiny config): chunking, batching and resume from bytes keep
 // the logits, the look-back crosses chunk and snapshot boundaries, and the lookup matters.
 TEST(V41EngramTest, LookBackSurvivesChunkingBatchingAndResume) {
