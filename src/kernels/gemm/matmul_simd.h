@@ -100,7 +100,11 @@ inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t col
       pf += 64;
     }
     F w[NR][kVecs];
-    for (int j = 0; j < NR; ++j) rows[j].Load(k, w[j]);
+    if constexpr (requires { Src::template LoadRows<MR, NR, kVecs>(rows, k, w); }) {
+      Src::template LoadRows<MR, NR, kVecs>(rows, k, w);  // rows that share a decoding table
+    } else {
+      for (int j = 0; j < NR; ++j) rows[j].Load(k, w[j]);
+    }
     for (int v = 0; v < kVecs; ++v)
       for (int i = 0; i < MR; ++i) {
         F xv = V::Load(xs[i] + k + v * L);
