@@ -2,6 +2,7 @@
 #include "base/cgroup_memory.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -24,14 +25,18 @@ int64_t ReadBytes(const std::string& path) {
   return static_cast<int64_t>(v);
 }
 
-// The value of `key` in a flat "key value" file (memory.stat); -1 where absent.
-int64_t ReadStat(const std::string& path, const std::string& key) {
+// The values of `keys` in a flat "key value" file (memory.stat), in that order; -1 where absent.
+template <size_t N>
+std::array<int64_t, N> ReadStats(const std::string& path, const std::array<const char*, N>& keys) {
+  std::array<int64_t, N> values;
+  values.fill(-1);
   std::ifstream f(path);
   std::string name;
   long long v = 0;
   while (f >> name >> v)
-    if (name == key) return static_cast<int64_t>(v);
-  return -1;
+    for (size_t i = 0; i < N; ++i)
+      if (name == keys[i]) values[i] = static_cast<int64_t>(v);
+  return values;
 }
 
 // Room under one limit: limit - (usage - cache), or -1 where unlimited or unreadable.
@@ -48,8 +53,8 @@ int64_t V2Room(const std::string& mount_root, std::string path) {
   int64_t room = -1;
   for (;;) {
     const std::string dir = mount_root + (path == "/" ? "" : path);
-    room = MinRoom(room, Room(ReadBytes(dir + "/memory.max"), ReadBytes(dir + "/memory.current"),
-                              ReadStat(dir + "/memory.stat", "file")));
+    const int64_t file = ReadStats<1>(dir + "/memory.stat", {"file"})[0];
+    room = MinRoom(room, Room(ReadBytes(dir + "/memory.max"), ReadBytes(dir + "/memory.current"), file));
     if (path == "/" || path.empty()) return room;
     const size_t slash = path.find_last_of('/');
     path = slash == 0 ? "/" : path.substr(0, slash);
@@ -59,11 +64,10 @@ int64_t V2Room(const std::string& mount_root, std::string path) {
 // cgroup v1 memory controller: its stat file gives the limit over the ancestors too.
 int64_t V1Room(const std::string& mount_root, const std::string& path) {
   const std::string dir = mount_root + "/memory" + (path == "/" ? "" : path);
-  int64_t limit = ReadStat(dir + "/memory.stat", "hierarchical_memory_limit");
-  if (limit < 0) limit = ReadBytes(dir + "/memory.limit_in_bytes");
-  int64_t cache = ReadStat(dir + "/memory.stat", "total_cache");
-  if (cache < 0) cache = ReadStat(dir + "/memory.stat", "cache");
-  return Room(limit, ReadBytes(dir + "/memory.usage_in_bytes"), cache);
+  const auto [hierarchical, total_cache, cache] =
+      ReadStats<3>(dir + "/memory.stat", {"hierarchical_memory_limit", "total_cache", "cache"});
+  const int64_t limit = hierarchical >= 0 ? hierarchical : ReadBytes(dir + "/memory.limit_in_bytes");
+  return Room(limit, ReadBytes(dir + "/memory.usage_in_bytes"), total_cache >= 0 ? total_cache : cache);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 // chunks, ParallelTasks hands out single items; both run on the workers and the calling thread.
 // One caller at a time (the engine thread); a call issued from inside a chunk (on a worker or on
 // the caller) runs inline. Which thread runs a chunk never changes what a chunk computes, so
-// results do not depend on the thread count.
+// results do not depend on the thread count. Waiting threads poll about 1 ms before they sleep
+// (the caller for the workers' last chunks, the workers for the next job; thread_pool.cc), so a
+// pool keeps its cores busy for that long after each job.
 #pragma once
 
 #include <atomic>

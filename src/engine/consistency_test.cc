@@ -63,20 +63,6 @@ TEST_P(ConsistencyTest, ThreadCountDoesNotChangeLogits) {
   }
 }
 
-// A token that sees no more compressed entries than the indexer's top-k takes them all, so its
-// step skips the indexer's query projections; one that sees more runs them. The two decode
-// steps read the same weights otherwise (each token routes to the same number of experts).
-TEST(IndexerSkipTest, ShortSequencesSkipTheIndexerQueryProjections) {
-  Engine engine(TestModel(), EngineOptions{});
-  const int topk = engine.model().config().index_topk;
-  const double queries = testing::IndexerQueryBytes(engine.model());
-  ASSERT_GT(queries, 0);
-  // Positions 4 top-k - 1 (top-k entries: all taken) and 4 top-k + 20 (top-k + 5: scored).
-  EXPECT_DOUBLE_EQ(testing::DecodeStepWeightBytes(engine, 4 * topk + 20, 21) -
-                       testing::DecodeStepWeightBytes(engine, 4 * topk - 1, 21),
-                   queries);
-}
-
 INSTANTIATE_TEST_SUITE_P(Qat, ConsistencyTest, ::testing::Values(true, false),
                          [](const auto& info) { return info.param ? "QatOn" : "QatOff"; });
 

@@ -29,9 +29,7 @@ void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx,
                  bool act_quant) {
   if (n <= 0) return;
   flops_.fetch_add(2.0 * static_cast<double>(n) * w.rows * w.cols, std::memory_order_relaxed);
-  weight_bytes_.fetch_add(static_cast<double>(w.rows) * w.RowBytes() +
-                              (w.scale ? static_cast<double>((w.rows + w.tile_rows - 1) / w.tile_rows) * w.scale_cols : 0.0),
-                          std::memory_order_relaxed);
+  weight_bytes_.fetch_add(static_cast<double>(w.StoredBytes()), std::memory_order_relaxed);
   if (RoundsInput(w, act_quant)) {
     thread_local std::vector<float> quant_scratch;
     x = RoundToFp8(x, n, ldx, w.cols, quant_scratch);

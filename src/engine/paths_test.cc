@@ -1,5 +1,5 @@
 // The optimized kernels against the naive reference path on a whole forward pass, the MTP
-// module's chunk invariance, and input validation.
+// module's chunk invariance, the indexer's skip for short contexts, and input validation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -60,6 +60,20 @@ TEST(PathsTest, HeadInHugePagesGivesTheSameLogits) {
   std::vector<int32_t> tokens = RandomTokens(40, 5);
   auto sa = ea.NewSequence(), sb = eb.NewSequence();
   EXPECT_TRUE(BitEqual(RunChunked(ea, sa.get(), tokens, {40}), RunChunked(eb, sb.get(), tokens, {7, 33})));
+}
+
+// A token that sees no more compressed entries than the indexer's top-k takes them all, so its
+// step skips the indexer's query projections; one that sees more runs them. The two decode
+// steps read the same weights otherwise (each token routes to the same number of experts).
+TEST(PathsTest, ShortSequencesSkipTheIndexerQueryProjections) {
+  Engine engine(TestModel(), EngineOptions{});
+  const int topk = engine.model().config().index_topk;
+  const double queries = testing::IndexerQueryBytes(engine.model());
+  ASSERT_GT(queries, 0);
+  // Positions 4 top-k - 1 (top-k entries: all taken) and 4 top-k + 20 (top-k + 5: scored).
+  EXPECT_DOUBLE_EQ(testing::DecodeStepWeightBytes(engine, 4 * topk + 20, 21) -
+                       testing::DecodeStepWeightBytes(engine, 4 * topk - 1, 21),
+                   queries);
 }
 
 TEST(PathsTest, MtpLogitsDoNotDependOnChunking) {

@@ -109,14 +109,11 @@ inline double DecodeStepWeightBytes(Engine& engine, int context, uint32_t seed) 
 
 // Bytes of the indexers' query projections (wq_b, weights_proj) over the layers that score.
 inline double IndexerQueryBytes(const Model& m) {
-  const auto bytes = [](const model::Matrix& w) {
-    return static_cast<double>(w.rows) * w.RowBytes() +
-           (w.scale ? static_cast<double>((w.rows + w.tile_rows - 1) / w.tile_rows) * w.scale_cols : 0.0);
-  };
   double total = 0;
   for (int l = 0; l < m.config().num_layers; ++l)
     if (m.plan()[static_cast<size_t>(l)].runs_indexer)
-      total += bytes(m.layer(l).attn.indexer.wq_b) + bytes(m.layer(l).attn.indexer.weights_proj);
+      total += static_cast<double>(m.layer(l).attn.indexer.wq_b.StoredBytes() +
+                                   m.layer(l).attn.indexer.weights_proj.StoredBytes());
   return total;
 }
 

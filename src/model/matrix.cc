@@ -17,6 +17,10 @@ int64_t Matrix::RowBytes() const {
   return 0;
 }
 
+int64_t Matrix::NumScales() const {
+  return scale == nullptr ? 0 : (rows + tile_rows - 1) / tile_rows * scale_cols;
+}
+
 Matrix Matrix::RowSlice(int64_t begin, int64_t end) const {
   FS_CHECK(0 <= begin && begin <= end && end <= rows, "row slice [%ld, %ld) of %ld rows",
            static_cast<long>(begin), static_cast<long>(end), static_cast<long>(rows));

@@ -23,6 +23,10 @@ struct Matrix {
   bool valid() const { return data != nullptr; }
   bool quantized() const { return format == MatrixFormat::kFp8 || format == MatrixFormat::kFp4; }
   int64_t RowBytes() const;
+  // Scale bytes: one per tile (FP8) or per 32 inputs of a row (FP4); 0 without scales.
+  int64_t NumScales() const;
+  // Bytes a product reads: the weights and their scales.
+  int64_t StoredBytes() const { return rows * RowBytes() + NumScales(); }
   // Rows [begin, end) as a matrix; for FP8, begin must be a multiple of tile_rows.
   Matrix RowSlice(int64_t begin, int64_t end) const;
   // Exact value of element (r, c) (reference path and tests).

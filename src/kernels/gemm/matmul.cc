@@ -132,7 +132,7 @@ struct ByteRange {
 };
 
 ByteRange ScaleRange(const model::Matrix& w) {
-  const int64_t num_scales = ((w.rows + w.tile_rows - 1) / w.tile_rows) * w.scale_cols;
+  const int64_t num_scales = w.NumScales();
   uint8_t lo = 255, hi = 0;
   for (int64_t i = 0; i < num_scales; ++i) {  // a plain loop: vectorised, unlike minmax_element
     lo = std::min(lo, w.scale[i]);

@@ -73,7 +73,9 @@ struct PrefetchSpan {
 
 // y[i, o0 + j] for MR activation rows xs[i] and NR weight rows o0 + j: the register tile.
 // kPrefetch: the tile requests the lines of `span` (a template parameter, so that tiles without
-// one carry no prefetch bookkeeping in their registers).
+// one carry no prefetch bookkeeping in their registers). A source with a LoadRows<MR, NR, kVecs>
+// decodes the tile's rows of a step together (to share work between them), else each row's
+// Cursor::Load decodes its own.
 template <class V, int MR, int NR, bool kPrefetch, class Src>
 inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t cols, float* const* ys,
                  PrefetchSpan span = {}) {
