@@ -3,6 +3,9 @@
 // (the whole 129280-row head, cold small experts and projections), next to the machine's
 // measured floors (kernels/roofline.h). Measures and prints; asserts nothing.
 //
+// The expert shapes are also timed with every thread multiplying whole matrices side by side,
+// one per task, as the engine runs routed experts (lines marked *: time per matrix).
+//
 // Then SinkAttention (the engine's head counts and key counts) and RmsNorm on one thread for
 // every instruction set the CPU has.
 //
@@ -118,6 +121,34 @@ double BestCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& 
   return best;
 }
 
+// Seconds per matrix when every thread multiplies whole matrices of the set side by side, one
+// per task (as the engine runs routed experts): the fastest of `passes` sweeps, divided by the
+// set's size. Each thread streams its own matrices, so this shows how the threads share DRAM.
+double ConcurrentSecondsPerMatrix(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
+  const Matrix& first = set.matrices[0];
+  const int threads = pool.num_threads();
+  std::vector<std::vector<float>> xs(threads, std::vector<float>(static_cast<size_t>(n * first.cols)));
+  std::vector<std::vector<float>> ys(set.matrices.size(), std::vector<float>(static_cast<size_t>(n * first.rows)));
+  uint64_t seed = 99;
+  for (auto& x : xs)
+    for (auto& v : x) {
+      v = static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f;
+      if (qat_x) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
+    }
+  double best = 1e30;
+  for (int pass = 0; pass < passes; ++pass) {
+    const auto start = std::chrono::steady_clock::now();
+    pool.ParallelTasks(static_cast<int64_t>(set.matrices.size()), [&](int64_t t0, int64_t) {
+      const Matrix& m = set.matrices[static_cast<size_t>(t0)];
+      // Inside a task the product runs on this thread alone.
+      flashserve::kernels::MatMul(m, xs[static_cast<size_t>(t0) % xs.size()].data(), n, m.cols,
+                                  ys[static_cast<size_t>(t0)].data(), m.rows, pool);
+    });
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+  return best / static_cast<double>(set.matrices.size());
+}
+
 template <class Fn>
 double BestSeconds(int reps, Fn fn) {
   double best = 1e30;
@@ -189,20 +220,30 @@ struct Config {
   int64_t rows, cols;
   int tile;
   std::vector<int64_t> ns;
+  bool concurrent = false;  // also one matrix per thread, side by side (the engine's experts)
 };
+
+// One result line: s seconds per call (per matrix where the threads run matrices side by side,
+// marked " *"), against the floors of the whole machine.
+void Print(const Config& c, const WeightSet& set, int64_t n, double s, double bandwidth, double peak,
+           const char* mark) {
+  const double gbs = static_cast<double>(set.bytes_each) / s * 1e-9;
+  const double gflops = 2.0 * static_cast<double>(c.rows * c.cols * n) / s * 1e-9;
+  const double floor_s = std::max(static_cast<double>(set.bytes_each) / (bandwidth * 1e9),
+                                  2.0 * static_cast<double>(c.rows * c.cols * n) / (peak * 1e9));
+  std::printf("%-30s %4zu %6ld %10.1f %8.1f %9.1f %5.0f%% %5.0f%% %6.0f%%%s\n", c.name, set.matrices.size(),
+              static_cast<long>(n), s * 1e6, gbs, gflops, 100.0 * gbs / bandwidth, 100.0 * gflops / peak,
+              100.0 * floor_s / s, mark);
+}
 
 void BenchMatMul(const Config& c, const std::vector<int64_t>& ns, int passes, double bandwidth, double peak,
                  ThreadPool& pool) {
   const WeightSet set = MakeSet(c.name, c.format, c.rows, c.cols, c.tile);
   for (int64_t n : ns) {
     const double s = BestCallSeconds(set, n, passes, pool);
-    const double gbs = static_cast<double>(set.bytes_each) / s * 1e-9;
-    const double gflops = 2.0 * static_cast<double>(c.rows * c.cols * n) / s * 1e-9;
-    const double floor_s = std::max(static_cast<double>(set.bytes_each) / (bandwidth * 1e9),
-                                    2.0 * static_cast<double>(c.rows * c.cols * n) / (peak * 1e9));
-    std::printf("%-30s %4zu %6ld %10.1f %8.1f %9.1f %5.0f%% %5.0f%% %6.0f%%\n", c.name, set.matrices.size(),
-                static_cast<long>(n), s * 1e6, gbs, gflops, 100.0 * gbs / bandwidth, 100.0 * gflops / peak,
-                100.0 * floor_s / s);
+    Print(c, set, n, s, bandwidth, peak, "");
+    if (c.concurrent && pool.num_threads() > 1)
+      Print(c, set, n, ConcurrentSecondsPerMatrix(set, n, passes, pool), bandwidth, peak, " *");
   }
 }
 
@@ -238,8 +279,8 @@ int main(int argc, char** argv) {
       // The medium engine's shapes (hidden 1024, experts of 768, vocabulary 129280).
       {"BF16 129280x1024 (head)", MatrixFormat::kBF16, 129280, 1024, 1, head},
       {"FP8 129280x1024 (head)", MatrixFormat::kFp8, 129280, 1024, 128, head},
-      {"FP4 768x1024 (expert w1/w3)", MatrixFormat::kFp4, 768, 1024, 32, small},
-      {"FP4 1024x768 (expert w2)", MatrixFormat::kFp4, 1024, 768, 32, small},
+      {"FP4 768x1024 (expert w1/w3)", MatrixFormat::kFp4, 768, 1024, 32, small, true},
+      {"FP4 1024x768 (expert w2)", MatrixFormat::kFp4, 1024, 768, 32, small, true},
       {"FP8 768x1024 (shared w1/w3)", MatrixFormat::kFp8, 768, 1024, 128, small},
       {"FP8 512x1024", MatrixFormat::kFp8, 512, 1024, 128, small},
       {"FP8 1024x512", MatrixFormat::kFp8, 1024, 512, 128, small},
