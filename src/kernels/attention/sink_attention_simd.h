@@ -51,10 +51,14 @@ void StoreN(float* p, typename V::F v, int count) {
   }
 }
 
-// acc[h][j] += q_h[c..] * key_j[c..] for one vector of columns at c, count lanes of them.
+// acc[h][j] += q_h[c..] * key_j[c..] for one vector of columns at c, count lanes of them;
+// requests the same columns of the keys `ahead` (NK pointers, or null) into L2.
 template <class V, int NH, int NK>
-inline void LogitStep(const float* const* qs, const float* const* ks, int c, int count, typename V::F (&acc)[NH][NK]) {
+inline void LogitStep(const float* const* qs, const float* const* ks, const float* const* ahead, int c, int count,
+                      typename V::F (&acc)[NH][NK]) {
   using F = typename V::F;
+  if (ahead != nullptr)
+    for (int j = 0; j < NK; ++j) V::Prefetch(reinterpret_cast<uintptr_t>(ahead[j] + c));
   F kv[NK];
   for (int j = 0; j < NK; ++j) kv[j] = LoadN<V>(ks[j] + c, count);
   for (int h = 0; h < NH; ++h) {
@@ -64,19 +68,30 @@ inline void LogitStep(const float* const* qs, const float* const* ks, int c, int
   }
 }
 
-// logits[h * ld + j] = dot(q_h, key_j) for NH heads and NK keys: the register tile.
+// logits[h * ld + j] = dot(q_h, key_j) for NH heads and NK keys: the register tile. ahead: NK
+// keys to request meanwhile (a vector's worth of each per step), or null.
 template <class V, int NH, int NK>
-void LogitTile(const float* const* qs, const float* const* ks, int dim, float* logits, int ld) {
+void LogitTile(const float* const* qs, const float* const* ks, const float* const* ahead, int dim, float* logits,
+               int ld) {
   using F = typename V::F;
   constexpr int L = V::kLanes;
   F acc[NH][NK];
   for (int h = 0; h < NH; ++h)
     for (int j = 0; j < NK; ++j) acc[h][j] = V::Zero();
   const int full = dim - dim % L;
-  for (int c = 0; c < full; c += L) LogitStep<V, NH, NK>(qs, ks, c, L, acc);
-  if (full < dim) LogitStep<V, NH, NK>(qs, ks, full, dim - full, acc);
-  for (int h = 0; h < NH; ++h)
-    for (int j = 0; j < NK; ++j) logits[h * ld + j] = V::Sum(acc[h][j]);
+  for (int c = 0; c < full; c += L) LogitStep<V, NH, NK>(qs, ks, ahead, c, L, acc);
+  if (full < dim) LogitStep<V, NH, NK>(qs, ks, nullptr, full, dim - full, acc);
+  if constexpr (NH * NK == L && requires(const F* v) { V::Sums(v); }) {
+    // A full tile: V::Sums, the same trees as V::Sum for all its accumulators at once.
+    F v[L];
+    for (int t = 0; t < L; ++t) v[t] = acc[t / NK][t % NK];
+    alignas(64) float sums[L];
+    V::Store(sums, V::Sums(v));
+    for (int t = 0; t < L; ++t) logits[t / NK * ld + t % NK] = sums[t];
+  } else {
+    for (int h = 0; h < NH; ++h)
+      for (int j = 0; j < NK; ++j) logits[h * ld + j] = V::Sum(acc[h][j]);
+  }
 }
 
 // Keys [j0, j1) for NH heads: tiles of NH x V::kLogitKeys keys, then single keys.
@@ -85,10 +100,15 @@ void LogitBlock(const AttentionArgs& a, int h0, int j0, int j1) {
   const float* qs[NH];
   for (int h = 0; h < NH; ++h) qs[h] = a.q + static_cast<int64_t>(a.head_begin + h0 + h) * a.dim;
   float* logits = a.weights + static_cast<int64_t>(h0) * a.num_keys;
+  // The first head block streams the keys (rows of per-sequence state, mostly not in cache, each
+  // a stream too short for the hardware prefetcher): it requests those two tiles ahead.
+  constexpr int NK = V::kLogitKeys, kAhead = 2 * NK;
+  const bool stream = h0 == 0;
   int j = j0;
-  for (; j + V::kLogitKeys <= j1; j += V::kLogitKeys)
-    LogitTile<V, NH, V::kLogitKeys>(qs, a.keys + j, a.dim, logits + j, a.num_keys);
-  for (; j < j1; ++j) LogitTile<V, NH, 1>(qs, a.keys + j, a.dim, logits + j, a.num_keys);
+  for (; j + NK <= j1; j += NK)
+    LogitTile<V, NH, NK>(qs, a.keys + j, stream && j + kAhead + NK <= a.num_keys ? a.keys + j + kAhead : nullptr,
+                         a.dim, logits + j, a.num_keys);
+  for (; j < j1; ++j) LogitTile<V, NH, 1>(qs, a.keys + j, nullptr, a.dim, logits + j, a.num_keys);
 }
 
 // Turns head h's logits into softmax numerators in place; returns 1 / denominator.
