@@ -1,6 +1,7 @@
 // `flashserve bench-forward`: prefill and batched-decode throughput of the engine next to each
 // configuration's floor, max(bytes read / measured bandwidth, FLOPs / measured FMA peak), with
-// bytes and FLOPs counted by the engine for the very steps that were timed.
+// bytes and FLOPs counted by the engine for the very steps that were timed, and the ceilings
+// measured before and after the runs (the better of the two).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,10 +30,17 @@ struct Ceilings {
 
 struct Row {
   std::string name;
-  double tokens_per_s = 0, floor_tokens_per_s = 0, bytes = 0, flops = 0;
+  double tokens = 0, secs = 0, tokens_per_s = 0, floor_tokens_per_s = 0, bytes = 0, flops = 0;
   bool compute_bound = false;
   engine::OpStats stats;
 };
+
+// The machine's ceilings, measured before and after the runs: each is the better of the two,
+// since a probe of ~0.1-1 s can fall on a moment when the host gives the cores or the memory
+// to others (a single probe has read half the FMA peak on a shared VM).
+Ceilings MeasureCeilings(base::ThreadPool& pool) {
+  return {kernels::MeasureMemoryBandwidth(pool), kernels::MeasureFmaPeak(pool)};
+}
 
 std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -42,24 +50,30 @@ std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
   return t;
 }
 
-Row Finish(std::string name, double tokens, double secs, const engine::OpStats& st, const Ceilings& c) {
+Row Finish(std::string name, double tokens, double secs, const engine::OpStats& st) {
   Row r;
   r.name = std::move(name);
+  r.tokens = tokens;
+  r.secs = secs;
   r.bytes = st.weight_bytes + st.state_bytes;
   r.flops = st.flops;
-  const double t_mem = r.bytes / (c.gbps * 1e9), t_fma = r.flops / (c.gflops * 1e9);
-  r.compute_bound = t_fma > t_mem;
   r.tokens_per_s = tokens / secs;
-  r.floor_tokens_per_s = tokens / std::max(t_mem, t_fma);
   r.stats = st;
   return r;
+}
+
+// The row's floor: max(bytes / bandwidth, FLOPs / FMA peak).
+void ApplyFloor(const Ceilings& c, Row* r) {
+  const double t_mem = r->bytes / (c.gbps * 1e9), t_fma = r->flops / (c.gflops * 1e9);
+  r->compute_bound = t_fma > t_mem;
+  r->floor_tokens_per_s = r->tokens / std::max(t_mem, t_fma);
 }
 
 double Seconds(std::chrono::steady_clock::time_point a) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
 }
 
-Row BenchPrefill(engine::Engine& engine, const BenchFlags& f, const Ceilings& c) {
+Row BenchPrefill(engine::Engine& engine, const BenchFlags& f) {
   const int64_t vocab = engine.model().config().vocab_size;
   std::vector<int32_t> tokens = Tokens(f.prompt, vocab, 1);
   double best = 1e30;
@@ -73,10 +87,10 @@ Row BenchPrefill(engine::Engine& engine, const BenchFlags& f, const Ceilings& c)
     if (rep > 0 && secs < best) best = secs;
     stats = engine.last_stats();
   }
-  return Finish("prefill " + std::to_string(f.prompt), f.prompt, best, stats, c);
+  return Finish("prefill " + std::to_string(f.prompt), f.prompt, best, stats);
 }
 
-Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch, const Ceilings& c) {
+Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch) {
   const int64_t vocab = engine.model().config().vocab_size;
   std::vector<std::unique_ptr<engine::SequenceState>> states;
   for (int i = 0; i < batch; ++i) {
@@ -101,7 +115,7 @@ Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch, const Ce
     total.state_bytes += engine.last_stats().state_bytes;
     for (size_t p = 0; p < total.phase_seconds.size(); ++p) total.phase_seconds[p] += engine.last_stats().phase_seconds[p];
   }
-  return Finish("decode batch " + std::to_string(batch), static_cast<double>(batch) * f.steps, secs, total, c);
+  return Finish("decode batch " + std::to_string(batch), static_cast<double>(batch) * f.steps, secs, total);
 }
 
 int RunBench(BenchFlags f) {
@@ -110,21 +124,31 @@ int RunBench(BenchFlags f) {
   auto batches = ParseTokenList(f.batches);
   if (!batches.ok()) return PrintError(batches.error());
   f.options.qat = !f.no_qat;
-  Ceilings c;
+  Ceilings before, after;
   int threads = 0;
   {
     base::ThreadPool pool(f.options.num_threads);
     threads = pool.num_threads();
-    c.gbps = kernels::MeasureMemoryBandwidth(pool);
-    c.gflops = kernels::MeasureFmaPeak(pool);
+    before = MeasureCeilings(pool);
   }
   if (f.no_bf16_dot) kernels::SetBf16PairsEnabled(false);
-  std::printf("machine: %d threads, ISA %s (BF16 dot products %s), measured read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s\n",
-              threads, kernels::MatMulIsa(), kernels::Bf16PairsAvailable() ? "on" : "off", c.gbps, c.gflops);
+  std::vector<Row> rows;
+  {
+    engine::Engine engine(*model, f.options);
+    rows.push_back(BenchPrefill(engine, f));
+    for (int32_t b : *batches) rows.push_back(BenchDecode(engine, f, b));
+  }
+  {
+    base::ThreadPool pool(f.options.num_threads);
+    after = MeasureCeilings(pool);
+  }
+  const Ceilings c{std::max(before.gbps, after.gbps), std::max(before.gflops, after.gflops)};
+  for (Row& r : rows) ApplyFloor(c, &r);
+  std::printf("machine: %d threads, ISA %s (BF16 dot products %s), measured read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s "
+              "(the better of before / after the runs: %.1f / %.1f GB/s, %.1f / %.1f GFLOP/s)\n",
+              threads, kernels::MatMulIsa(), kernels::Bf16PairsAvailable() ? "on" : "off", c.gbps, c.gflops,
+              before.gbps, after.gbps, before.gflops, after.gflops);
   std::printf("model: %s (QAT %s)\n", f.model.c_str(), f.no_qat ? "off" : "on");
-  engine::Engine engine(*model, f.options);
-  std::vector<Row> rows = {BenchPrefill(engine, f, c)};
-  for (int32_t b : *batches) rows.push_back(BenchDecode(engine, f, b, c));
   std::printf("%-18s %12s %12s %8s %9s %12s %12s\n", "config", "tokens/s", "floor tok/s", "% floor", "bound",
               "MB/step", "GFLOP/step");
   for (const Row& r : rows) {
