@@ -21,8 +21,8 @@ constexpr int64_t kWindowChunks = 64;                 // timed unit: 64 MiB, twi
 constexpr int64_t kFmaIterations = int64_t{1} << 16;  // per FMA task: ~0.2-1 ms of work
 constexpr int kFmaAccumulators = 12;  // simd::VecOps::fma_loop
 
-// Below this share of the rate per CPU-second, the wall-clock FMA rate means other work ran on
-// the probe's cores (a quiet machine gives 0.97-1.0).
+// Below this share of the rate per CPU-second, the wall-clock FMA rate means the probe's threads
+// did not all run at once (a quiet machine gives 0.97-1.0).
 constexpr double kSharedCoresRatio = 0.85;
 
 double Seconds(std::chrono::steady_clock::time_point since) {
@@ -64,15 +64,15 @@ double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes, int passes)
   return best;
 }
 
-double MeasureFmaPeak(base::ThreadPool& pool, int passes) {
+FmaProbe ProbeFma(base::ThreadPool& pool, int passes) {
   FS_CHECK(passes >= 1, "FMA probe: %d passes", passes);
   const simd::VecOps& ops = simd::GetVecOps(BestIsa());
   const int threads = pool.num_threads();
   const int64_t num_tasks = 16 * threads;
   std::vector<float> results(static_cast<size_t>(num_tasks));
   std::vector<double> cpu_seconds(static_cast<size_t>(num_tasks));
-  const double task_flops = static_cast<double>(kFmaIterations) * kFmaAccumulators * ops.lanes * 2;
-  double best_wall = 0.0, best_cpu = 0.0;
+  const double pass_flops = static_cast<double>(num_tasks) * kFmaIterations * kFmaAccumulators * ops.lanes * 2;
+  FmaProbe best;
   for (int pass = 0; pass < passes; ++pass) {
     const auto start = std::chrono::steady_clock::now();
     pool.ParallelFor(num_tasks, 1, [&](int64_t t0, int64_t t1) {
@@ -85,15 +85,19 @@ double MeasureFmaPeak(base::ThreadPool& pool, int passes) {
     const double seconds = Seconds(start);
     double cpu = 0.0;
     for (double c : cpu_seconds) cpu += c;
-    best_wall = std::max(best_wall, static_cast<double>(num_tasks) * task_flops / seconds * 1e-9);
-    if (cpu > 0.0) best_cpu = std::max(best_cpu, static_cast<double>(num_tasks) * task_flops / cpu * threads * 1e-9);
+    best.wall_gflops = std::max(best.wall_gflops, pass_flops / seconds * 1e-9);
+    if (cpu > 0.0) best.cpu_gflops = std::max(best.cpu_gflops, pass_flops / cpu * threads * 1e-9);
   }
-  if (best_cpu == 0.0) return best_wall;  // no usable thread clock
-  if (best_wall < kSharedCoresRatio * best_cpu)
-    FS_LOG(kWarning, "FMA probe: the cores were shared while it ran ({:.1f} GFLOP/s by the clock against {:.1f} "
-           "per CPU-second); the machine's peak is the latter, and timings taken meanwhile will be slower",
-           best_wall, best_cpu);
-  return best_cpu;
+  return best;
+}
+
+double MeasureFmaPeak(base::ThreadPool& pool, int passes) {
+  const FmaProbe probe = ProbeFma(pool, passes);
+  if (probe.wall_gflops < kSharedCoresRatio * probe.cpu_gflops)
+    FS_LOG(kWarning, "FMA probe: its threads did not run at once ({:.1f} GFLOP/s by the clock against {:.1f} per "
+           "CPU-second): other work on the cores, more threads than CPUs or a CPU quota; floors computed from it "
+           "are low", probe.wall_gflops, probe.cpu_gflops);
+  return probe.wall_gflops;
 }
 
 }  // namespace flashserve::kernels

@@ -9,11 +9,11 @@
 // disturbed by other processes). This is DRAM read bandwidth, the floor for decode (n = 1..4),
 // which reads each weight byte once. FMA peak: 16 tasks per thread, each a loop of register-
 // only FMAs on 12 independent accumulators (enough to cover FMA latency times throughput on
-// current x86 cores); GFLOP/s = 2 * lanes * FMAs per CPU-second of the threads that ran them
-// (each task timed by its thread's CPU clock), times the pool's threads, best of `passes` (~5 ms
-// each). Other work on the cores (another process, a build) then does not lower the peak, as it
-// did by the wall clock, where a probe on a busy machine could halve it; when the wall-clock
-// rate falls well below, a warning says the cores were shared.
+// current x86 cores); GFLOP/s = 2 * lanes * FMAs / wall time, best of `passes` (~5 ms each).
+// Each task is also timed by its thread's CPU clock: where the wall-clock rate falls well below
+// the rate per CPU-second times the threads (other work held the cores, or there are more
+// threads than CPUs, or a CPU quota), MeasureFmaPeak warns that floors computed from it are low.
+// Callers that time for long (bench-forward) probe before and after and keep the better.
 #pragma once
 
 #include <cstdint>
@@ -25,8 +25,16 @@ namespace flashserve::kernels {
 // Read bandwidth in GB/s (1e9 bytes per second) over a buffer of `bytes`, all pool threads.
 double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes = int64_t{512} << 20, int passes = 2);
 
-// f32 FMA throughput in GFLOP/s (an FMA counts 2 flops per lane) of the pool's threads running
-// at once, with the vector ISA of BestIsa() (the generic build: separate multiply and add).
+// f32 FMA throughput in GFLOP/s (an FMA counts 2 flops per lane), all pool threads, with the
+// vector ISA of BestIsa() (the generic build: separate multiply and add).
 double MeasureFmaPeak(base::ThreadPool& pool, int passes = 20);
+
+// The probe behind MeasureFmaPeak: GFLOP/s by the wall clock, and per CPU-second of the
+// threads that ran the tasks times the pool's threads (0 where the thread clock is unavailable),
+// each the best of `passes`.
+struct FmaProbe {
+  double wall_gflops = 0, cpu_gflops = 0;
+};
+FmaProbe ProbeFma(base::ThreadPool& pool, int passes);
 
 }  // namespace flashserve::kernels
