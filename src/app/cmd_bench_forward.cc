@@ -113,9 +113,47 @@ Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch) {
     total.flops += engine.last_stats().flops;
     total.weight_bytes += engine.last_stats().weight_bytes;
     total.state_bytes += engine.last_stats().state_bytes;
-    for (size_t p = 0; p < total.phase_seconds.size(); ++p) total.phase_seconds[p] += engine.last_stats().phase_seconds[p];
+    const engine::OpStats& last = engine.last_stats();
+    for (size_t p = 0; p < total.phase_seconds.size(); ++p) total.phase_seconds[p] += last.phase_seconds[p];
+    for (size_t p = 0; p < total.phase_flops.size(); ++p) {
+      total.phase_flops[p] += last.phase_flops[p];
+      total.phase_bytes[p] += last.phase_bytes[p];
+    }
   }
   return Finish("decode batch " + std::to_string(batch), static_cast<double>(batch) * f.steps, secs, total);
+}
+
+// With --profile: ms per step by phase, then each phase's own floor, max(its bytes / bandwidth,
+// its FLOPs / FMA peak) (work outside every phase as "other"). The phases run one after another,
+// so their floors add up: a tighter bound than the whole step's floor, which assumes that the
+// memory-bound phases (routed experts at small batches) overlap the compute-bound ones.
+void PrintPhases(const std::vector<Row>& rows, int steps, const Ceilings& c) {
+  constexpr size_t kPhases = engine::OpStats::kPhases;
+  auto header = [](const char* title) {
+    std::printf("\n%s\n%-18s", title, "config");
+    for (size_t p = 0; p < kPhases; ++p) std::printf(" %8s", engine::PhaseName(static_cast<engine::Phase>(p)));
+  };
+  header("ms per step by phase (decode: mean over timed steps)");
+  std::printf("\n");
+  for (const Row& r : rows) {
+    const double per = r.name.rfind("decode", 0) == 0 ? steps : 1;
+    std::printf("%-18s", r.name.c_str());
+    for (double secs : r.stats.phase_seconds) std::printf(" %8.2f", secs * 1e3 / per);
+    std::printf("\n");
+  }
+  header("floor ms per step by phase: max(bytes / bandwidth, FLOPs / FMA peak)");
+  std::printf(" %8s %14s %8s\n", "other", "sum: tok/s", "% of it");
+  for (const Row& r : rows) {
+    const double per = r.name.rfind("decode", 0) == 0 ? steps : 1;
+    double total = 0;
+    std::printf("%-18s", r.name.c_str());
+    for (size_t p = 0; p <= kPhases; ++p) {
+      const double secs = std::max(r.stats.phase_bytes[p] / (c.gbps * 1e9), r.stats.phase_flops[p] / (c.gflops * 1e9));
+      total += secs;
+      std::printf(" %8.2f", secs * 1e3 / per);
+    }
+    std::printf(" %14.1f %7.1f%%\n", r.tokens / total, 100.0 * r.tokens_per_s * total / r.tokens);
+  }
 }
 
 int RunBench(BenchFlags f) {
@@ -157,17 +195,7 @@ int RunBench(BenchFlags f) {
                 100.0 * r.tokens_per_s / r.floor_tokens_per_s, r.compute_bound ? "compute" : "memory",
                 r.bytes / steps / 1e6, r.flops / steps / 1e9);
   }
-  if (!f.options.profile) return 0;
-  std::printf("\nms per step by phase (decode: mean over timed steps)\n%-18s", "config");
-  for (size_t p = 0; p < static_cast<size_t>(engine::Phase::kCount); ++p)
-    std::printf(" %8s", engine::PhaseName(static_cast<engine::Phase>(p)));
-  std::printf("\n");
-  for (const Row& r : rows) {
-    double steps = r.name.rfind("decode", 0) == 0 ? f.steps : 1;
-    std::printf("%-18s", r.name.c_str());
-    for (double secs : r.stats.phase_seconds) std::printf(" %8.2f", secs * 1e3 / steps);
-    std::printf("\n");
-  }
+  if (f.options.profile) PrintPhases(rows, f.steps, c);
   return 0;
 }
 }  // namespace

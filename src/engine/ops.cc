@@ -28,8 +28,10 @@ const float* Ops::RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t col
 void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                  bool act_quant) {
   if (n <= 0) return;
-  flops_.fetch_add(2.0 * static_cast<double>(n) * w.rows * w.cols, std::memory_order_relaxed);
-  weight_bytes_.fetch_add(static_cast<double>(w.StoredBytes()), std::memory_order_relaxed);
+  const double flops = 2.0 * static_cast<double>(n) * w.rows * w.cols, bytes = static_cast<double>(w.StoredBytes());
+  flops_.fetch_add(flops, std::memory_order_relaxed);
+  weight_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  CountPhaseWork(flops, bytes);
   if (RoundsInput(w, act_quant)) {
     thread_local std::vector<float> quant_scratch;
     x = RoundToFp8(x, n, ldx, w.cols, quant_scratch);
@@ -61,6 +63,10 @@ OpStats Ops::stats() const {
   s.flops = flops_.load();
   s.weight_bytes = weight_bytes_.load();
   s.state_bytes = state_bytes_.load();
+  for (size_t p = 0; p <= OpStats::kPhases; ++p) {
+    s.phase_flops[p] = phase_flops_[p].load();
+    s.phase_bytes[p] = phase_bytes_[p].load();
+  }
   return s;
 }
 
@@ -69,6 +75,10 @@ void Ops::ResetStats() {
   flops_ = 0;
   weight_bytes_ = 0;
   state_bytes_ = 0;
+  for (size_t p = 0; p <= OpStats::kPhases; ++p) {
+    phase_flops_[p] = 0;
+    phase_bytes_[p] = 0;
+  }
 }
 
 void Ops::RmsNormRows(const float* x, const float* w, int64_t n, int64_t dim, int64_t ld, float eps, float* out,

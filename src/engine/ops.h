@@ -22,12 +22,15 @@ const char* PhaseName(Phase phase);
 
 // Work done by the forward calls since the last Reset (for rooflines): FLOPs counted as
 // 2 per multiply-add, weight bytes read (each matrix once per call), KV state bytes read, and
-// with profiling on, wall seconds per phase.
+// with profiling on, per phase: wall seconds, FLOPs and bytes (weights and state; index kCount
+// holds work done outside every phase).
 struct OpStats {
+  static constexpr size_t kPhases = static_cast<size_t>(Phase::kCount);
   double flops = 0;
   double weight_bytes = 0;
   double state_bytes = 0;
-  std::array<double, static_cast<size_t>(Phase::kCount)> phase_seconds{};
+  std::array<double, kPhases> phase_seconds{};
+  std::array<double, kPhases + 1> phase_flops{}, phase_bytes{};
 };
 
 class Ops {
@@ -59,18 +62,23 @@ class Ops {
   void CountWork(double flops, double state_bytes) {
     flops_.fetch_add(flops, std::memory_order_relaxed);
     state_bytes_.fetch_add(state_bytes, std::memory_order_relaxed);
+    CountPhaseWork(flops, state_bytes);
   }
 
-  // Times the enclosing scope as `phase` when profiling is on (phases do not nest).
+  // Times the enclosing scope as `phase` when profiling is on, and files the work counted
+  // meanwhile (by any thread) under it; phases do not nest.
   class ScopedPhase {
    public:
     ScopedPhase(Ops& ops, Phase phase) : ops_(ops.options_.profile ? &ops : nullptr), phase_(phase) {
-      if (ops_) start_ = std::chrono::steady_clock::now();
+      if (!ops_) return;
+      ops_->phase_.store(static_cast<int>(phase_), std::memory_order_relaxed);
+      start_ = std::chrono::steady_clock::now();
     }
     ~ScopedPhase() {
-      if (ops_)
-        ops_->stats_.phase_seconds[static_cast<size_t>(phase_)] +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (!ops_) return;
+      ops_->stats_.phase_seconds[static_cast<size_t>(phase_)] +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      ops_->phase_.store(static_cast<int>(Phase::kCount), std::memory_order_relaxed);
     }
 
    private:
@@ -111,9 +119,19 @@ class Ops {
   // n rows of x (stride ldx) rounded to FP8 per 128 channels into buffer (stride cols).
   const float* RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer);
 
+  // With profiling on, adds work to the current phase's counters. Thread-safe.
+  void CountPhaseWork(double flops, double bytes) {
+    if (!options_.profile) return;
+    const auto p = static_cast<size_t>(phase_.load(std::memory_order_relaxed));
+    phase_flops_[p].fetch_add(flops, std::memory_order_relaxed);
+    phase_bytes_[p].fetch_add(bytes, std::memory_order_relaxed);
+  }
+
   base::ThreadPool& pool_;
   EngineOptions options_;
   std::atomic<double> flops_{0}, weight_bytes_{0}, state_bytes_{0};
+  std::atomic<int> phase_{static_cast<int>(Phase::kCount)};  // kCount: outside every phase
+  std::array<std::atomic<double>, OpStats::kPhases + 1> phase_flops_{}, phase_bytes_{};
   OpStats stats_;  // phase times (engine thread only)
 };
 

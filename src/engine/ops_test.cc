@@ -1,5 +1,6 @@
 // Ops::LinearPair (an expert's w1 and w3 from one FP8 rounding of the input) against two Linear
-// calls, bit for bit, with QAT on and off, for FP8 and FP4 weights and a strided input.
+// calls, bit for bit, with QAT on and off, for FP8 and FP4 weights and a strided input; the
+// per-phase work counters of profiling.
 #include "engine/ops.h"
 
 #include <gtest/gtest.h>
@@ -40,6 +41,34 @@ TEST(OpsTest, LinearPairEqualsTwoLinearCalls) {
       }
     }
   }
+}
+
+// With profiling on, work is filed under the phase whose scope it ran in, whichever thread did
+// it; work outside every phase goes to the last slot.
+TEST(OpsTest, ProfilingFilesWorkUnderItsPhase) {
+  base::ThreadPool pool(2);
+  std::mt19937 rng(9);
+  EngineOptions options;
+  options.profile = true;
+  Ops ops(pool, options);
+  kernels::TestMatrix w = kernels::MakeTestMatrix(model::MatrixFormat::kFp8, 64, 256, 128, rng);
+  const std::vector<float> x = kernels::RandomVector(4 * 256, rng);
+  std::vector<float> y(4 * 64);
+  {
+    Ops::ScopedPhase phase(ops, Phase::kQuery);
+    ops.Linear(w.matrix, x.data(), 4, 256, y.data(), 64);
+    ops.ForTasks(3, [&](int64_t) { ops.CountWork(10.0, 100.0); });  // on pool threads
+  }
+  ops.Linear(w.matrix, x.data(), 1, 256, y.data(), 64);
+  const OpStats s = ops.stats();
+  const double bytes = static_cast<double>(w.matrix.StoredBytes());
+  EXPECT_DOUBLE_EQ(s.phase_flops[static_cast<size_t>(Phase::kQuery)], 2.0 * 4 * 64 * 256 + 30.0);
+  EXPECT_DOUBLE_EQ(s.phase_bytes[static_cast<size_t>(Phase::kQuery)], bytes + 300.0);
+  EXPECT_DOUBLE_EQ(s.phase_flops[OpStats::kPhases], 2.0 * 64 * 256);
+  EXPECT_DOUBLE_EQ(s.phase_bytes[OpStats::kPhases], bytes);
+  EXPECT_DOUBLE_EQ(s.flops, 2.0 * 5 * 64 * 256 + 30.0);
+  ops.ResetStats();
+  EXPECT_EQ(ops.stats().phase_flops[static_cast<size_t>(Phase::kQuery)], 0.0);
 }
 
 }  // namespace
