@@ -53,20 +53,24 @@ void Engine::RunMtp(std::span<const ForwardRequest> batch, const RowBatch& trunk
     rows.compress_angles.Compute(model_.rope(model::RopeTable::kCompress), rows.pos);
     const model::MtpExtraWeights& w = model_.layer(layer).mtp;
     const float eps = static_cast<float>(c.norm_eps);
-    std::vector<float> e(static_cast<size_t>(n * d)), proj(e.size()), h(static_cast<size_t>(n * width));
     std::vector<float> z(static_cast<size_t>(n * width));
-    for (int64_t r = 0; r < n; ++r) {
-      kernels::DequantizeRows(model_.weights().embed, rows.ids[r], rows.ids[r] + 1, e.data() + r * d);
-      std::memcpy(h.data() + r * width, inputs[r].streams, sizeof(float) * width);
+    {  // the block's own phases time the MTP block; kMtp the module's input and head
+      Ops::ScopedPhase t(ops_, Phase::kMtp);
+      std::vector<float> e(static_cast<size_t>(n * d)), proj(e.size()), h(static_cast<size_t>(n * width));
+      for (int64_t r = 0; r < n; ++r) {
+        kernels::DequantizeRows(model_.weights().embed, rows.ids[r], rows.ids[r] + 1, e.data() + r * d);
+        std::memcpy(h.data() + r * width, inputs[r].streams, sizeof(float) * width);
+      }
+      ops_.RmsNormRows(e.data(), w.enorm.data(), n, d, d, eps, e.data(), d);
+      ops_.Linear(w.e_proj, e.data(), n, d, proj.data(), d);
+      ops_.RmsNormRows(h.data(), w.hnorm.data(), n * hc, d, d, eps, h.data(), d);
+      ops_.Linear(w.h_proj, h.data(), n * hc, d, z.data(), d);
+      for (int64_t r = 0; r < n; ++r)
+        for (int i = 0; i < hc; ++i)
+          for (int64_t k = 0; k < d; ++k) z[(r * hc + i) * d + k] += proj[r * d + k];
     }
-    ops_.RmsNormRows(e.data(), w.enorm.data(), n, d, d, eps, e.data(), d);
-    ops_.Linear(w.e_proj, e.data(), n, d, proj.data(), d);
-    ops_.RmsNormRows(h.data(), w.hnorm.data(), n * hc, d, d, eps, h.data(), d);
-    ops_.Linear(w.h_proj, h.data(), n * hc, d, z.data(), d);
-    for (int64_t r = 0; r < n; ++r)
-      for (int i = 0; i < hc; ++i)
-        for (int64_t k = 0; k < d; ++k) z[(r * hc + i) * d + k] += proj[r * d + k];
     RunBlock(ops_, model_, layer, rows, z.data(), &scratch_);
+    Ops::ScopedPhase t(ops_, Phase::kMtp);
     out->mtp_logits.resize(logit_rows.size() * static_cast<size_t>(c.vocab_size));
     Head(w.hc_head, w.norm, z.data(), logit_rows, out->mtp_logits.data());
   }

@@ -66,24 +66,26 @@ class Ops {
   }
 
   // Times the enclosing scope as `phase` when profiling is on, and files the work counted
-  // meanwhile (by any thread) under it; phases do not nest.
+  // meanwhile (by any thread) under it. A scope inside another files its own work and returns
+  // the rest to the outer phase (whose time then includes it: the engine does not nest them).
   class ScopedPhase {
    public:
     ScopedPhase(Ops& ops, Phase phase) : ops_(ops.options_.profile ? &ops : nullptr), phase_(phase) {
       if (!ops_) return;
-      ops_->phase_.store(static_cast<int>(phase_), std::memory_order_relaxed);
+      outer_ = ops_->phase_.exchange(static_cast<int>(phase_), std::memory_order_relaxed);
       start_ = std::chrono::steady_clock::now();
     }
     ~ScopedPhase() {
       if (!ops_) return;
       ops_->stats_.phase_seconds[static_cast<size_t>(phase_)] +=
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-      ops_->phase_.store(static_cast<int>(Phase::kCount), std::memory_order_relaxed);
+      ops_->phase_.store(outer_, std::memory_order_relaxed);
     }
 
    private:
     Ops* ops_;
     Phase phase_;
+    int outer_ = static_cast<int>(Phase::kCount);  // the phase to return to
     std::chrono::steady_clock::time_point start_;
   };
 

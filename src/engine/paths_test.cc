@@ -82,25 +82,29 @@ TEST(PathsTest, ProfiledWorkAddsUpOverThePhases) {
   EngineOptions options;
   options.profile = true;
   Engine engine(TestModel(), options);
-  auto state = engine.NewSequence();
-  const std::vector<int32_t> tokens = RandomTokens(40, 5);
-  ForwardRequest req{state.get(), tokens, LogitsMode::kLast};
-  ASSERT_TRUE(engine.Forward({&req, 1}).ok());
-  const OpStats& s = engine.last_stats();
-  double flops = 0, bytes = 0;
-  for (size_t p = 0; p < OpStats::kPhases; ++p) {
-    flops += s.phase_flops[p];
-    bytes += s.phase_bytes[p];
+  auto state = engine.NewSequence(/*with_mtp=*/true);
+  const std::vector<int32_t> tokens = RandomTokens(41, 5);
+  // A prefill of 40 tokens, then one decode step; both with the MTP head.
+  for (auto [begin, count] : {std::pair<size_t, size_t>{0, 40}, {40, 1}}) {
+    ForwardRequest req{state.get(), std::span<const int32_t>(tokens.data() + begin, count), LogitsMode::kLast, true};
+    ASSERT_TRUE(engine.Forward({&req, 1}).ok());
+    const OpStats& s = engine.last_stats();
+    double flops = 0, bytes = 0;
+    for (size_t p = 0; p < OpStats::kPhases; ++p) {
+      flops += s.phase_flops[p];
+      bytes += s.phase_bytes[p];
+    }
+    EXPECT_EQ(s.phase_flops[OpStats::kPhases], 0.0) << "work outside every phase, " << count << " tokens";
+    EXPECT_EQ(s.phase_bytes[OpStats::kPhases], 0.0) << count;
+    EXPECT_NEAR(flops, s.flops, 1e-9 * s.flops) << count;
+    EXPECT_NEAR(bytes, s.weight_bytes + s.state_bytes, 1e-9 * bytes) << count;
+    const model::ModelWeights& w = engine.model().weights();  // hc_head's mix, then the head
+    EXPECT_EQ(s.phase_bytes[static_cast<size_t>(Phase::kHead)],
+              static_cast<double>(w.head.StoredBytes() + w.hc_head.fn.size() * sizeof(float))) << count;
+    EXPECT_GT(s.phase_flops[static_cast<size_t>(Phase::kExperts)], 0.0) << count;
+    EXPECT_GT(s.phase_bytes[static_cast<size_t>(Phase::kAttend)], 0.0) << count;  // keys read
+    EXPECT_GT(s.phase_flops[static_cast<size_t>(Phase::kMtp)], 0.0) << count;
   }
-  EXPECT_EQ(s.phase_flops[OpStats::kPhases], 0.0) << "work outside every phase";
-  EXPECT_EQ(s.phase_bytes[OpStats::kPhases], 0.0);
-  EXPECT_NEAR(flops, s.flops, 1e-9 * s.flops);
-  EXPECT_NEAR(bytes, s.weight_bytes + s.state_bytes, 1e-9 * bytes);
-  const model::ModelWeights& w = engine.model().weights();  // hc_head's mix, then the head
-  EXPECT_EQ(s.phase_bytes[static_cast<size_t>(Phase::kHead)],
-            static_cast<double>(w.head.StoredBytes() + w.hc_head.fn.size() * sizeof(float)));
-  EXPECT_GT(s.phase_flops[static_cast<size_t>(Phase::kExperts)], 0.0);
-  EXPECT_GT(s.phase_bytes[static_cast<size_t>(Phase::kAttend)], 0.0);  // keys read
 }
 
 TEST(PathsTest, MtpLogitsDoNotDependOnChunking) {
