@@ -30,7 +30,7 @@ struct Ceilings {
 
 struct Row {
   std::string name;
-  double tokens = 0, secs = 0, tokens_per_s = 0, floor_tokens_per_s = 0, bytes = 0, flops = 0;
+  double tokens = 0, tokens_per_s = 0, floor_tokens_per_s = 0, bytes = 0, flops = 0;
   bool compute_bound = false;
   engine::OpStats stats;
 };
@@ -54,7 +54,6 @@ Row Finish(std::string name, double tokens, double secs, const engine::OpStats& 
   Row r;
   r.name = std::move(name);
   r.tokens = tokens;
-  r.secs = secs;
   r.bytes = st.weight_bytes + st.state_bytes;
   r.flops = st.flops;
   r.tokens_per_s = tokens / secs;
