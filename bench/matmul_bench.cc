@@ -97,56 +97,17 @@ WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, in
   return set;
 }
 
-// Seconds of the fastest call over `passes` sweeps of the set. The set is several times the
-// L3, so every call streams its weights from DRAM; the fastest call is the one least disturbed
-// by other processes on a shared machine.
 bool qat_x = false;
 
-double BestCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
-  const Matrix& first = set.matrices[0];
-  std::vector<float> x(static_cast<size_t>(n * first.cols)), y(static_cast<size_t>(n * first.rows));
+// n rows of cols activations in [-1, 1] (exact BF16 values with --qat-x 1), the same every call.
+std::vector<float> Activations(int64_t n, int64_t cols) {
+  std::vector<float> x(static_cast<size_t>(n * cols));
   uint64_t seed = 99;
   for (auto& v : x) {
     v = static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f;
     if (qat_x) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
   }
-  double best = 1e30;
-  for (int pass = 0; pass < passes; ++pass) {
-    for (const Matrix& m : set.matrices) {
-      const auto start = std::chrono::steady_clock::now();
-      flashserve::kernels::MatMul(m, x.data(), n, m.cols, y.data(), m.rows, pool);
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    }
-  }
-  return best;
-}
-
-// Seconds per matrix when every thread multiplies whole matrices of the set side by side, one
-// per task (as the engine runs routed experts): the fastest of `passes` sweeps, divided by the
-// set's size. Each thread streams its own matrices, so this shows how the threads share DRAM.
-double ConcurrentSecondsPerMatrix(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
-  const Matrix& first = set.matrices[0];
-  const int threads = pool.num_threads();
-  std::vector<std::vector<float>> xs(threads, std::vector<float>(static_cast<size_t>(n * first.cols)));
-  std::vector<std::vector<float>> ys(set.matrices.size(), std::vector<float>(static_cast<size_t>(n * first.rows)));
-  uint64_t seed = 99;
-  for (auto& x : xs)
-    for (auto& v : x) {
-      v = static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f;
-      if (qat_x) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
-    }
-  double best = 1e30;
-  for (int pass = 0; pass < passes; ++pass) {
-    const auto start = std::chrono::steady_clock::now();
-    pool.ParallelTasks(static_cast<int64_t>(set.matrices.size()), [&](int64_t t0, int64_t) {
-      const Matrix& m = set.matrices[static_cast<size_t>(t0)];
-      // Inside a task the product runs on this thread alone.
-      flashserve::kernels::MatMul(m, xs[static_cast<size_t>(t0) % xs.size()].data(), n, m.cols,
-                                  ys[static_cast<size_t>(t0)].data(), m.rows, pool);
-    });
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
-  return best / static_cast<double>(set.matrices.size());
+  return x;
 }
 
 template <class Fn>
@@ -158,6 +119,39 @@ double BestSeconds(int reps, Fn fn) {
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return best;
+}
+
+// Seconds of the fastest call over `passes` sweeps of the set. The set is several times the
+// L3, so every call streams its weights from DRAM; the fastest call is the one least disturbed
+// by other processes on a shared machine.
+double BestCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
+  const Matrix& first = set.matrices[0];
+  const std::vector<float> x = Activations(n, first.cols);
+  std::vector<float> y(static_cast<size_t>(n * first.rows));
+  double best = 1e30;
+  for (int pass = 0; pass < passes; ++pass)
+    for (const Matrix& m : set.matrices)
+      best = std::min(best, BestSeconds(1, [&] {
+        flashserve::kernels::MatMul(m, x.data(), n, m.cols, y.data(), m.rows, pool);
+      }));
+  return best;
+}
+
+// Seconds per matrix when every thread multiplies whole matrices of the set side by side, one
+// per task (as the engine runs routed experts): the fastest of `passes` sweeps, divided by the
+// set's size. Each thread streams its own matrices, so this shows how the threads share DRAM.
+double ConcurrentSecondsPerMatrix(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
+  const Matrix& first = set.matrices[0];
+  const std::vector<float> x = Activations(n, first.cols);
+  std::vector<std::vector<float>> ys(set.matrices.size(), std::vector<float>(static_cast<size_t>(n * first.rows)));
+  const double sweep = BestSeconds(passes, [&] {
+    pool.ParallelTasks(static_cast<int64_t>(set.matrices.size()), [&](int64_t t, int64_t) {
+      const Matrix& m = set.matrices[static_cast<size_t>(t)];
+      // Inside a task the product runs on this thread alone.
+      flashserve::kernels::MatMul(m, x.data(), n, m.cols, ys[static_cast<size_t>(t)].data(), m.rows, pool);
+    });
+  });
+  return sweep / static_cast<double>(set.matrices.size());
 }
 
 // One thread, per instruction set: SinkAttention for one query position (the heads of one

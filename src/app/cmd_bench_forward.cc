@@ -30,14 +30,15 @@ struct Ceilings {
 
 struct Row {
   std::string name;
+  double steps = 1;  // forward calls the totals below cover (decode: the timed steps)
   double tokens = 0, tokens_per_s = 0, floor_tokens_per_s = 0, bytes = 0, flops = 0;
   bool compute_bound = false;
   engine::OpStats stats;
 };
 
-// The machine's ceilings, measured before and after the runs: each is the better of the two,
-// since a probe of ~0.1-1 s can fall on a moment when the host gives the cores or the memory
-// to others (a single probe has read half the FMA peak on a shared VM).
+// The machine's ceilings. RunBench measures them before and after the runs and keeps the better
+// of each, since a probe of ~0.1-1 s can fall on a moment when the host gives the cores or the
+// memory to others (a single probe has read half the FMA peak on a shared VM).
 Ceilings MeasureCeilings(base::ThreadPool& pool) {
   return {kernels::MeasureMemoryBandwidth(pool), kernels::MeasureFmaPeak(pool)};
 }
@@ -50,9 +51,10 @@ std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
   return t;
 }
 
-Row Finish(std::string name, double tokens, double secs, const engine::OpStats& st) {
+Row Finish(std::string name, double steps, double tokens, double secs, const engine::OpStats& st) {
   Row r;
   r.name = std::move(name);
+  r.steps = steps;
   r.tokens = tokens;
   r.bytes = st.weight_bytes + st.state_bytes;
   r.flops = st.flops;
@@ -86,7 +88,7 @@ Row BenchPrefill(engine::Engine& engine, const BenchFlags& f) {
     if (rep > 0 && secs < best) best = secs;
     stats = engine.last_stats();
   }
-  return Finish("prefill " + std::to_string(f.prompt), f.prompt, best, stats);
+  return Finish("prefill " + std::to_string(f.prompt), 1, f.prompt, best, stats);
 }
 
 Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch) {
@@ -119,14 +121,14 @@ Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch) {
       total.phase_bytes[p] += last.phase_bytes[p];
     }
   }
-  return Finish("decode batch " + std::to_string(batch), static_cast<double>(batch) * f.steps, secs, total);
+  return Finish("decode batch " + std::to_string(batch), f.steps, static_cast<double>(batch) * f.steps, secs, total);
 }
 
 // With --profile: ms per step by phase, then each phase's own floor, max(its bytes / bandwidth,
 // its FLOPs / FMA peak) (work outside every phase as "other"). The phases run one after another,
 // so their floors add up: a tighter bound than the whole step's floor, which assumes that the
 // memory-bound phases (routed experts at small batches) overlap the compute-bound ones.
-void PrintPhases(const std::vector<Row>& rows, int steps, const Ceilings& c) {
+void PrintPhases(const std::vector<Row>& rows, const Ceilings& c) {
   constexpr size_t kPhases = engine::OpStats::kPhases;
   auto header = [](const char* title) {
     std::printf("\n%s\n%-18s", title, "config");
@@ -135,21 +137,19 @@ void PrintPhases(const std::vector<Row>& rows, int steps, const Ceilings& c) {
   header("ms per step by phase (decode: mean over timed steps)");
   std::printf("\n");
   for (const Row& r : rows) {
-    const double per = r.name.rfind("decode", 0) == 0 ? steps : 1;
     std::printf("%-18s", r.name.c_str());
-    for (double secs : r.stats.phase_seconds) std::printf(" %8.2f", secs * 1e3 / per);
+    for (double secs : r.stats.phase_seconds) std::printf(" %8.2f", secs * 1e3 / r.steps);
     std::printf("\n");
   }
   header("floor ms per step by phase: max(bytes / bandwidth, FLOPs / FMA peak)");
   std::printf(" %8s %14s %8s\n", "other", "sum: tok/s", "% of it");
   for (const Row& r : rows) {
-    const double per = r.name.rfind("decode", 0) == 0 ? steps : 1;
     double total = 0;
     std::printf("%-18s", r.name.c_str());
     for (size_t p = 0; p <= kPhases; ++p) {
       const double secs = std::max(r.stats.phase_bytes[p] / (c.gbps * 1e9), r.stats.phase_flops[p] / (c.gflops * 1e9));
       total += secs;
-      std::printf(" %8.2f", secs * 1e3 / per);
+      std::printf(" %8.2f", secs * 1e3 / r.steps);
     }
     std::printf(" %14.1f %7.1f%%\n", r.tokens / total, 100.0 * r.tokens_per_s * total / r.tokens);
   }
@@ -189,12 +189,11 @@ int RunBench(BenchFlags f) {
   std::printf("%-18s %12s %12s %8s %9s %12s %12s\n", "config", "tokens/s", "floor tok/s", "% floor", "bound",
               "MB/step", "GFLOP/step");
   for (const Row& r : rows) {
-    double steps = r.name.rfind("decode", 0) == 0 ? f.steps : 1;
     std::printf("%-18s %12.1f %12.1f %7.1f%% %9s %12.1f %12.2f\n", r.name.c_str(), r.tokens_per_s, r.floor_tokens_per_s,
                 100.0 * r.tokens_per_s / r.floor_tokens_per_s, r.compute_bound ? "compute" : "memory",
-                r.bytes / steps / 1e6, r.flops / steps / 1e9);
+                r.bytes / r.steps / 1e6, r.flops / r.steps / 1e9);
   }
-  if (f.options.profile) PrintPhases(rows, f.steps, c);
+  if (f.options.profile) PrintPhases(rows, c);
   return 0;
 }
 }  // namespace
@@ -208,7 +207,8 @@ void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--context", f->context, "Tokens already in each decoding sequence")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--steps", f->steps, "Timed decode steps per batch size")->check(CLI::Range(1, 100000));
   cmd->add_option("--repeats", f->repeats, "Timed prefill repeats (best kept)")->check(CLI::Range(1, 100));
-  cmd->add_flag("--profile", f->options.profile, "Also print wall time per forward phase");
+  cmd->add_flag("--profile", f->options.profile,
+                "Also print wall time per forward phase and each phase's own floor (their sum: a tighter floor)");
   cmd->add_flag("--no-bf16-dot", f->no_bf16_dot, "FP4/FP8 products through f32 FMAs only (same bits; for A/B comparisons)");
   AddEngineFlags(cmd, &f->options, &f->no_qat);
   cmd->callback([f, run] { *run = [f] { return RunBench(*f); }; });

@@ -66,7 +66,7 @@ class Ops {
   }
 
   // Times the enclosing scope as `phase` when profiling is on, and files the work counted
-  // meanwhile (by any thread) under it. A scope inside another files its own work and returns
+  // meanwhile (by any thread) under it. Opened and closed on the engine thread. A scope inside another files its own work and returns
   // the rest to the outer phase (whose time then includes it: the engine does not nest them).
   class ScopedPhase {
    public:

@@ -4,7 +4,6 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>

@@ -13,6 +13,8 @@
 
 #include <cstdint>
 
+#include "kernels/simd/tile_sums.h"
+
 namespace flashserve::kernels::attention {
 
 // One SinkAttention call (kernels/attention/sink_attention.h) for heads [head_begin, head_end).
@@ -81,17 +83,9 @@ void LogitTile(const float* const* qs, const float* const* ks, const float* cons
   const int full = dim - dim % L;
   for (int c = 0; c < full; c += L) LogitStep<V, NH, NK>(qs, ks, ahead, c, L, acc);
   if (full < dim) LogitStep<V, NH, NK>(qs, ks, nullptr, full, dim - full, acc);
-  if constexpr (NH * NK == L && requires(const F* v) { V::Sums(v); }) {
-    // A full tile: V::Sums, the same trees as V::Sum for all its accumulators at once.
-    F v[L];
-    for (int t = 0; t < L; ++t) v[t] = acc[t / NK][t % NK];
-    alignas(64) float sums[L];
-    V::Store(sums, V::Sums(v));
-    for (int t = 0; t < L; ++t) logits[t / NK * ld + t % NK] = sums[t];
-  } else {
-    for (int h = 0; h < NH; ++h)
-      for (int j = 0; j < NK; ++j) logits[h * ld + j] = V::Sum(acc[h][j]);
-  }
+  float* rows[NH];
+  for (int h = 0; h < NH; ++h) rows[h] = logits + static_cast<int64_t>(h) * ld;
+  simd::StoreSums<V, NH, NK>(acc, rows, 0);  // V::Sum's tree per logit, full tiles all at once
 }
 
 // Keys [j0, j1) for NH heads: tiles of NH x V::kLogitKeys keys, then single keys.

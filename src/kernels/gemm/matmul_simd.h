@@ -18,6 +18,7 @@
 
 #include "kernels/gemm/matmul_internal.h"
 #include "kernels/gemm/matmul_rows.h"
+#include "kernels/simd/tile_sums.h"
 
 namespace flashserve::kernels::internal::gemm {
 
@@ -27,33 +28,6 @@ namespace flashserve::kernels::internal::gemm {
 // before its first tile, so that a cold matrix streams at full rate from its first rows.
 constexpr uintptr_t kPrefetchLead = 4096;
 constexpr uintptr_t kWarmBytes = 16384;
-
-// ys[i][o0 + j] = V::Sum(acc[i][j]). Where the traits have Sums (the same trees for kLanes
-// vectors at once), groups of at least 3/4 kLanes accumulators take it, zero-padded (measured
-// on Zen 4, BF16 4 x 4 tiles in L2: 88% -> 92% of the FMA peak at 1024 columns, 80% -> 87% at
-// 512, with the tile loops unrolled; smaller groups keep separate trees, which use fewer
-// shuffle slots where decoding already fills them).
-template <class V, int MR, int NR>
-inline void StoreSums(const typename V::F (&acc)[MR][NR], float* const* ys, int64_t o0) {
-  using F = typename V::F;
-  constexpr int L = V::kLanes, kCount = MR * NR;
-  int k = 0;
-  if constexpr (requires(const F* v) { V::Sums(v); }) {
-#pragma GCC unroll 4
-    for (; k + 3 * L / 4 <= kCount; k += L) {
-      F v[L];
-#pragma GCC unroll 16
-      for (int t = 0; t < L; ++t) v[t] = k + t < kCount ? acc[(k + t) / NR][(k + t) % NR] : V::Zero();
-      alignas(64) float sums[L];
-      V::Store(sums, V::Sums(v));
-#pragma GCC unroll 16
-      for (int t = 0; t < L; ++t)
-        if (k + t < kCount) ys[(k + t) / NR][o0 + (k + t) % NR] = sums[t];
-    }
-  }
-#pragma GCC unroll 16
-  for (; k < kCount; ++k) ys[k / NR][o0 + k % NR] = V::Sum(acc[k / NR][k % NR]);
-}
 
 // acc + w * x in the tile: an FMA per lane, or the source's own step where it has one (FP4 with
 // BF16 pairs: two FMAs per lane, gemm/matmul_avx512_bf16.cc).
@@ -128,7 +102,7 @@ inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t col
       for (int j = 0; j < NR; ++j) acc[i][j] = MulAdd<V, Src>(w[j][0], xv, acc[i][j]);
     }
   }
-  StoreSums<V, MR, NR>(acc, ys, o0);
+  simd::StoreSums<V, MR, NR>(acc, ys, o0);
 }
 
 // The span a tile starting at weight row o of a first pass over streamed weights requests: the
