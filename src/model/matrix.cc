@@ -1,6 +1,8 @@
 // Matrix element access and slicing (model/matrix.h).
 #include "model/matrix.h"
 
+#include <algorithm>
+
 #include "base/check.h"
 #include "model/number_formats.h"
 
@@ -29,7 +31,27 @@ Matrix Matrix::RowSlice(int64_t begin, int64_t end) const {
   m.rows = end - begin;
   m.data = data + begin * RowBytes();
   if (scale != nullptr) m.scale = scale + (begin / tile_rows) * scale_cols;
+  m.scale_lo = m.scale_hi = -1;  // the slice's own range may be narrower
   return m;
+}
+
+Matrix::ByteRange Matrix::ScaleRange() const {
+  if (scale_lo >= 0) return ByteRange{scale_lo, scale_hi};
+  const int64_t n = NumScales();
+  uint8_t lo = 255, hi = 0;
+  for (int64_t i = 0; i < n; ++i) {  // a plain loop: vectorised, unlike minmax_element
+    lo = std::min(lo, scale[i]);
+    hi = std::max(hi, scale[i]);
+  }
+  return ByteRange{lo, hi};
+}
+
+void Matrix::SetScaleRange() {
+  if (NumScales() == 0) return;
+  scale_lo = scale_hi = -1;
+  const ByteRange r = ScaleRange();
+  scale_lo = r.lo;
+  scale_hi = r.hi;
 }
 
 float Matrix::At(int64_t r, int64_t c) const {

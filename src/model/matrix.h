@@ -19,6 +19,9 @@ struct Matrix {
   int tile_rows = 1;               // FP8: B (e.g. 128 or 32); FP4: 1
   int tile_cols = 1;               // FP8: B; FP4: 32
   int64_t scale_cols = 0;          // entries per scale row
+  // The smallest and largest scale byte where known (set at load by SetScaleRange; -1: not
+  // known, and ScaleRange scans the scales on each call).
+  int scale_lo = -1, scale_hi = -1;
 
   bool valid() const { return data != nullptr; }
   bool quantized() const { return format == MatrixFormat::kFp8 || format == MatrixFormat::kFp4; }
@@ -29,6 +32,14 @@ struct Matrix {
   int64_t StoredBytes() const { return rows * RowBytes() + NumScales(); }
   // Rows [begin, end) as a matrix; for FP8, begin must be a multiple of tile_rows.
   Matrix RowSlice(int64_t begin, int64_t end) const;
+  // The smallest and largest scale byte: the recorded ones, else a scan (255 and 0 without
+  // scales). The products ask on every call.
+  struct ByteRange {
+    int lo = 255, hi = 0;
+  };
+  ByteRange ScaleRange() const;
+  // Scans the scale bytes once and records their range.
+  void SetScaleRange();
   // Exact value of element (r, c) (reference path and tests).
   float At(int64_t r, int64_t c) const;
   std::string Describe() const;  // "FP8 [512, 256] tiles 128x128"

@@ -32,6 +32,7 @@ Matrix Scaled(MatrixFormat format, int64_t rows, int64_t cols, const TensorInfo&
   m.tile_rows = tile_rows;
   m.tile_cols = tile_cols;
   m.scale_cols = s.shape[1];
+  m.SetScaleRange();
   return m;
 }
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -69,6 +70,30 @@ TEST_F(WeightsTest, GeneratedCheckpointLoadsCompletelyInAllFormats) {
     EXPECT_EQ(unused_, 0u);  // the writer's tensor list and the loader agree
     fs::remove_all(dir_);
   }
+}
+
+// Quantized matrices carry the range of their scale bytes from the load (the products read it
+// on every call instead of scanning the scales); a row slice's own range is not known.
+TEST_F(WeightsTest, QuantizedMatricesRecordTheirScaleRange) {
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, RandomCheckpointOptions{}, pool_).ok());
+  ModelConfig c = LoadModelConfig(dir_).value();
+  auto ckpt = Checkpoint::Open(dir_).value();
+  auto w = LoadModelWeights(*ckpt, c, BuildLayerPlan(c));
+  ASSERT_TRUE(w.ok()) << w.error().ToString();
+  const LayerWeights& layer = w->layers[0];
+  for (const Matrix* m : {&layer.moe.experts[0].w1, &layer.moe.experts[1].w2, &layer.attn.wq_b}) {
+    SCOPED_TRACE(m->Describe());
+    ASSERT_TRUE(m->quantized());
+    const uint8_t* end = m->scale + m->NumScales();
+    EXPECT_EQ(m->scale_lo, *std::min_element(m->scale, end));
+    EXPECT_EQ(m->scale_hi, *std::max_element(m->scale, end));
+    // FP4: a scale per 32 random weights, which differ, so both ends are checked.
+    if (m->format == MatrixFormat::kFp4) EXPECT_LT(m->scale_lo, m->scale_hi);
+    const Matrix slice = m->RowSlice(0, m->tile_rows);
+    EXPECT_EQ(slice.scale_lo, -1);
+    EXPECT_EQ(slice.scale_hi, -1);
+  }
+  EXPECT_EQ(w->head.scale_lo, -1);  // not quantized: no scales
 }
 
 TEST_F(WeightsTest, GeneratedV41CheckpointLoadsCompletelyWithItsRoleTensors) {

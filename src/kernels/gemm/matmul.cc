@@ -127,19 +127,7 @@ int Log2IfPowerOfTwo(int v) {
   return __builtin_ctz(static_cast<unsigned>(v));
 }
 
-struct ByteRange {
-  int lo = 255, hi = 0;
-};
-
-ByteRange ScaleRange(const model::Matrix& w) {
-  const int64_t num_scales = w.NumScales();
-  uint8_t lo = 255, hi = 0;
-  for (int64_t i = 0; i < num_scales; ++i) {  // a plain loop: vectorised, unlike minmax_element
-    lo = std::min(lo, w.scale[i]);
-    hi = std::max(hi, w.scale[i]);
-  }
-  return ByteRange{lo, hi};
-}
+using ByteRange = model::Matrix::ByteRange;
 
 // The smallest nonzero and the largest |x| over the activations (NaN left out; inf kept).
 struct Magnitudes {
@@ -195,7 +183,7 @@ bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n,
 #endif
   const int field = Bf16ActivationFieldAvx512(x, n, ldx, w.cols);
   if (field < 0) return false;
-  const ByteRange range = fp4 ? ScaleRange(w) : fp8_range;
+  const ByteRange range = fp4 ? w.ScaleRange() : fp8_range;
   const int min_scale = fp4 ? 2 : 10, max_scale = fp4 ? 252 : 246, weight_quantum = range.lo - (fp4 ? 128 : 136);
   return range.lo >= min_scale && range.hi <= max_scale && (field == 255 || field - 134 + weight_quantum >= -126);
 }
@@ -252,7 +240,7 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   a.tile_cols = w.tile_cols;
   ByteRange range;  // FP8 only
   if (w.format == model::MatrixFormat::kFp8) {
-    range = ScaleRange(w);
+    range = w.ScaleRange();
     a.tile_shift = Log2IfPowerOfTwo(w.tile_cols);
     a.fp8_vector = w.tile_cols >= lanes && a.tile_shift >= 0 && range.hi <= 246;
     const bool low_range = range.hi <= kFp8LowMaxScale && !DenormalsAreZero();
