@@ -39,6 +39,8 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
     router_.Add("GET", p + "/models", "/v1/models", bind(HandleListModels), true);
     router_.Add("GET", p + "/models/*", "/v1/models/{id}", bind(HandleGetModel), true);
   }
+  router_.Add("POST", "/v1/messages", "/v1/messages", bind(HandleNotImplemented), true);
+  router_.Add("POST", "/v1/responses", "/v1/responses", bind(HandleNotImplemented), true);
   router_.Add("GET", "/v1/load", "/v1/load", bind(HandleLoad), true);
   router_.Add("GET", "/v1/kv/events", "/v1/kv/events", bind(HandleKvEvents), true);
   router_.Add("GET", "/v1/kv/snapshot", "/v1/kv/snapshot", bind(HandleKvSnapshot), true);

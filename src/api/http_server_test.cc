@@ -205,6 +205,18 @@ TEST_F(HttpServerTest, UnknownRouteIs404AndWrongMethodIs405) {
   EXPECT_EQ(r.headers["allow"], "POST");
 }
 
+TEST_F(HttpServerTest, ApisNotServedYetAre501WithTheRouteToUse) {
+  Client c(port_);
+  for (const char* path : {"/v1/messages", "/v1/responses"}) {
+    c.Send(Post(path, "{}"));
+    Response r = c.Read();
+    EXPECT_EQ(r.status, 501) << path;
+    const auto error = nlohmann::json::parse(r.body)["error"];
+    EXPECT_EQ(error["code"], "not_implemented") << path;
+    EXPECT_NE(error["message"].get<std::string>().find("/v1/chat/completions"), std::string::npos) << r.body;
+  }
+}
+
 TEST_F(HttpServerTest, ChatCompletionAndErrorsKeepTheConnectionServing) {
   service_.StartThread(std::chrono::microseconds(0));
   Client c(port_);

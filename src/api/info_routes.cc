@@ -49,4 +49,14 @@ void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange) {
   exchange->Respond(std::move(r));
 }
 
+void HandleNotImplemented(const RouteContext&, const ExchangePtr& exchange) {
+  const std::string& path = exchange->request().path;
+  const char* api = path.find("/messages") != std::string::npos ? "The Anthropic Messages API" : "The OpenAI Responses API";
+  net::ApiError e = net::InvalidRequest(std::string(api) + " (POST " + path +
+                                            ") is not implemented yet; use POST /v1/chat/completions",
+                                        "", "not_implemented");
+  e.status = 501;
+  exchange->Respond(net::ErrorResponse(e));
+}
+
 }  // namespace flashserve::api

@@ -49,6 +49,9 @@ void HandleListModels(const RouteContext& ctx, const ExchangePtr& exchange);    
 void HandleGetModel(const RouteContext& ctx, const ExchangePtr& exchange);         // GET /v1/models/{id}
 void HandleHealth(const RouteContext& ctx, const ExchangePtr& exchange);           // GET /health
 void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange);          // GET /metrics
+// APIs that clients may try but this server does not serve yet (Anthropic Messages, OpenAI
+// Responses): 501 naming the route and the one to use instead.
+void HandleNotImplemented(const RouteContext& ctx, const ExchangePtr& exchange);  // POST /v1/messages, /v1/responses
 // The router's view of this worker (protocol/cluster.h): load report, KV events since
 // ?after=N (&limit=M), index snapshot. Without a prefix cache the KV routes answer 404.
 void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange);             // GET /v1/load
