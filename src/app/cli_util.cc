@@ -52,6 +52,9 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
   cmd->add_flag_callback("--no-preload-weights", [options] { options->preload_weights = false; },
                          "Read weights on demand instead of all at load (faster start, slower first requests; decode may "
                          "then stream them through 4 KiB pages)");
+  cmd->add_flag_callback("--fp4-checkpoint-order", [options] { options->fp4_lane_pairs = false; },
+                         "Decode FP4 experts from the checkpoint mapping, not from a copy repacked for the AVX-512 "
+                         "decoders (saves their size in memory; slower experts)");
 }
 
 namespace {
@@ -80,6 +83,7 @@ std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const en
   engine::ModelLoadOptions load;
   load.head_in_huge_pages = options.head_in_huge_pages;
   load.preload_weights = options.preload_weights;
+  load.fp4_lane_pairs = options.fp4_lane_pairs;
   auto model = engine::Model::Load(dir, load);
   if (!model.ok()) {
     PrintError(model.error());

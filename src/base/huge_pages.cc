@@ -41,6 +41,10 @@ int64_t AvailableMemoryBytes() {
 }
 
 Result<HugePageBuffer> HugePageBuffer::CopyOf(const void* data, size_t bytes) {
+  return Filled(bytes, [&](uint8_t* dst) { std::memcpy(dst, data, bytes); });
+}
+
+Result<HugePageBuffer> HugePageBuffer::Filled(size_t bytes, const std::function<void(uint8_t*)>& fill) {
   HugePageBuffer b;
   if (bytes == 0) return b;
   const size_t mapped = (bytes + kHugePage - 1) / kHugePage * kHugePage;
@@ -56,7 +60,7 @@ Result<HugePageBuffer> HugePageBuffer::CopyOf(const void* data, size_t bytes) {
   b.data_ = reinterpret_cast<uint8_t*>(start);
   b.size_ = bytes;
   b.mapped_ = mapped;
-  std::memcpy(b.data_, data, bytes);
+  fill(b.data_);
   ::mprotect(b.data_, mapped, PROT_READ);
   return b;
 }

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "base/result.h"
 
@@ -29,6 +30,8 @@ class HugePageBuffer {
  public:
   // Maps `bytes` (rounded up to 2 MiB) with MADV_HUGEPAGE and copies `data` into it.
   static Result<HugePageBuffer> CopyOf(const void* data, size_t bytes);
+  // The same, filled by `fill(dst)` (which writes the `bytes` bytes) instead of a copy.
+  static Result<HugePageBuffer> Filled(size_t bytes, const std::function<void(uint8_t*)>& fill);
   HugePageBuffer() = default;
   HugePageBuffer(HugePageBuffer&& other) noexcept;
   HugePageBuffer& operator=(HugePageBuffer&& other) noexcept;

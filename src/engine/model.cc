@@ -4,12 +4,24 @@
 #include "base/clock.h"
 #include "base/huge_pages.h"
 #include "base/log.h"
+#include "base/thread_pool.h"
+#include "kernels/gemm/matmul.h"
 
 namespace flashserve::engine {
 
 namespace {
 kernels::YarnScaling ToYarn(const model::YarnParams& y) {
   return kernels::YarnScaling{y.factor, y.original_max_position, y.beta_fast, y.beta_slow};
+}
+
+// Whether `bytes` fit in the available memory (true where that cannot be read); logs `fallback`
+// (what happens instead) where they do not.
+bool FitsInMemory(int64_t bytes, const char* what, const char* fallback) {
+  const int64_t available = base::AvailableMemoryBytes();
+  if (available <= 0 || bytes <= available) return true;
+  FS_LOG(kWarning, "{}: {} ({:.1f} GB) need more than the available memory ({:.1f} GB)", fallback, what, bytes / 1e9,
+         available / 1e9);
+  return false;
 }
 }  // namespace
 
@@ -31,6 +43,7 @@ base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const M
   if (!weights.ok()) return weights.error().WithContext("loading weights from " + dir);
   m->weights_ = std::move(weights).value();
   if (options.head_in_huge_pages) m->CopyHeadToHugePages();
+  if (options.fp4_lane_pairs && kernels::PrefersFp4LanePairs()) m->RepackFp4ToLanePairs();
   if (!m->config_.engram.layer_ids.empty()) m->engram_hasher_ = std::make_unique<model::EngramHasher>(m->config_);
   FS_LOG(kInfo, "loaded {}: {} layers (+{} MTP), hidden {}, {} experts, {} tensors, {:.1f} MB", dir,
          m->config_.num_layers, m->config_.num_mtp_layers, m->config_.hidden_size, m->config_.num_routed_experts,
@@ -39,13 +52,7 @@ base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const M
 }
 
 void Model::PreloadWeights() {
-  const int64_t bytes = checkpoint_->file_bytes();
-  const int64_t available = base::AvailableMemoryBytes();
-  if (available > 0 && bytes > available) {
-    FS_LOG(kWarning, "weights are read on demand: the checkpoint ({:.1f} GB) is larger than the available memory ({:.1f} GB)",
-           bytes / 1e9, available / 1e9);
-    return;
-  }
+  if (!FitsInMemory(checkpoint_->file_bytes(), "the checkpoint's files", "weights are read on demand")) return;
   const double t0 = base::MonotonicSeconds();
   const model::Checkpoint::Preloaded p = checkpoint_->Preload();
   FS_LOG(kInfo, "weights read into memory: {:.1f} MB in {:.2f} s, {:.1f} MB of it in 2 MiB pages", p.bytes / 1e6,
@@ -68,6 +75,40 @@ void Model::CopyHeadToHugePages() {
   head.data = head_copy_.data();
   FS_LOG(kInfo, "output head copied into huge pages ({:.1f} of {:.1f} MB)", head_copy_.HugeBytes() / 1e6,
          head_copy_.size() / 1e6);
+}
+
+void Model::RepackFp4ToLanePairs() {
+  std::vector<model::Matrix*> fp4;
+  int64_t bytes = 0;
+  for (model::LayerWeights& layer : weights_.layers) {
+    std::vector<model::ExpertWeights*> experts = {&layer.moe.shared};
+    for (model::ExpertWeights& e : layer.moe.experts) experts.push_back(&e);
+    for (model::ExpertWeights* e : experts)
+      for (model::Matrix* m : {&e->w1, &e->w2, &e->w3})
+        if (m->valid() && m->format == model::MatrixFormat::kFp4 && m->cols % 32 == 0) {
+          fp4.push_back(m);
+          bytes += m->rows * m->RowBytes();
+        }
+  }
+  if (fp4.empty() || !FitsInMemory(bytes, "their repacked copy", "FP4 experts stay in checkpoint order")) return;
+  const double t0 = base::MonotonicSeconds();
+  std::vector<model::Matrix> packed(fp4.size());
+  std::vector<int64_t> offsets(fp4.size() + 1, 0);
+  for (size_t i = 0; i < fp4.size(); ++i) offsets[i + 1] = offsets[i] + fp4[i]->rows * fp4[i]->RowBytes();
+  base::ThreadPool pool;  // all cores, for the load only
+  auto copy = base::HugePageBuffer::Filled(static_cast<size_t>(bytes), [&](uint8_t* dst) {
+    pool.ParallelFor(static_cast<int64_t>(fp4.size()), 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) packed[i] = fp4[i]->RepackFp4LanePairs(dst + offsets[i]);
+    });
+  });
+  if (!copy.ok()) {
+    FS_LOG(kWarning, "FP4 experts stay in checkpoint order: {}", copy.error().ToString());
+    return;
+  }
+  fp4_copy_ = std::move(copy).value();
+  for (size_t i = 0; i < fp4.size(); ++i) *fp4[i] = packed[i];
+  FS_LOG(kInfo, "FP4 experts repacked for the AVX-512 decoders: {} matrices, {:.1f} MB in {:.2f} s ({:.1f} MB in 2 MiB pages)",
+         fp4.size(), bytes / 1e6, base::MonotonicSeconds() - t0, fp4_copy_.HugeBytes() / 1e6);
 }
 
 base::Status Model::SetEngramTokenMap(std::vector<int32_t> map, int64_t classes) {

@@ -31,6 +31,13 @@ struct ModelLoadOptions {
   // pairs: decode batch 1 +8.5%, batch 8 +5.2%; docs/benchmarks.md). Skipped, with a log line,
   // where the shards are larger than the memory available.
   bool preload_weights = true;
+  // Where the kernels decode FP4 faster from model::Fp4Layout::kLanePairs
+  // (kernels::PrefersFp4LanePairs: AVX-512), copy every FP4 matrix into that layout, in
+  // anonymous memory in 2 MiB pages where available, at ~1-2 GB/s at load (medium, decode batch
+  // 8: docs/benchmarks.md). The same logits. The copy replaces the mapping's pages in use
+  // (those stay in the page cache, reclaimable); skipped, with a log line, where the FP4 bytes
+  // exceed the memory available.
+  bool fp4_lane_pairs = true;
 };
 
 class Model {
@@ -63,11 +70,14 @@ class Model {
   const model::Checkpoint& checkpoint() const { return *checkpoint_; }
   // Whether the output head is served from the huge-page copy (ModelLoadOptions).
   bool head_in_huge_pages() const { return head_copy_.data() != nullptr; }
+  // Whether the FP4 matrices are served from the lane-pair copy (ModelLoadOptions).
+  bool fp4_lane_pairs() const { return fp4_copy_.data() != nullptr; }
 
  private:
   Model(std::string dir, model::ModelConfig config, std::unique_ptr<model::Checkpoint> ckpt);
   void PreloadWeights();
   void CopyHeadToHugePages();
+  void RepackFp4ToLanePairs();
 
   std::string dir_;
   model::ModelConfig config_;
@@ -80,6 +90,7 @@ class Model {
   std::vector<int32_t> engram_map_;
   int64_t engram_pad_class_ = 0;
   base::HugePageBuffer head_copy_;  // the output head in 2 MiB pages (see Load)
+  base::HugePageBuffer fp4_copy_;   // every FP4 matrix in the lane-pair layout (see Load)
 };
 
 }  // namespace flashserve::engine

@@ -17,6 +17,8 @@ struct EngineOptions {
   bool head_in_huge_pages = true;
   // Model loading: read the whole checkpoint into memory, in 2 MiB pages (ModelLoadOptions).
   bool preload_weights = true;
+  // Model loading: FP4 experts repacked for the AVX-512 decoders (ModelLoadOptions).
+  bool fp4_lane_pairs = true;
 };
 
 }  // namespace flashserve::engine

@@ -8,6 +8,7 @@
 
 #include "base/huge_pages.h"
 #include "engine/test_model.h"
+#include "kernels/gemm/matmul.h"
 
 namespace flashserve::engine {
 namespace {
@@ -32,34 +33,65 @@ TEST(PathsTest, OptimizedKernelsMatchTheReferencePath) {
   }
 }
 
-// The output head read from its huge-page copy or from the checkpoint mapping: the same bytes,
-// so the same logits.
-TEST(PathsTest, HeadInHugePagesGivesTheSameLogits) {
+// The tiny preset (vocab 1280) loaded with two sets of options.
+std::pair<std::unique_ptr<Model>, std::unique_ptr<Model>> LoadTwice(const ModelLoadOptions& a,
+                                                                    const ModelLoadOptions& b) {
   const std::string dir =
-      std::filesystem::temp_directory_path() / ("fs_engine_head_" + std::to_string(getpid()));
+      std::filesystem::temp_directory_path() / ("fs_engine_load_" + std::to_string(getpid()));
   model::ModelConfig c = model::TinyPreset();
   c.vocab_size = 1280;
   base::ThreadPool pool(2);
-  ASSERT_TRUE(model::WriteRandomCheckpoint(c, dir, model::RandomCheckpointOptions{}, pool).ok());
+  EXPECT_TRUE(model::WriteRandomCheckpoint(c, dir, model::RandomCheckpointOptions{}, pool).ok());
+  auto ma = Model::Load(dir, a);
+  auto mb = Model::Load(dir, b);
+  std::filesystem::remove_all(dir);
+  if (!ma.ok() || !mb.ok()) return {};
+  return {std::move(ma).value(), std::move(mb).value()};
+}
+
+// Logits of 40 tokens on two models, one-shot on the first and in chunks on the second, equal.
+bool SameLogits(const Model& a, const Model& b, uint64_t seed, const std::vector<int64_t>& chunks) {
+  Engine ea(a, EngineOptions{}), eb(b, EngineOptions{});
+  std::vector<int32_t> tokens = RandomTokens(40, seed);
+  auto sa = ea.NewSequence(), sb = eb.NewSequence();
+  return BitEqual(RunChunked(ea, sa.get(), tokens, {40}), RunChunked(eb, sb.get(), tokens, chunks));
+}
+
+// The output head read from its huge-page copy or from the checkpoint mapping: the same bytes,
+// so the same logits.
+TEST(PathsTest, HeadInHugePagesGivesTheSameLogits) {
   ModelLoadOptions off, on;
   off.head_in_huge_pages = false;
   on.head_in_huge_pages = true;
-  auto plain = Model::Load(dir, off);
-  auto huge = Model::Load(dir, on);
-  std::filesystem::remove_all(dir);
-  ASSERT_TRUE(plain.ok() && huge.ok());
-  EXPECT_FALSE((*plain)->head_in_huge_pages());
+  auto [plain, huge] = LoadTwice(off, on);
+  ASSERT_TRUE(plain && huge);
+  EXPECT_FALSE(plain->head_in_huge_pages());
   if (!base::TransparentHugePagesAvailable()) {
-    EXPECT_FALSE((*huge)->head_in_huge_pages());
+    EXPECT_FALSE(huge->head_in_huge_pages());
   }
-  const model::Matrix& a = (*plain)->weights().head;
-  const model::Matrix& b = (*huge)->weights().head;
-  EXPECT_EQ((*huge)->head_in_huge_pages(), a.data != b.data);
+  const model::Matrix& a = plain->weights().head;
+  const model::Matrix& b = huge->weights().head;
+  EXPECT_EQ(huge->head_in_huge_pages(), a.data != b.data);
   EXPECT_EQ(0, std::memcmp(a.data, b.data, static_cast<size_t>(a.rows * a.RowBytes())));
-  Engine ea(**plain, EngineOptions{}), eb(**huge, EngineOptions{});
-  std::vector<int32_t> tokens = RandomTokens(40, 5);
-  auto sa = ea.NewSequence(), sb = eb.NewSequence();
-  EXPECT_TRUE(BitEqual(RunChunked(ea, sa.get(), tokens, {40}), RunChunked(eb, sb.get(), tokens, {7, 33})));
+  EXPECT_TRUE(SameLogits(*plain, *huge, 5, {7, 33}));
+}
+
+// FP4 experts repacked into the lane-pair layout (where the AVX-512 kernels are in use) or read
+// from the checkpoint mapping: the same logits, one-shot and in chunks.
+TEST(PathsTest, Fp4LanePairExpertsGiveTheSameLogits) {
+  ModelLoadOptions off, on;
+  off.fp4_lane_pairs = false;
+  on.fp4_lane_pairs = true;
+  auto [plain, packed] = LoadTwice(off, on);
+  ASSERT_TRUE(plain && packed);
+  EXPECT_FALSE(plain->fp4_lane_pairs());
+  EXPECT_EQ(packed->fp4_lane_pairs(), kernels::PrefersFp4LanePairs());
+  const model::Matrix& a = plain->layer(0).moe.experts[0].w1;
+  const model::Matrix& b = packed->layer(0).moe.experts[0].w1;
+  ASSERT_EQ(a.format, model::MatrixFormat::kFp4);
+  EXPECT_EQ(a.fp4_layout, model::Fp4Layout::kCheckpoint);
+  EXPECT_EQ(b.fp4_layout, packed->fp4_lane_pairs() ? model::Fp4Layout::kLanePairs : model::Fp4Layout::kCheckpoint);
+  EXPECT_TRUE(SameLogits(*plain, *packed, 6, {7, 1, 32}));
 }
 
 // A token that sees no more compressed entries than the indexer's top-k takes them all, so its

@@ -62,13 +62,47 @@ float Matrix::At(int64_t r, int64_t c) const {
     case MatrixFormat::kF16: return F16ToFloat(reinterpret_cast<const uint16_t*>(row)[c]);
     case MatrixFormat::kFp8:
       return E4m3ToFloat(row[c]) * E8m0ToFloat(scale[(r / tile_rows) * scale_cols + c / tile_cols]);
-    case MatrixFormat::kFp4: {
-      uint8_t byte = row[c / 2];
-      uint8_t code = (c % 2 == 0) ? (byte & 0xF) : (byte >> 4);
-      return E2m1ToFloat(code) * E8m0ToFloat(scale[r * scale_cols + c / tile_cols]);
-    }
+    case MatrixFormat::kFp4: return E2m1ToFloat(Fp4Code(r, c)) * E8m0ToFloat(scale[r * scale_cols + c / tile_cols]);
   }
   return 0.0f;
+}
+
+uint8_t Matrix::Fp4Code(int64_t r, int64_t c) const {
+  const uint8_t* row = data + r * RowBytes();
+  if (fp4_layout == Fp4Layout::kCheckpoint) return c % 2 == 0 ? row[c / 2] & 0xF : row[c / 2] >> 4;
+  const uint8_t* block = row + c / 32 * 16;
+  const int pair = static_cast<int>(c % 32 / 2), j = pair % 4, lane_group = pair / 4;
+  const uint32_t dword = block[4 * j] | block[4 * j + 1] << 8 | block[4 * j + 2] << 16 | uint32_t{block[4 * j + 3]} << 24;
+  return static_cast<uint8_t>(dword >> (4 * lane_group + (c % 2 == 0 ? 16 : 0)) & 0xF);
+}
+
+namespace {
+// The four low (high) nibbles of x's bytes, packed: nibble L from byte L.
+uint32_t LowNibbles(uint32_t x) {
+  x &= 0x0F0F0F0Fu;
+  x = (x | x >> 4) & 0x00FF00FFu;
+  return (x | x >> 8) & 0xFFFFu;
+}
+}  // namespace
+
+Matrix Matrix::RepackFp4LanePairs(uint8_t* out) const {
+  FS_CHECK(format == MatrixFormat::kFp4 && fp4_layout == Fp4Layout::kCheckpoint && cols % 32 == 0,
+           "lane-pair repacking needs an FP4 matrix in checkpoint order with cols %% 32 == 0: %s", Describe().c_str());
+  const int64_t blocks = rows * cols / 32;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* in = data + 16 * b;
+    for (int j = 0; j < 4; ++j) {
+      // Byte L of x: pair 4L + j, whose odd column (high nibble) goes to bits [4L, 4L + 4) and
+      // even column (low nibble) to bits [4L + 16, 4L + 20).
+      const uint32_t x = in[j] | in[4 + j] << 8 | in[8 + j] << 16 | uint32_t{in[12 + j]} << 24;
+      const uint32_t dword = LowNibbles(x >> 4) | LowNibbles(x) << 16;
+      for (int k = 0; k < 4; ++k) out[16 * b + 4 * j + k] = static_cast<uint8_t>(dword >> (8 * k));
+    }
+  }
+  Matrix m = *this;
+  m.data = out;
+  m.fp4_layout = Fp4Layout::kLanePairs;
+  return m;
 }
 
 std::string Matrix::Describe() const {
@@ -82,6 +116,7 @@ std::string Matrix::Describe() const {
   }
   std::string s = std::string(name) + " [" + std::to_string(rows) + ", " + std::to_string(cols) + "]";
   if (quantized()) s += " tiles " + std::to_string(tile_rows) + "x" + std::to_string(tile_cols);
+  if (format == MatrixFormat::kFp4 && fp4_layout == Fp4Layout::kLanePairs) s += " (lane pairs)";
   return s;
 }
 

@@ -10,11 +10,19 @@ namespace flashserve::model {
 
 enum class MatrixFormat : uint8_t { kF32, kBF16, kF16, kFp8, kFp4 };
 
+// Byte order of FP4 codes. kCheckpoint: byte c of a row holds columns 2c (low nibble) and
+// 2c + 1. kLanePairs: each 32 columns are 16 bytes read as little-endian dwords D0..D3; pair
+// c = 4L + j (columns 2c, 2c + 1) keeps column 2c + 1 in bits [4L, 4L + 4) of D_j and column
+// 2c in bits [4L + 16, 4L + 20), so that one 128-bit broadcast and a shift per dword bring each
+// 32-bit vector lane's two codes to the bottom of its 16-bit halves (the AVX-512 decoders,
+// kernels/gemm). Same bytes per row; a permutation within each 16 bytes.
+enum class Fp4Layout : uint8_t { kCheckpoint, kLanePairs };
+
 struct Matrix {
   MatrixFormat format = MatrixFormat::kF32;
   int64_t rows = 0;
   int64_t cols = 0;
-  const uint8_t* data = nullptr;   // row-major; FP4: cols/2 bytes per row, low nibble = even column
+  const uint8_t* data = nullptr;   // row-major; FP4: cols/2 bytes per row, in fp4_layout order
   const uint8_t* scale = nullptr;  // ue8m0 bytes, row-major [ceil(rows/tile_rows), ceil(cols/tile_cols)]
   int tile_rows = 1;               // FP8: B (e.g. 128 or 32); FP4: 1
   int tile_cols = 1;               // FP8: B; FP4: 32
@@ -22,6 +30,7 @@ struct Matrix {
   // The smallest and largest scale byte where known (set at load by SetScaleRange; -1: not
   // known, and ScaleRange scans the scales on each call).
   int scale_lo = -1, scale_hi = -1;
+  Fp4Layout fp4_layout = Fp4Layout::kCheckpoint;
 
   bool valid() const { return data != nullptr; }
   bool quantized() const { return format == MatrixFormat::kFp8 || format == MatrixFormat::kFp4; }
@@ -42,6 +51,11 @@ struct Matrix {
   void SetScaleRange();
   // Exact value of element (r, c) (reference path and tests).
   float At(int64_t r, int64_t c) const;
+  // FP4: the 4-bit code of element (r, c), in either layout.
+  uint8_t Fp4Code(int64_t r, int64_t c) const;
+  // FP4 with cols % 32 == 0, checkpoint layout: writes the rows * RowBytes() data bytes in the
+  // lane-pair layout to `out` and returns this matrix reading them from there.
+  Matrix RepackFp4LanePairs(uint8_t* out) const;
   std::string Describe() const;  // "FP8 [512, 256] tiles 128x128"
 };
 

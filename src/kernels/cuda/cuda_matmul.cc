@@ -47,6 +47,10 @@ base::Status CheckSupported(const model::Matrix& w) {
     return Error(ErrorCode::kUnimplemented,
                  fmt::format("CUDA matmul: {}: FP8 scale tiles must be a power of two of at least 16 columns",
                              w.Describe()));
+  if (w.format == model::MatrixFormat::kFp4 && w.fp4_layout != model::Fp4Layout::kCheckpoint)
+    return Error(ErrorCode::kUnimplemented,
+                 fmt::format("CUDA matmul: {}: FP4 must be in checkpoint order (this copy is repacked for the "
+                             "AVX-512 decoders)", w.Describe()));
   if (w.format == model::MatrixFormat::kFp4 && (w.cols % 32 != 0 || w.tile_cols != 32))
     return Error(ErrorCode::kUnimplemented,
                  fmt::format("CUDA matmul: {}: FP4 needs one scale per 32 columns and a multiple of 32 columns",

@@ -62,10 +62,11 @@ void DequantizePanel(const model::Matrix& w, int64_t r0, int64_t r1, float* out)
       const uint8_t* q = w.data + r * (cols / 2);
       const uint8_t* s = w.scale + r * w.scale_cols;
       float* dst = out + (r - r0) * cols;
+      const bool checkpoint_order = w.fp4_layout == model::Fp4Layout::kCheckpoint;
       for (int64_t c = 0; c < cols; c += 2) {
         const float scale = model::E8m0ToFloat(s[c / w.tile_cols]);
-        dst[c] = lut[q[c / 2] & 0xF] * scale;
-        dst[c + 1] = lut[q[c / 2] >> 4] * scale;
+        dst[c] = lut[checkpoint_order ? q[c / 2] & 0xF : w.Fp4Code(r, c)] * scale;
+        dst[c + 1] = lut[checkpoint_order ? q[c / 2] >> 4 : w.Fp4Code(r, c + 1)] * scale;
       }
     }
   } else {
@@ -236,6 +237,7 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   a.data = w.data;
   a.scale = w.scale;
   a.scale_cols = w.scale_cols;
+  a.fp4_lane_pairs = w.format == model::MatrixFormat::kFp4 && w.fp4_layout == model::Fp4Layout::kLanePairs;
   a.tile_rows = w.tile_rows;
   a.tile_cols = w.tile_cols;
   ByteRange range;  // FP8 only
@@ -342,6 +344,9 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
     GenericMatMul(w, x, n, ldx, y, ldy, pool);
     return;
   }
+  FS_CHECK(w.format != model::MatrixFormat::kFp4 || w.fp4_layout == model::Fp4Layout::kCheckpoint || isa == Isa::kAvx512,
+           "%s: the FP4 lane-pair layout is decoded only by the AVX-512 and portable kernels, not %s",
+           w.Describe().c_str(), IsaName(isa));
   const MatMulArgs a = PrepareArgs(isa, w, x, n, ldx, y, ldy);
   auto* kernel = a.bf16_pairs ? &MatMulRowsAvx512Bf16 : isa == Isa::kAvx512 ? &MatMulRowsAvx512 : &MatMulRowsAvx2;
   const int64_t task_rows = a.direct ? kDirectTaskRows : a.panel_rows;
@@ -374,6 +379,8 @@ bool Bf16PairsAvailable() {
 }
 
 const char* MatMulIsa() { return IsaName(BestIsa()); }
+
+bool PrefersFp4LanePairs() { return BestIsa() == Isa::kAvx512; }
 
 void MatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
             base::ThreadPool& pool) {

@@ -31,7 +31,8 @@ inline __m512 DotPairs(__m512 w, __m512 x, __m512 acc) { return _mm512_dpbf16_ps
 // The word indices of one block's BF16 pairs, for a table whose 32 entries repeat its 16 (bit 4
 // of an index is ignored): per pair column c (byte c of the block's 16), the low word's index
 // is the byte's high nibble (the odd column), the high word's its low nibble (the even column).
-// Two ways to the same indices; which is faster depends on what else fills the FMA pipes.
+// Two ways to the same indices from checkpoint-order bytes (which is faster depends on what else
+// fills the FMA pipes), and one from the lane-pair layout.
 enum class Fp4Indices {
   // VPMULTISHIFTQB on bytes 0-7 broadcast into qwords 0-3 and 8-15 into 4-7: one operation
   // beside the two broadcast loads (n = 1..4: 9-17% faster than kWidened), but in the FMA pipes.
@@ -39,11 +40,17 @@ enum class Fp4Indices {
   // VPMOVZXBD, two shifts and a merge: two more operations, none in the FMA pipes, which the
   // wide tiles (5-8 rows) fill with their dot products (n = 8: 5% faster than kMultishift).
   kWidened,
+  // Data in model::Fp4Layout::kLanePairs: a 128-bit broadcast load and one shift per dword
+  // (simd::Avx512::Fp4LanePairCodes), beside the dot products in the pipes (on Zen 4 a
+  // VPMULTISHIFTQB and a VDPBF16PS take 2.0 cycles a pair, VPSRLVD and VDPBF16PS 1.0).
+  kLanePairs,
 };
 
 template <Fp4Indices kHow>
 inline __m512i Fp4WordIndices(const uint8_t* block) {
-  if constexpr (kHow == Fp4Indices::kMultishift) {
+  if constexpr (kHow == Fp4Indices::kLanePairs) {
+    return simd::Avx512::Fp4LanePairCodes(block);
+  } else if constexpr (kHow == Fp4Indices::kMultishift) {
     // Qword o of the result covers pair columns 2o and 2o + 1: bit offsets of their bytes in
     // the qword broadcast into it (the high nibble first, then the low one, per byte).
     const __m512i shifts = _mm512_set_epi64(0x0038003C00300034, 0x0028002C00200024, 0x0018001C00100014,
@@ -286,7 +293,9 @@ void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row
   if (args.format == model::MatrixFormat::kFp4) {
     MatMulArgs pairs = args;
     pairs.cols = args.cols / 2;  // the tiles run over pair columns
-    if (args.n > Tiles::kMaxMr && args.n <= Tiles::kWideMr) {  // one pass of wide tiles
+    if (args.fp4_lane_pairs) {
+      Fp4Pairs<Fp4Indices::kLanePairs>(args, pairs, row_begin, row_end);
+    } else if (args.n > Tiles::kMaxMr && args.n <= Tiles::kWideMr) {  // one pass of wide tiles
       Fp4Pairs<Fp4Indices::kWidened>(args, pairs, row_begin, row_end);
     } else {
       Fp4Pairs<Fp4Indices::kMultishift>(args, pairs, row_begin, row_end);

@@ -23,6 +23,7 @@ struct MatMulArgs {
   int tile_rows = 1;
   int tile_cols = 1;
   int tile_shift = 0;  // FP8 with fp8_vector: log2(tile_cols)
+  bool fp4_lane_pairs = false;  // FP4 in model::Fp4Layout::kLanePairs (AVX-512 kernels only)
   // Direct mode dequantizes weights in registers, again for each group of activation rows;
   // otherwise (FP8 with n > 8) each task dequantizes panel_rows weight rows into scratch and
   // reuses them for every activation row.

@@ -70,7 +70,12 @@ void RunRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
     case model::MatrixFormat::kF32: Rows<V>(F32Rows<V>{&a}, a, r0, r1); return;
     case model::MatrixFormat::kBF16: Rows<V>(Half16Rows<V, true>{&a}, a, r0, r1); return;
     case model::MatrixFormat::kF16: Rows<V>(Half16Rows<V, false>{&a}, a, r0, r1); return;
-    case model::MatrixFormat::kFp4: Rows<V>(Fp4Rows<V>{&a}, a, r0, r1); return;
+    case model::MatrixFormat::kFp4:
+      if constexpr (requires(const uint8_t* p, const float* lut, typename V::F* w) { V::DecodeFp4LanePairs(p, lut, w); }) {
+        if (a.fp4_lane_pairs) return Rows<V>(Fp4Rows<V, true>{&a}, a, r0, r1);
+      }
+      Rows<V>(Fp4Rows<V>{&a}, a, r0, r1);  // the dispatcher sends lane pairs to AVX-512 only
+      return;
     case model::MatrixFormat::kFp8:
       if (a.fp8_prescale) {
         PrescaledRows<V>(a, r0, r1, scratch);

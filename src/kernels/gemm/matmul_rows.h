@@ -110,8 +110,9 @@ struct Fp8Rows {
 };
 
 // FP4 e2m1, one scale per 32 columns; cols is a multiple of 32, so there is no tail. The
-// 16-entry table already multiplied by the scale is looked up per scale byte.
-template <class V>
+// 16-entry table already multiplied by the scale is looked up per scale byte. kLanePairs: the
+// data is in model::Fp4Layout::kLanePairs (ISA traits with DecodeFp4LanePairs only).
+template <class V, bool kLanePairs = false>
 struct Fp4Rows {
   using F = typename V::F;
   static constexpr int kStep = 2 * V::kLanes;
@@ -122,7 +123,13 @@ struct Fp4Rows {
     const uint8_t* q;
     const uint8_t* s;
     const float* luts;
-    void Load(int64_t k, F* w) const { V::DecodeFp4(q + k / 2, luts + 16 * s[k >> 5], w); }
+    void Load(int64_t k, F* w) const {
+      if constexpr (kLanePairs) {
+        V::DecodeFp4LanePairs(q + k / 2, luts + 16 * s[k >> 5], w);
+      } else {
+        V::DecodeFp4(q + k / 2, luts + 16 * s[k >> 5], w);
+      }
+    }
     void Tail(int64_t, int, F* w) const { w[0] = w[1] = V::Zero(); }
   };
   const MatMulArgs* a;

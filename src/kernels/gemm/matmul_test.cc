@@ -368,6 +368,43 @@ TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
   }
 }
 
+// FP4 repacked into the lane-pair layout (model::Fp4Layout) reads as the same elements and gives
+// the checkpoint layout's bits on the AVX-512 paths (BF16 pairs and f32) and the portable one.
+TEST(MatMulTest, Fp4LanePairLayoutGivesTheCheckpointLayoutsBits) {
+  std::mt19937 rng(43);
+  base::ThreadPool p1(1), p3(3);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 416}, {5, 64}, {300, 1024}, {64, 32}}) {
+    TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp4, rows, cols, 32, rng);
+    const model::Matrix& w = tm.matrix;
+    std::vector<uint8_t> packed(static_cast<size_t>(rows * w.RowBytes()));
+    const model::Matrix lp = w.RepackFp4LanePairs(packed.data());
+    ASSERT_NE(0, std::memcmp(packed.data(), w.data, packed.size())) << "a permutation, not a copy";
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(lp.Fp4Code(r, c), w.Fp4Code(r, c)) << r << "," << c;
+    const int64_t max_n = 40, ldx = cols + 3;
+    std::vector<float> exact = Bf16Vector(max_n * ldx, rng), plain = RandomVector(max_n * ldx, rng);
+    for (const std::vector<float>* x : {&exact, &plain}) {
+      for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 17, 40}) {
+        for (bool pairs : {false, true}) {
+          if (pairs && (x != &exact || !IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported())) continue;
+          SetBf16PairsEnabled(pairs);
+          for (Isa isa : {Isa::kGeneric, Isa::kAvx512}) {
+            if (!IsaSupported(isa)) continue;
+            base::ThreadPool& pool = n % 2 == 0 ? p1 : p3;
+            std::vector<float> want(n * rows, NAN), got(n * rows, NAN);
+            MatMulWithIsa(isa, w, x->data(), n, ldx, want.data(), rows, pool);
+            MatMulWithIsa(isa, lp, x->data(), n, ldx, got.data(), rows, pool);
+            ASSERT_EQ(0, std::memcmp(want.data(), got.data(), want.size() * sizeof(float)))
+                << lp.Describe() << " " << IsaName(isa) << " n=" << n << " bf16 pairs " << pairs
+                << " uses pairs " << internal::UsesBf16Pairs(isa, lp, x->data(), n, ldx);
+          }
+          SetBf16PairsEnabled(true);
+        }
+      }
+    }
+  }
+}
+
 // FP8 NaN codes (absent from checkpoints) read as +-480 times the scale on every vector path,
 // the BF16 pairs (in registers for 5-8 rows, panels from 16) included.
 TEST(MatMulTest, Bf16PairPathsReadFp8NanCodesAsTheF32PathsDo) {

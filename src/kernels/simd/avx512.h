@@ -124,6 +124,20 @@ struct Avx512 {
     w[0] = _mm512_permutexvar_ps(idx, table);
     w[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(idx, 4), table);
   }
+
+  // The same from the lane-pair layout (model::Fp4Layout): the 16 bytes broadcast to every
+  // 128-bit lane L, each dword shifted right by 4L, put lane l's odd column's code in bits 0-3
+  // and its even column's in bits 16-19. One shuffle fewer than DecodeFp4.
+  static __m512i Fp4LanePairCodes(const uint8_t* p) {
+    const __m512i shifts = _mm512_set_epi32(12, 12, 12, 12, 8, 8, 8, 8, 4, 4, 4, 4, 0, 0, 0, 0);
+    return _mm512_srlv_epi32(_mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), shifts);
+  }
+  static void DecodeFp4LanePairs(const uint8_t* p, const float* lut, F* w) {
+    const __m512 table = _mm512_loadu_ps(lut);
+    const __m512i codes = Fp4LanePairCodes(p);
+    w[0] = _mm512_permutexvar_ps(_mm512_srli_epi32(codes, 16), table);
+    w[1] = _mm512_permutexvar_ps(codes, table);
+  }
 };
 
 }  // namespace flashserve::kernels::simd
