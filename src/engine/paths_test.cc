@@ -50,7 +50,7 @@ std::pair<std::unique_ptr<Model>, std::unique_ptr<Model>> LoadTwice(const ModelL
 }
 
 // Logits of 40 tokens on two models, one-shot on the first and in chunks on the second, equal.
-bool SameLogits(const Model& a, const Model& b, uint64_t seed, const std::vector<int64_t>& chunks) {
+bool SameLogits(const Model& a, const Model& b, uint64_t seed, const std::vector<int>& chunks) {
   Engine ea(a, EngineOptions{}), eb(b, EngineOptions{});
   std::vector<int32_t> tokens = RandomTokens(40, seed);
   auto sa = ea.NewSequence(), sb = eb.NewSequence();
