@@ -10,9 +10,12 @@
 // every instruction set the CPU has.
 //
 // usage: matmul_bench [--threads N] [--passes P] [--only SUBSTRING-OF-A-CONFIG] [--ns 1,8,32]
-//                     [--qat-x 0|1] [--bf16-dot 0|1]
+//                     [--qat-x 0|1] [--bf16-dot 0|1] [--fp4-lane-pairs 0|1]
 // --qat-x 1: activations are exact BF16 values, as the QAT emulation's FP8 rounding leaves them
 // (FP4 and FP8 products may then use AVX512-BF16 dot products); --bf16-dot 0 turns those off.
+// --fp4-lane-pairs: FP4 weights repacked as the engine repacks its experts (model::Fp4Layout;
+// default on where the kernels are AVX-512) or left in checkpoint order. Scale ranges are
+// recorded as at load.
 #include <algorithm>
 #include <bit>
 #include <chrono>
@@ -63,6 +66,9 @@ struct WeightSet {
   int64_t bytes_each = 0;
 };
 
+// FP4 sets in model::Fp4Layout::kLanePairs (--fp4-lane-pairs; default: where the engine uses it).
+bool fp4_lane_pairs = flashserve::kernels::PrefersFp4LanePairs();
+
 WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, int64_t cols, int tile) {
   WeightSet set;
   set.name = name;
@@ -92,6 +98,14 @@ WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, in
     for (auto& s : set.scale.back()) s = static_cast<uint8_t>(118 + NextRandom(seed) % 8);
     m.data = set.data.back().data();
     m.scale = scale_bytes ? set.scale.back().data() : nullptr;
+    if (format == MatrixFormat::kFp4 && fp4_lane_pairs) {  // as the engine repacks its experts
+      std::vector<uint8_t> packed(static_cast<size_t>(data_bytes));
+      m.fp4_layout = flashserve::model::Fp4Layout::kCheckpoint;
+      m = m.RepackFp4LanePairs(packed.data());
+      set.data.back() = std::move(packed);
+      m.data = set.data.back().data();
+    }
+    m.SetScaleRange();
     set.matrices.push_back(m);
   }
   return set;
@@ -254,12 +268,14 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--ns") == 0) ns = ParseList(argv[i + 1]);
     if (std::strcmp(argv[i], "--qat-x") == 0) qat_x = std::atoi(argv[i + 1]) != 0;
     if (std::strcmp(argv[i], "--bf16-dot") == 0) flashserve::kernels::SetBf16PairsEnabled(std::atoi(argv[i + 1]) != 0);
+    if (std::strcmp(argv[i], "--fp4-lane-pairs") == 0) fp4_lane_pairs = std::atoi(argv[i + 1]) != 0;
   }
   ThreadPool pool(threads);
   const double bandwidth = flashserve::kernels::MeasureMemoryBandwidth(pool);
   const double peak = flashserve::kernels::MeasureFmaPeak(pool);
-  std::printf("isa %s, %d threads, activations %s, BF16 dot products %s\n", flashserve::kernels::MatMulIsa(),
-              pool.num_threads(), qat_x ? "exact BF16 (QAT)" : "f32", flashserve::kernels::Bf16PairsAvailable() ? "on" : "off");
+  std::printf("isa %s, %d threads, activations %s, BF16 dot products %s, FP4 %s\n", flashserve::kernels::MatMulIsa(),
+              pool.num_threads(), qat_x ? "exact BF16 (QAT)" : "f32", flashserve::kernels::Bf16PairsAvailable() ? "on" : "off",
+              fp4_lane_pairs ? "in lane pairs" : "in checkpoint order");
   std::printf("floor: read bandwidth %.1f GB/s (512 MiB buffer), f32 FMA peak %.1f GFLOP/s\n", bandwidth, peak);
   std::printf("fastest call of %d sweeps over each set (>= 256 MiB of weights, so DRAM-cold)\n\n", passes);
   std::printf("%-30s %4s %6s %10s %8s %9s %6s %6s %7s\n", "weights", "set", "n", "us/call", "GB/s", "GFLOP/s",
