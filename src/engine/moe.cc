@@ -6,24 +6,14 @@
 #include <cstring>
 #include <numeric>
 
+#include "kernels/activation/swiglu.h"
+
 namespace flashserve::engine {
 namespace {
 
 float SqrtSoftplus(float x) {
   float sp = x > 20.0f ? x : std::log1p(std::exp(x));  // torch softplus threshold 20
   return std::sqrt(sp);
-}
-
-// SwiGLU with the V4 clamps, then optional row weights: act = silu(min(g, L)) * clamp(u, -L, L).
-void SwiGlu(float limit, const float* gate, const float* up, int64_t n, float weight, float* act) {
-  for (int64_t i = 0; i < n; ++i) {
-    float g = gate[i], u = up[i];
-    if (limit > 0.0f) {
-      g = std::min(g, limit);
-      u = std::clamp(u, -limit, limit);
-    }
-    act[i] = weight * (g / (1.0f + std::exp(-g)) * u);
-  }
 }
 
 // y = W2(SwiGLU(W1 x, W3 x) * weight) for n rows of x; weights may be null (all 1).
@@ -40,7 +30,7 @@ void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights
   float* g = gate.data();
   const float* u = up.data();
   ops.ForRows(n, [&](int64_t r) {
-    SwiGlu(limit, g + r * f, u + r * f, f, row_weights ? row_weights[r] : 1.0f, g + r * f);
+    kernels::SwiGlu(g + r * f, u + r * f, f, limit, row_weights ? row_weights[r] : 1.0f, g + r * f);
   }, 8);
   ops.Linear(e.w2, g, n, f, y, d);
 }
