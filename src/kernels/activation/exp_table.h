@@ -2,6 +2,8 @@
 // 2^(k/32) * 2^(r/32) with k = round(x * 32 / ln 2), 2^(k/32) from the table, 2^(r/32) by a cubic.
 #pragma once
 
+#include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace flashserve::kernels::internal::exp_table {
@@ -23,5 +25,36 @@ constexpr uint64_t kTable[32] = {
 // Outside [kMinNormal, kMax] the table path is not used: above kMax +inf, below kMin 0,
 // between kMin and kMinNormal the smallest subnormal.
 constexpr float kMax = 0x1.62e42ep6f, kMin = -0x1.9fe368p6f, kMinNormal = -0x1.9d1d9ep6f;
+
+// ExpF (activation/swiglu.h) one value at a time: each step one IEEE operation or one fused
+// multiply-add, as in the vector code. Inline, so that files built with FMA flags use the
+// instruction instead of a libm call.
+inline float ExpScalar(float x) {
+  if (std::isnan(x)) return x + x;
+  if (x > kMax) return INFINITY;
+  if (x < kMin) return 0.0f;
+  if (x < kMinNormal) return 0x1p-149f;
+  // x = (k + r) ln 2 / 32 with k an integer and |r| <= 1/2: e^x = 2^(k/32) 2^(r/32).
+  const double xd = x;
+  const double z = std::fma(kInvLn2Scaled, xd, kShift);  // k in the low bits
+  const uint64_t k = std::bit_cast<uint64_t>(z);
+  const double kd = z - kShift;
+  const double r = std::fma(kInvLn2Scaled, xd, -kd);
+  const double s = std::bit_cast<double>(kTable[k % 32] + (k << (52 - kBits)));
+  const double p = std::fma(r, kC0, kC1);
+  const double r2 = r * r;
+  double y = std::fma(r, kC2, 1.0);
+  y = std::fma(p, r2, y);
+  return static_cast<float>(y * s);
+}
+
+// One SwiGlu element (activation/swiglu.h).
+inline float SwiGluScalar(float g, float u, float limit, float weight) {
+  if (limit > 0.0f) {
+    g = limit < g ? limit : g;                         // std::min(g, limit)
+    u = u < -limit ? -limit : limit < u ? limit : u;  // std::clamp(u, -limit, limit)
+  }
+  return weight * (g / (1.0f + ExpScalar(-g)) * u);
+}
 
 }  // namespace flashserve::kernels::internal::exp_table

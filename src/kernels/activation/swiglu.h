@@ -18,9 +18,9 @@ float ExpF(float x);
 void SwiGlu(const float* gate, const float* up, int64_t n, float limit, float weight, float* out);
 
 namespace internal {
-// The AVX-512 loop behind SwiGlu (only callable where IsaSupported(Isa::kAvx512)); handles
-// whole vectors of 16 and returns how many it did.
-int64_t SwiGluAvx512(const float* gate, const float* up, int64_t n, float limit, float weight, float* out);
+// The vector loops behind SwiGlu, all n values (only callable where IsaSupported of their ISA).
+void SwiGluAvx512(const float* gate, const float* up, int64_t n, float limit, float weight, float* out);
+void SwiGluAvx2(const float* gate, const float* up, int64_t n, float limit, float weight, float* out);
 }  // namespace internal
 
 }  // namespace flashserve::kernels

@@ -45,7 +45,7 @@ __m512 ExpF16(__m512 x) {
 
 }  // namespace
 
-int64_t SwiGluAvx512(const float* gate, const float* up, int64_t n, float limit, float weight, float* out) {
+void SwiGluAvx512(const float* gate, const float* up, int64_t n, float limit, float weight, float* out) {
   const __m512 lim = _mm512_set1_ps(limit), neg_lim = _mm512_set1_ps(-limit), w = _mm512_set1_ps(weight);
   const __m512 one = _mm512_set1_ps(1.0f), sign = _mm512_set1_ps(-0.0f);
   for (int64_t i = 0; i < n; i += 16) {
@@ -59,7 +59,6 @@ int64_t SwiGluAvx512(const float* gate, const float* up, int64_t n, float limit,
     const __m512 act = _mm512_mul_ps(w, _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), u));
     _mm512_mask_storeu_ps(out + i, m, act);
   }
-  return n;
 }
 
 }  // namespace flashserve::kernels::internal

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/activation/exp_table.h"
+#include "kernels/simd/isa.h"
 
 namespace flashserve::kernels {
 namespace {
@@ -45,7 +46,7 @@ TEST(SwiGluTest, ExpTableIsPowersOfTwo) {
   }
 }
 
-// The vector loop (where the CPU has one) gives the scalar formula's bits for every length,
+// The vector loops (those the CPU can run) give the scalar formula's bits for every length,
 // with and without the clamps, on ordinary, huge, tiny, infinite and NaN inputs.
 TEST(SwiGluTest, EveryLengthGivesTheScalarBits) {
   std::mt19937 rng(3);
@@ -61,22 +62,28 @@ TEST(SwiGluTest, EveryLengthGivesTheScalarBits) {
     gate[3 * i + 1] = specials[i];
     up[3 * i + 2] = specials[(i + 5) % std::size(specials)];
   }
-  for (float limit : {0.0f, 10.0f}) {
-    for (int64_t n : {1, 7, 15, 16, 17, 31, 33, 200}) {
-      std::vector<float> got(n);
-      SwiGlu(gate.data(), up.data(), n, limit, 0.375f, got.data());
-      for (int64_t i = 0; i < n; ++i) {
-        float g = gate[i], u = up[i];
-        if (limit > 0.0f) {
-          g = std::min(g, limit);
-          u = std::clamp(u, -limit, limit);
-        }
-        const float want = 0.375f * (g / (1.0f + ExpF(-g)) * u);
-        if (std::isnan(want)) {
-          EXPECT_TRUE(std::isnan(got[i])) << i;
-        } else {
-          EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want))
-              << "n=" << n << " limit=" << limit << " i=" << i << " g=" << gate[i] << " u=" << up[i];
+  using Loop = void (*)(const float*, const float*, int64_t, float, float, float*);
+  std::vector<std::pair<const char*, Loop>> loops = {{"dispatched", &SwiGlu}};
+  if (IsaSupported(Isa::kAvx2)) loops.emplace_back("avx2", &internal::SwiGluAvx2);
+  if (IsaSupported(Isa::kAvx512)) loops.emplace_back("avx512", &internal::SwiGluAvx512);
+  for (auto [name, loop] : loops) {
+    for (float limit : {0.0f, 10.0f}) {
+      for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 31, 33, 200}) {
+        std::vector<float> got(n);
+        loop(gate.data(), up.data(), n, limit, 0.375f, got.data());
+        for (int64_t i = 0; i < n; ++i) {
+          float g = gate[i], u = up[i];
+          if (limit > 0.0f) {
+            g = std::min(g, limit);
+            u = std::clamp(u, -limit, limit);
+          }
+          const float want = 0.375f * (g / (1.0f + ExpF(-g)) * u);
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(got[i])) << name << " " << i;
+          } else {
+            EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want))
+                << name << " n=" << n << " limit=" << limit << " i=" << i << " g=" << gate[i] << " u=" << up[i];
+          }
         }
       }
     }
