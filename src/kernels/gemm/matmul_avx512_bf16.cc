@@ -75,6 +75,11 @@ struct Fp4PairRows {
   using F = __m512;
   static constexpr int kStep = 16;  // pair columns per Load: 32 columns, 16 bytes, one scale
   static constexpr int kStepBytes = 16;
+  // Twice gemm::kPrefetchLead: with lane-pair decoding two threads' experts wait on DRAM more
+  // than on decoding (medium, batch 8, three interleaved pairs: experts phase 20.7 / 20.1 /
+  // 19.9 -> 16.6 / 17.8 / 18.8 ms per step; batch 1 the same within noise). The same lead for
+  // every product slowed batch 1 and 32.
+  static constexpr uintptr_t kPrefetchLead = 8192;
   static constexpr bool kScalesX = false;
   static constexpr int kDecodeCost = 1;
   static F Dot(F w, F x, F acc) { return DotPairs(w, x, acc); }

@@ -24,8 +24,9 @@ namespace flashserve::kernels::internal::gemm {
 
 // Prefetching of weights streamed from memory (measured on Zen 4, cold 0.5-4 MiB matrices,
 // n = 1, one thread: 15-25% faster than prefetching only the next tile's rows): the stream runs
-// kPrefetchLead bytes past the next register tile, and a call's first kWarmBytes are requested
-// before its first tile, so that a cold matrix streams at full rate from its first rows.
+// kPrefetchLead bytes (a source's own Src::kPrefetchLead where it has one) past the next
+// register tile, and a call's first kWarmBytes are requested before its first tile, so that a
+// cold matrix streams at full rate from its first rows.
 constexpr uintptr_t kPrefetchLead = 4096;
 constexpr uintptr_t kWarmBytes = 16384;
 
@@ -110,9 +111,11 @@ inline void Tile(const Src& src, int64_t o0, const float* const* xs, int64_t col
 // boundaries and a row is often exactly a page).
 template <int NR, class Src>
 PrefetchSpan Ahead(const Src& src, int64_t o) {
+  uintptr_t lead = kPrefetchLead;
+  if constexpr (requires { Src::kPrefetchLead; }) lead = Src::kPrefetchLead;
   const uintptr_t end = reinterpret_cast<uintptr_t>(src.RowStart(INT64_MAX));
-  return {reinterpret_cast<uintptr_t>(src.RowStart(o + NR)) + kPrefetchLead,
-          std::min(end, reinterpret_cast<uintptr_t>(src.RowStart(o + 2 * NR)) + kPrefetchLead)};
+  return {reinterpret_cast<uintptr_t>(src.RowStart(o + NR)) + lead,
+          std::min(end, reinterpret_cast<uintptr_t>(src.RowStart(o + 2 * NR)) + lead)};
 }
 
 // Activation rows [i0, i0 + MR) against weight rows [r0, r1): NR weight rows per tile, then
