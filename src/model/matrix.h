@@ -1,6 +1,7 @@
 // A weight matrix [rows = out features, cols = in features] viewed in place inside a mapped
-// checkpoint: plain float types, FP8 e4m3 with ue8m0 tile scales, or packed FP4 e2m1 with one
-// ue8m0 scale per 32 inputs. Cheap to copy; read-only; the kernels dequantize on the fly.
+// checkpoint (or a copy made at load: engine/model.h): plain float types, FP8 e4m3 with ue8m0
+// tile scales, or packed FP4 e2m1 with one ue8m0 scale per 32 inputs. Cheap to copy; read-only;
+// the kernels dequantize on the fly.
 #pragma once
 
 #include <cstdint>

@@ -88,7 +88,9 @@ TEST_F(WeightsTest, QuantizedMatricesRecordTheirScaleRange) {
     EXPECT_EQ(m->scale_lo, *std::min_element(m->scale, end));
     EXPECT_EQ(m->scale_hi, *std::max_element(m->scale, end));
     // FP4: a scale per 32 random weights, which differ, so both ends are checked.
-    if (m->format == MatrixFormat::kFp4) EXPECT_LT(m->scale_lo, m->scale_hi);
+    if (m->format == MatrixFormat::kFp4) {
+      EXPECT_LT(m->scale_lo, m->scale_hi);
+    }
     const Matrix slice = m->RowSlice(0, m->tile_rows);
     EXPECT_EQ(slice.scale_lo, -1);
     EXPECT_EQ(slice.scale_hi, -1);
