@@ -33,10 +33,10 @@ struct ModelLoadOptions {
   bool preload_weights = true;
   // Where the kernels decode FP4 faster from model::Fp4Layout::kLanePairs
   // (kernels::PrefersFp4LanePairs: AVX-512), copy every FP4 matrix into that layout, in
-  // anonymous memory in 2 MiB pages where available, at ~1-2 GB/s at load (medium, decode batch
-  // 8: docs/benchmarks.md). The same logits. The copy replaces the mapping's pages in use
-  // (those stay in the page cache, reclaimable); skipped, with a log line, where the FP4 bytes
-  // exceed the memory available.
+  // anonymous memory in 2 MiB pages where available (medium: 830 MB in 1.2 s on two cores;
+  // decode batch 8's experts 11% faster, docs/benchmarks.md). The same logits. The copy
+  // replaces the mapping's pages in use (those stay in the page cache, reclaimable); skipped,
+  // with a log line, where the FP4 bytes exceed the memory available.
   bool fp4_lane_pairs = true;
 };
 

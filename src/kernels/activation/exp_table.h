@@ -1,5 +1,7 @@
-// Constants of ExpF (activation/swiglu.h), shared by the scalar and vector code: e^x =
-// 2^(k/32) * 2^(r/32) with k = round(x * 32 / ln 2), 2^(k/32) from the table, 2^(r/32) by a cubic.
+// ExpF's constants and its one-value forms (ExpScalar, SwiGluScalar), shared by swiglu.cc (the
+// portable path) and the AVX2 / AVX-512 loops (their constants, and AVX2's tail), so that every
+// path does the same operations: e^x = 2^(k/32) * 2^(r/32) with k = round(x * 32 / ln 2),
+// 2^(k/32) from the table, 2^(r/32) by a cubic. Internal to kernels/activation; pure functions.
 #pragma once
 
 #include <bit>

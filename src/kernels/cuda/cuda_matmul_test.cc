@@ -246,6 +246,13 @@ TEST_F(CudaMatMulTest, RejectsWhatItDoesNotTake) {
   EXPECT_EQ(w.error().code(), base::ErrorCode::kUnimplemented);
   EXPECT_NE(w.error().message().find("power of two"), std::string::npos) << w.error().message();
 
+  TestMatrix fp4 = MakeTestMatrix(MatrixFormat::kFp4, 8, 64, 32, rng);  // repacked for AVX-512
+  std::vector<uint8_t> packed(static_cast<size_t>(8 * fp4.matrix.RowBytes()));
+  auto lane_pairs = DeviceMatrix::Upload(fp4.matrix.RepackFp4LanePairs(packed.data()));
+  ASSERT_FALSE(lane_pairs.ok());
+  EXPECT_EQ(lane_pairs.error().code(), base::ErrorCode::kUnimplemented);
+  EXPECT_NE(lane_pairs.error().message().find("checkpoint order"), std::string::npos) << lane_pairs.error().message();
+
   TestMatrix ok = MakeTestMatrix(MatrixFormat::kBF16, 8, 64, 1, rng);
   auto m = DeviceMatrix::Upload(ok.matrix);
   ASSERT_TRUE(m.ok());

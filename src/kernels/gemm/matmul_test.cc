@@ -405,6 +405,28 @@ TEST(MatMulTest, Fp4LanePairLayoutGivesTheCheckpointLayoutsBits) {
   }
 }
 
+// The lane-pair layout is refused where it cannot be read: by the AVX2 kernels (the dispatcher
+// aborts naming the matrix) and by the repacking of anything but a checkpoint-order FP4 matrix
+// with a multiple of 32 columns.
+TEST(MatMulDeathTest, Fp4LanePairsOnlyWhereSupported) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  std::mt19937 rng(44);
+  TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp4, 8, 64, 32, rng);
+  std::vector<uint8_t> packed(static_cast<size_t>(8 * tm.matrix.RowBytes()));
+  const model::Matrix lp = tm.matrix.RepackFp4LanePairs(packed.data());
+  if (IsaSupported(Isa::kAvx2)) {
+    std::vector<float> x(64, 1.0f), y(8);
+    base::ThreadPool pool(1);
+    EXPECT_DEATH(MatMulWithIsa(Isa::kAvx2, lp, x.data(), 1, 64, y.data(), 8, pool), "lane-pair layout.*avx2");
+  }
+  std::vector<uint8_t> out(packed.size());
+  EXPECT_DEATH((void)lp.RepackFp4LanePairs(out.data()), "checkpoint order");
+  TestMatrix fp8 = MakeTestMatrix(MatrixFormat::kFp8, 8, 64, 32, rng);
+  EXPECT_DEATH((void)fp8.matrix.RepackFp4LanePairs(out.data()), "lane-pair repacking");
+  TestMatrix narrow = MakeTestMatrix(MatrixFormat::kFp4, 8, 48, 32, rng);
+  EXPECT_DEATH((void)narrow.matrix.RepackFp4LanePairs(out.data()), "cols % 32");
+}
+
 // FP8 NaN codes (absent from checkpoints) read as +-480 times the scale on every vector path,
 // the BF16 pairs (in registers for 5-8 rows, panels from 16) included.
 TEST(MatMulTest, Bf16PairPathsReadFp8NanCodesAsTheF32PathsDo) {
