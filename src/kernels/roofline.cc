@@ -18,7 +18,10 @@ namespace {
 
 constexpr int64_t kChunkFloats = int64_t{1} << 18;  // 1 MiB per bandwidth task
 constexpr int64_t kWindowChunks = 64;                 // timed unit: 64 MiB, twice the L3
-constexpr int64_t kFmaIterations = int64_t{1} << 16;  // per FMA task: ~0.2-1 ms of work
+// Per FMA task: 0.4 ms of work on Zen 5 (two 512-bit FMA pipes), 0.9 ms on Zen 4; a pass
+// (16 tasks per thread) is longer than a scheduler slice, so that other work on a core
+// interrupts every pass (roofline_test).
+constexpr int64_t kFmaIterations = int64_t{1} << 18;
 constexpr int kFmaAccumulators = 12;  // simd::VecOps::fma_loop
 
 // Below this share of the rate per CPU-second, the wall-clock FMA rate means the probe's threads
