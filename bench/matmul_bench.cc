@@ -10,7 +10,11 @@
 // every instruction set the CPU has.
 //
 // usage: matmul_bench [--threads N] [--passes P] [--only SUBSTRING-OF-A-CONFIG] [--ns 1,8,32]
-//                     [--qat-x 0|1] [--bf16-dot 0|1] [--fp4-lane-pairs 0|1]
+//                     [--qat-x 0|1] [--bf16-dot 0|1] [--fp4-lane-pairs 0|1] [--hot 0|1]
+// --hot 1: one matrix per configuration, multiplied again and again, so its weights stay in
+// cache (L2 for the medium engine's shapes up to 1 MiB, else L3 or DRAM): what the kernel
+// computes per second when memory does not bound it, against the FMA peak of the same threads
+// (with --threads 1: one core's). Lines with weights larger than the L2 say so.
 // --qat-x 1: activations are exact BF16 values, as the QAT emulation's FP8 rounding leaves them
 // (FP4 and FP8 products may then use AVX512-BF16 dot products); --bf16-dot 0 turns those off.
 // --fp4-lane-pairs: FP4 weights repacked as the engine repacks its experts (model::Fp4Layout;
@@ -41,6 +45,7 @@ using flashserve::model::Matrix;
 using flashserve::model::MatrixFormat;
 
 constexpr int64_t kSetBytes = int64_t{256} << 20;  // weights per configuration: 8x the L3
+constexpr int64_t kL2Bytes = int64_t{1} << 20;     // per core on Zen 4 and Zen 5 (--hot lines above it say so)
 
 uint64_t NextRandom(uint64_t& state) {  // splitmix64
   uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -68,6 +73,8 @@ struct WeightSet {
 
 // FP4 sets in model::Fp4Layout::kLanePairs (--fp4-lane-pairs; default: where the engine uses it).
 bool fp4_lane_pairs = flashserve::kernels::PrefersFp4LanePairs();
+// --hot 1: sets of one matrix, timed in cache (HotCallSeconds).
+bool hot = false;
 
 WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, int64_t cols, int tile) {
   WeightSet set;
@@ -89,7 +96,7 @@ WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, in
     scale_bytes = rows * m.scale_cols;
   }
   set.bytes_each = data_bytes + scale_bytes;
-  const int64_t copies = (kSetBytes + set.bytes_each - 1) / set.bytes_each;
+  const int64_t copies = hot ? 1 : (kSetBytes + set.bytes_each - 1) / set.bytes_each;
   for (int64_t c = 0; c < copies; ++c) {
     set.data.emplace_back(data_bytes);
     FillWeights(format, set.data.back(), 1000 + c);
@@ -149,6 +156,21 @@ double BestCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& 
         flashserve::kernels::MatMul(m, x.data(), n, m.cols, y.data(), m.rows, pool);
       }));
   return best;
+}
+
+// Seconds per call of the set's first matrix, in cache: after a warming call, groups of calls
+// of at least 2 ms each, the fastest group's time per call, of 4 x `passes` groups.
+double HotCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
+  const Matrix& m = set.matrices[0];
+  const std::vector<float> x = Activations(n, m.cols);
+  std::vector<float> y(static_cast<size_t>(n * m.rows));
+  const auto call = [&] { flashserve::kernels::MatMul(m, x.data(), n, m.cols, y.data(), m.rows, pool); };
+  const double once = BestSeconds(2, call);
+  const int per_group = static_cast<int>(std::clamp(2e-3 / std::max(once, 1e-9), 1.0, 1e5));
+  const double group = BestSeconds(4 * passes, [&] {
+    for (int i = 0; i < per_group; ++i) call();
+  });
+  return group / per_group;
 }
 
 // Seconds per matrix when every thread multiplies whole matrices of the set side by side, one
@@ -248,6 +270,11 @@ void BenchMatMul(const Config& c, const std::vector<int64_t>& ns, int passes, do
                  ThreadPool& pool) {
   const WeightSet set = MakeSet(c.name, c.format, c.rows, c.cols, c.tile);
   for (int64_t n : ns) {
+    if (hot) {
+      Print(c, set, n, HotCallSeconds(set, n, passes, pool), bandwidth, peak,
+            set.bytes_each > kL2Bytes ? " (> L2)" : "");
+      continue;
+    }
     const double s = BestCallSeconds(set, n, passes, pool);
     Print(c, set, n, s, bandwidth, peak, "");
     if (c.concurrent && pool.num_threads() > 1)
@@ -269,6 +296,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--qat-x") == 0) qat_x = std::atoi(argv[i + 1]) != 0;
     if (std::strcmp(argv[i], "--bf16-dot") == 0) flashserve::kernels::SetBf16PairsEnabled(std::atoi(argv[i + 1]) != 0);
     if (std::strcmp(argv[i], "--fp4-lane-pairs") == 0) fp4_lane_pairs = std::atoi(argv[i + 1]) != 0;
+    if (std::strcmp(argv[i], "--hot") == 0) hot = std::atoi(argv[i + 1]) != 0;
   }
   ThreadPool pool(threads);
   const double bandwidth = flashserve::kernels::MeasureMemoryBandwidth(pool);
@@ -277,7 +305,12 @@ int main(int argc, char** argv) {
               pool.num_threads(), qat_x ? "exact BF16 (QAT)" : "f32", flashserve::kernels::Bf16PairsAvailable() ? "on" : "off",
               fp4_lane_pairs ? "in lane pairs" : "in checkpoint order");
   std::printf("floor: read bandwidth %.1f GB/s (512 MiB buffer), f32 FMA peak %.1f GFLOP/s\n", bandwidth, peak);
-  std::printf("fastest call of %d sweeps over each set (>= 256 MiB of weights, so DRAM-cold)\n\n", passes);
+  if (hot) {
+    std::printf("in cache: one matrix per line, the fastest of %d groups of calls (%%BW and %%floor: against DRAM)\n\n",
+                4 * passes);
+  } else {
+    std::printf("fastest call of %d sweeps over each set (>= 256 MiB of weights, so DRAM-cold)\n\n", passes);
+  }
   std::printf("%-30s %4s %6s %10s %8s %9s %6s %6s %7s\n", "weights", "set", "n", "us/call", "GB/s", "GFLOP/s",
               "%BW", "%FMA", "%floor");
   const std::vector<int64_t> wide = {1, 4, 8, 32}, head = {1, 8, 32}, small = {1, 2, 4, 8};
