@@ -21,6 +21,11 @@ struct Tiles : simd::Avx512 {
   static constexpr int kWideNr = 3;
   static constexpr int kMaxMr = 4;
   static constexpr int kSingleNr = 8;
+  // Weight rows per tile for 1-4 activation rows (gemm::NarrowNr): wider than the f32 paths' 4,
+  // since a dot product covers two columns per lane. Zen 5, one core, FP4 768 x 1024 in L2,
+  // fastest of 8 interleaved runs, us per call, 4 rows -> these: n = 2 22.4 -> 19.2 (2 x 12:
+  // 27.1), n = 3 27.5 -> 23.0 (3 x 8: 24.7), n = 4 29.8 -> 27.3.
+  static constexpr int kNarrowNr[5] = {0, 4, 8, 6, 6};
 };
 
 // VDPBF16PS: acc + w . x per lane, as two FMAs rounded to nearest, the product of the high

@@ -145,9 +145,20 @@ void RowGroup(const Src& src, const MatMulArgs& a, int64_t i0, int64_t r0, int64
   }
 }
 
+// Weight rows per tile for MR <= kMaxMr activation rows: the traits' kNarrowNr[MR] where they
+// have one, else 4.
+template <class V, int MR>
+constexpr int NarrowNr() {
+  if constexpr (requires { V::kNarrowNr[MR]; }) {
+    return V::kNarrowNr[MR];
+  } else {
+    return 4;
+  }
+}
+
 // Activation rows [i0, i0 + count) against weight rows [r0, r1), count <= max(kWideMr, kMaxMr):
 // more than kMaxMr rows share each decoded weight vector in count x kWideNr tiles (where the ISA
-// has the registers), fewer take count x 4 tiles.
+// has the registers), fewer take count x NarrowNr tiles.
 template <class V, class Src>
 void Group(const Src& src, const MatMulArgs& a, int64_t i0, int64_t count, int64_t r0, int64_t r1,
            PrefetchSpan w) {
@@ -161,10 +172,10 @@ void Group(const Src& src, const MatMulArgs& a, int64_t i0, int64_t count, int64
     }
   }
   switch (count) {
-    case 1: RowGroup<V, 1, 4>(src, a, i0, r0, r1, w); return;
-    case 2: RowGroup<V, 2, 4>(src, a, i0, r0, r1, w); return;
-    case 3: if constexpr (V::kMaxMr >= 3) RowGroup<V, 3, 4>(src, a, i0, r0, r1, w); return;
-    default: if constexpr (V::kMaxMr >= 4) RowGroup<V, 4, 4>(src, a, i0, r0, r1, w); return;
+    case 1: RowGroup<V, 1, NarrowNr<V, 1>()>(src, a, i0, r0, r1, w); return;
+    case 2: RowGroup<V, 2, NarrowNr<V, 2>()>(src, a, i0, r0, r1, w); return;
+    case 3: if constexpr (V::kMaxMr >= 3) RowGroup<V, 3, NarrowNr<V, 3>()>(src, a, i0, r0, r1, w); return;
+    default: if constexpr (V::kMaxMr >= 4) RowGroup<V, 4, NarrowNr<V, 4>()>(src, a, i0, r0, r1, w); return;
   }
 }
 
