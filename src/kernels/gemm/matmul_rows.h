@@ -4,8 +4,9 @@
 
 // Source interface: kStep (columns per Load, a multiple of V::kLanes), kStepBytes (weight
 // bytes per Load, 0 = no prefetch), kScalesX (Tile multiplies activations by XScale),
-// kDecodeCost (0: loads and shifts, 1: a lookup or conversion, 2: conversion and scaling; the
-// costlier, the more activation rows should share a decoded vector), Row(r)
+// kDecodeCost (0: loads and shifts, 1: a lookup or conversion, 2: conversion and scaling, or
+// any source measured faster in passes of kWideMr rows; the costlier, the more activation rows
+// should share a decoded vector), Row(r)
 // returning a Cursor with Load(k, w) for columns [k, k + kStep) and Tail(k, rem, w) for the
 // last rem < kStep columns, zero-padded; RowStart(r) for prefetching (rows past the end
 // give the end of the matrix).

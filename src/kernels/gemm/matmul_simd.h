@@ -182,8 +182,8 @@ void Group(const Src& src, const MatMulArgs& a, int64_t i0, int64_t count, int64
 // All n activation rows against weight rows [r0, r1); `window`: bytes to request meanwhile
 // (panels), shared out equally over the passes. A lone activation row takes V::kSingleNr
 // weight rows per tile; up to V::kWideMr rows (n x kWideNr tiles) are one pass over the
-// weights. More take passes of kMaxMr rows (tiles of kMaxMr x 4, whose activation rows stay in
-// L1; sources with kDecodeCost 2: kWideMr rows, fewer decodes) over blocks of about kBlockBytes
+// weights. More take passes of kMaxMr rows (tiles of kMaxMr x NarrowNr, whose activation rows stay
+// in L1; sources with kDecodeCost 2: kWideMr rows, fewer decodes) over blocks of about kBlockBytes
 // of weights, so that the block read from memory by the first pass is still in L2 for the
 // others (passes over a whole task range would stream a tall matrix from DRAM once per pass:
 // the 129280-row head ran at 27% of the FMA peak).
