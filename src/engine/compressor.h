@@ -40,11 +40,6 @@ using SelectTarget = std::function<CompressorTarget(const SeqRows&)>;
 void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, const float* h, int64_t d,
                    const SelectTarget& select, std::vector<float>* scratch);
 
-// Folds one projected row (kv, gate already including ape) and emits an entry when the window
-// ending at `pos` completes. Exposed for tests.
-void FoldCompressorRow(Ops& ops, const CompressorSpec& spec, int64_t pos, const float* kv, const float* gate,
-                       CompressorState* state, std::vector<float>* entries);
-
 // Post-processing of a pooled entry of window w: norm, RoPE at ratio * w, QAT.
 void FinishEntry(Ops& ops, const CompressorSpec& spec, int64_t window_index, float* entry);
 

@@ -1,36 +1,48 @@
 // Sequence state initialisation and the running softmax pool (engine/state.h).
 #include "engine/state.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "kernels/activation/softmax_pool.h"
 
 namespace flashserve::engine {
 
 void SoftmaxPool::Reset(int dim) {
-  max.assign(static_cast<size_t>(dim), -std::numeric_limits<float>::infinity());
-  sum.assign(static_cast<size_t>(dim), 0.0f);
-  wsum.assign(static_cast<size_t>(dim), 0.0f);
+  max.resize(static_cast<size_t>(dim));
+  sum.resize(static_cast<size_t>(dim));
+  wsum.resize(static_cast<size_t>(dim));
+  ResetChannels(0, dim);
   count = 0;
 }
 
+void SoftmaxPool::ResetChannels(int k0, int k1) {
+  std::fill(max.begin() + k0, max.begin() + k1, -std::numeric_limits<float>::infinity());
+  std::fill(sum.begin() + k0, sum.begin() + k1, 0.0f);
+  std::fill(wsum.begin() + k0, wsum.begin() + k1, 0.0f);
+}
+
 void SoftmaxPool::Fold(const float* a, const float* z, int dim) {
-  for (int k = 0; k < dim; ++k) {
-    if (z[k] > max[k]) {
-      const float rescale = std::exp(max[k] - z[k]);  // 0 for the first slot
-      sum[k] = sum[k] * rescale + 1.0f;
-      wsum[k] = wsum[k] * rescale + a[k];
-      max[k] = z[k];
-    } else {
-      const float e = std::exp(z[k] - max[k]);
-      sum[k] += e;
-      wsum[k] += e * a[k];
-    }
-  }
+  FoldChannels(a, z, 0, dim);
   ++count;
 }
 
-void SoftmaxPool::Finish(float* out, int dim) const {
-  for (int k = 0; k < dim; ++k) out[k] = wsum[k] / sum[k];
+void SoftmaxPool::FoldChannels(const float* a, const float* z, int k0, int k1) {
+  kernels::SoftmaxPoolFold(a + k0, z + k0, k1 - k0, max.data() + k0, sum.data() + k0, wsum.data() + k0);
+}
+
+void SoftmaxPool::Finish(float* out, int dim) const { FinishChannels(out, 0, dim); }
+
+void SoftmaxPool::FinishChannels(float* out, int k0, int k1) const {
+  for (int k = k0; k < k1; ++k) out[k] = wsum[k] / sum[k];
+}
+
+void SoftmaxPool::TakeChannels(SoftmaxPool& other, int k0, int k1) {
+  std::copy(other.max.begin() + k0, other.max.begin() + k1, max.begin() + k0);
+  std::copy(other.sum.begin() + k0, other.sum.begin() + k1, sum.begin() + k0);
+  std::copy(other.wsum.begin() + k0, other.wsum.begin() + k1, wsum.begin() + k0);
+  other.ResetChannels(k0, k1);
 }
 
 void CompressorState::Init(int d, bool ov) {

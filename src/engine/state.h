@@ -25,6 +25,14 @@ struct SoftmaxPool {
   void Reset(int dim);
   void Fold(const float* a, const float* z, int dim);
   void Finish(float* out, int dim) const;  // out = wsum / sum
+
+  // The same on channels [k0, k1) only, leaving count alone (independent channel slices of one
+  // pool may run on different threads; the caller keeps count).
+  void FoldChannels(const float* a, const float* z, int k0, int k1);
+  void FinishChannels(float* out, int k0, int k1) const;
+  void ResetChannels(int k0, int k1);
+  // Channels [k0, k1) of `other` into this pool, then those of `other` reset.
+  void TakeChannels(SoftmaxPool& other, int k0, int k1);
 };
 
 // Compressor carry of one layer: `cur` pools the entry of the window in progress; with overlap

@@ -1,7 +1,7 @@
-// ExpF's constants and its one-value forms (ExpScalar, SwiGluScalar), shared by swiglu.cc (the
-// portable path) and the AVX2 / AVX-512 loops (their constants, and AVX2's tail), so that every
-// path does the same operations: e^x = 2^(k/32) * 2^(r/32) with k = round(x * 32 / ln 2),
-// 2^(k/32) from the table, 2^(r/32) by a cubic. Internal to kernels/activation; pure functions.
+// ExpF's constants and its one-value forms (ExpScalar, PoolFoldScalar, SwiGluScalar), shared by
+// swiglu.cc and softmax_pool.cc (the portable paths) and the AVX2 / AVX-512 loops (their
+// constants, and AVX2's tails), so that every path does the same operations: e^x = 2^(k/32) *
+// 2^(r/32) with k = round(x * 32 / ln 2), 2^(k/32) from the table, 2^(r/32) by a cubic. Internal to kernels/activation; pure functions.
 #pragma once
 
 #include <bit>
@@ -48,6 +48,19 @@ inline float ExpScalar(float x) {
   double y = std::fma(r, kC2, 1.0);
   y = std::fma(p, r2, y);
   return static_cast<float>(y * s);
+}
+
+// One channel of SoftmaxPoolFold (activation/softmax_pool.h).
+inline void PoolFoldScalar(float a, float z, float& max, float& sum, float& wsum) {
+  const float e = ExpScalar(-std::fabs(z - max));
+  if (z > max) {
+    sum = sum * e + 1.0f;
+    wsum = wsum * e + a;
+    max = z;
+  } else {
+    sum = sum + e;
+    wsum = wsum + e * a;
+  }
 }
 
 // One SwiGlu element (activation/swiglu.h).

@@ -29,6 +29,7 @@ constexpr int64_t kPrescaleMaxRows = 64;      // n up to this: FP8 activations s
 constexpr int kPrescaleMinBand = 128;         // in bands of at least this many rows (or n up to 8)
 constexpr int64_t kDirectTaskRows = 24;       // output rows per task: a multiple of 3, 4 and 8
 constexpr int kTileGroupRows = 8;             // largest weight-row tile (matmul_simd.h)
+constexpr int64_t kActivationGroupRows = 8;   // activation rows per pass: a multiple of 4 and 8
 constexpr int64_t kPanelFloats = 32 * 1024;  // 128 KiB of dequantized weights per panel
 constexpr int64_t kMinPartWork = int64_t{1} << 17;  // weights x max(2, n): about 5 us on one core
 // BF16 pairs where exact, from these row counts (measured on Zen 4, cold weights: FP4 768 x 1024
@@ -331,7 +332,31 @@ class RowParts {
   std::vector<std::atomic<int64_t>> next_;
 };
 
+// The arguments for group g of `groups` over a's activation rows (boundaries on multiples of
+// kActivationGroupRows rows, the last group taking the rest).
+MatMulArgs ActivationRows(const MatMulArgs& a, int64_t g, int64_t groups) {
+  const int64_t units = a.n / kActivationGroupRows;
+  const int64_t i0 = g * units / groups * kActivationGroupRows;
+  const int64_t i1 = g + 1 == groups ? a.n : (g + 1) * units / groups * kActivationGroupRows;
+  MatMulArgs part = a;
+  part.n = i1 - i0;
+  part.x = a.x + i0 * a.ldx;
+  part.y = a.y + i0 * a.ldy;
+  return part;
+}
+
 }  // namespace
+
+// Groups of activation rows that run side by side, each against every weight row: more than
+// one only where the weight rows give fewer tasks than threads (the hyper-connection mixes, 24
+// rows of 4096, at prefill ran on one thread). Each output is computed the same way whichever
+// rows share its call, so the bits never depend on the split. Groups are multiples of
+// kActivationGroupRows rows, and each is worth waking a thread for (kMinPartWork).
+int64_t ActivationRowGroups(const model::Matrix& w, int64_t n, int64_t num_tasks, int threads) {
+  if (num_tasks >= threads) return 1;
+  const int64_t by_work = w.rows * w.cols * n / kMinPartWork, by_rows = n / kActivationGroupRows;
+  return std::clamp<int64_t>(std::min(by_work, by_rows), 1, threads);
+}
 
 int IsaLanes(Isa isa) { return isa == Isa::kAvx512 ? 16 : isa == Isa::kAvx2 ? 8 : 16; }
 
@@ -354,15 +379,25 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
   const size_t scratch_floats = a.fp8_prescale ? static_cast<size_t>(kPrescaleHeadFloats + n * w.cols)
                                 : a.direct      ? 0
                                                 : static_cast<size_t>(a.panel_rows * a.padded_cols);
-  RowParts parts(w, n, num_tasks, pool.num_threads());
-  pool.ParallelFor(parts.parts(), 1, [&](int64_t p0, int64_t p1) {
+  const auto thread_scratch = [&] {
     thread_local std::vector<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
     if (a.fp8_prescale) *reinterpret_cast<PrescaleState*>(scratch.data()) = PrescaleState{};
+    return scratch.data();
+  };
+  const int64_t row_groups = ActivationRowGroups(w, n, num_tasks, pool.num_threads());
+  if (row_groups > 1) {
+    pool.ParallelFor(row_groups, 1, [&](int64_t g0, int64_t g1) {
+      float* scratch = thread_scratch();
+      for (int64_t g = g0; g < g1; ++g) kernel(ActivationRows(a, g, row_groups), 0, w.rows, scratch);
+    });
+    return;
+  }
+  RowParts parts(w, n, num_tasks, pool.num_threads());
+  pool.ParallelFor(parts.parts(), 1, [&](int64_t p0, int64_t p1) {
+    float* scratch = thread_scratch();
     for (int64_t p = p0; p < p1; ++p)
-      parts.Drain(p, [&](int64_t t0, int64_t t1) {
-        kernel(a, t0 * task_rows, std::min(w.rows, t1 * task_rows), scratch.data());
-      });
+      parts.Drain(p, [&](int64_t t0, int64_t t1) { kernel(a, t0 * task_rows, std::min(w.rows, t1 * task_rows), scratch); });
   });
 }
 

@@ -103,6 +103,10 @@ void PackBf16PairsAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols, b
 // Vector width in floats of each ISA's accumulators (generic: the portable 16-lane order).
 int IsaLanes(Isa isa);
 
+// How many groups of activation rows MatMulWithIsa runs side by side, each against all weight
+// rows (1: it splits the weight rows instead). Exposed for tests.
+int64_t ActivationRowGroups(const model::Matrix& w, int64_t n, int64_t num_tasks, int threads);
+
 // MatMul (kernels/gemm/matmul.h) with a chosen instruction set instead of BestIsa(); the ISA
 // must be supported. Results are bit-identical for every n, ldx, ldy and pool size.
 void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y,

@@ -185,6 +185,43 @@ TEST(MatMulTest, RowsAreBitIdenticalWhateverTheBatchAndThreads) {
   }
 }
 
+// Few weight rows (one task of rows, as the hyper-connection mixes: 24 x 4096) and many
+// activation rows: the call splits the activation rows over the threads instead, with the
+// bits of each row computed alone.
+TEST(MatMulTest, ActivationRowSplitKeepsEachRowsBits) {
+  std::mt19937 rng(23);
+  struct Case {
+    MatrixFormat format;
+    int64_t rows, cols;
+    int tile;
+  };
+  const Case cases[] = {{MatrixFormat::kF32, 24, 4096, 1}, {MatrixFormat::kBF16, 16, 2048, 1},
+                        {MatrixFormat::kFp4, 12, 4096, 32}, {MatrixFormat::kF32, 5, 1000, 1}};
+  base::ThreadPool p1(1), p2(2), p3(3);
+  for (const Case& c : cases) {
+    TestMatrix tm = MakeTestMatrix(c.format, c.rows, c.cols, c.tile, rng);
+    const model::Matrix& w = tm.matrix;
+    const int64_t max_n = 75, ldx = c.cols + 1, ldy = c.rows + 3;
+    EXPECT_GT(internal::ActivationRowGroups(w, max_n, 1, 3), 1) << w.Describe();
+    std::vector<float> x = RandomVector(max_n * ldx, rng);
+    for (Isa isa : SupportedIsas()) {
+      std::vector<float> alone(max_n * c.rows);
+      for (int64_t i = 0; i < max_n; ++i)
+        MatMulWithIsa(isa, w, x.data() + i * ldx, 1, c.cols, alone.data() + i * c.rows, c.rows, p1);
+      for (int64_t n : {17, 40, 63, 75}) {
+        for (base::ThreadPool* pool : {&p2, &p3}) {
+          std::vector<float> batched(n * ldy);
+          MatMulWithIsa(isa, w, x.data(), n, ldx, batched.data(), ldy, *pool);
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(0, std::memcmp(alone.data() + i * c.rows, batched.data() + i * ldy, c.rows * sizeof(float)))
+                << w.Describe() << " " << IsaName(isa) << " n=" << n << " row " << i
+                << " threads=" << pool->num_threads();
+        }
+      }
+    }
+  }
+}
+
 // Every activation row count from 1 to 33 (one register tile, wide tiles, passes, scaled FP8
 // activations) on awkward shapes: row tails, column tails, several FP8 bands, rows that end
 // mid-tile, against the fp64 reference.
