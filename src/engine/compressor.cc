@@ -94,7 +94,7 @@ struct SeqFold {
   size_t offset = 0;
 };
 
-// Counts each sequence's completed windows and makes room for their entries.
+// Counts each sequence's completed windows (their entries not yet appended).
 std::vector<SeqFold> PlanFolds(const CompressorSpec& spec, const RowBatch& batch, const SelectTarget& select) {
   std::vector<SeqFold> folds(batch.seqs.size());
   for (size_t i = 0; i < batch.seqs.size(); ++i) {
@@ -106,7 +106,6 @@ std::vector<SeqFold> PlanFolds(const CompressorSpec& spec, const RowBatch& batch
       if ((pos + 1) % spec.ratio != 0) continue;
       if (f.windows++ == 0) f.first_window = pos / spec.ratio;
     }
-    f.offset = AppendEntries(spec, f.windows, f.target.entries);
   }
   return folds;
 }
@@ -116,14 +115,19 @@ std::vector<SeqFold> PlanFolds(const CompressorSpec& spec, const RowBatch& batch
 // the windows that completed.
 void FoldBatch(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, const float* kv, float* gate,
                int64_t width, const SelectTarget& select) {
-  const std::vector<SeqFold> folds = PlanFolds(spec, batch, select);
+  std::vector<SeqFold> folds = PlanFolds(spec, batch, select);
   const int64_t seqs = static_cast<int64_t>(folds.size());
   const int slices =
       seqs >= ops.pool().num_threads() || batch.num_rows() < 16 ? 1 : std::max(1, spec.dim / kFoldSliceChannels);
+  // Growing an entry store copies it (every 128 tokens): each sequence's own task does that,
+  // unless several slices share the sequence.
+  if (slices > 1)
+    for (SeqFold& f : folds) f.offset = AppendEntries(spec, f.windows, f.target.entries);
   ops.ForRows(seqs * slices, [&](int64_t task) {
     const size_t i = static_cast<size_t>(task / slices);
     const int slice = static_cast<int>(task % slices);
-    const SeqFold& f = folds[i];
+    SeqFold& f = folds[i];
+    if (slices == 1) f.offset = AppendEntries(spec, f.windows, f.target.entries);
     FoldChannelSlice(spec, batch, batch.seqs[i].row_begin, batch.seqs[i].row_end, kv, gate, width,
                      spec.dim * slice / slices, spec.dim * (slice + 1) / slices, f.target.state,
                      f.target.entries->data() + f.offset);
