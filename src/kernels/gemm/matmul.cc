@@ -374,8 +374,6 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
            w.Describe().c_str(), IsaName(isa));
   const MatMulArgs a = PrepareArgs(isa, w, x, n, ldx, y, ldy);
   auto* kernel = a.bf16_pairs ? &MatMulRowsAvx512Bf16 : isa == Isa::kAvx512 ? &MatMulRowsAvx512 : &MatMulRowsAvx2;
-  const int64_t task_rows = a.direct ? kDirectTaskRows : a.panel_rows;
-  const int64_t num_tasks = (w.rows + task_rows - 1) / task_rows;
   const size_t scratch_floats = a.fp8_prescale ? static_cast<size_t>(kPrescaleHeadFloats + n * w.cols)
                                 : a.direct      ? 0
                                                 : static_cast<size_t>(a.panel_rows * a.padded_cols);
@@ -385,6 +383,8 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
     if (a.fp8_prescale) *reinterpret_cast<PrescaleState*>(scratch.data()) = PrescaleState{};
     return scratch.data();
   };
+  const int64_t task_rows = a.direct ? kDirectTaskRows : a.panel_rows;
+  const int64_t num_tasks = (w.rows + task_rows - 1) / task_rows;
   const int64_t row_groups = ActivationRowGroups(w, n, num_tasks, pool.num_threads());
   if (row_groups > 1) {
     pool.ParallelFor(row_groups, 1, [&](int64_t g0, int64_t g1) {

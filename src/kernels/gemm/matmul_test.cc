@@ -185,10 +185,9 @@ TEST(MatMulTest, RowsAreBitIdenticalWhateverTheBatchAndThreads) {
   }
 }
 
-// Few weight rows (one task of rows, as the hyper-connection mixes: 24 x 4096) and many
-// activation rows: the call splits the activation rows over the threads instead, with the
-// bits of each row computed alone.
-TEST(MatMulTest, ActivationRowSplitKeepsEachRowsBits) {
+// Few weight rows (one task of rows, as the hyper-connection mixes: 24 x 4096): many activation
+// rows are split over the threads instead; either way each row has the bits it has alone.
+TEST(MatMulTest, FewWeightRowsSplitKeepsEachRowsBits) {
   std::mt19937 rng(23);
   struct Case {
     MatrixFormat format;
@@ -208,7 +207,7 @@ TEST(MatMulTest, ActivationRowSplitKeepsEachRowsBits) {
       std::vector<float> alone(max_n * c.rows);
       for (int64_t i = 0; i < max_n; ++i)
         MatMulWithIsa(isa, w, x.data() + i * ldx, 1, c.cols, alone.data() + i * c.rows, c.rows, p1);
-      for (int64_t n : {17, 40, 63, 75}) {
+      for (int64_t n : {2, 8, 9, 17, 40, 63, 75}) {
         for (base::ThreadPool* pool : {&p2, &p3}) {
           std::vector<float> batched(n * ldy);
           MatMulWithIsa(isa, w, x.data(), n, ldx, batched.data(), ldy, *pool);
