@@ -31,8 +31,10 @@ void FinishEntry(Ops& ops, const CompressorSpec& spec, int64_t window_index, flo
 
 namespace {
 
-// Channels of one sequence's pool folded per task when a batch has fewer sequences than
-// threads (a prefill's 512 rows folded on one thread took 30 ms of the 100 ms compressor phase).
+// A sequence with at least kSlicedFoldRows rows in the batch folds in tasks of
+// kFoldSliceChannels channels (a prefill's 512 rows folded on one thread took 30 ms of the 100
+// ms compressor phase); shorter ones fold whole, one task each.
+constexpr int64_t kSlicedFoldRows = 16;
 constexpr int kFoldSliceChannels = 64;
 
 // Entry slots for `count` more entries, growing by whole 128-token blocks so that memory use
@@ -111,25 +113,30 @@ std::vector<SeqFold> PlanFolds(const CompressorSpec& spec, const RowBatch& batch
 }
 
 // Folds every row (kv, gate projected) into its sequence's pools in row order, each channel on
-// its own, so that sequences and channel slices run side by side; then finishes the entries of
-// the windows that completed.
+// its own: a sequence of many rows (a prefill, alone or beside decoding sequences) in slices of
+// channels side by side, the others whole; then finishes the entries of the windows that
+// completed.
 void FoldBatch(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, const float* kv, float* gate,
                int64_t width, const SelectTarget& select) {
   std::vector<SeqFold> folds = PlanFolds(spec, batch, select);
-  const int64_t seqs = static_cast<int64_t>(folds.size());
-  const int slices =
-      seqs >= ops.pool().num_threads() || batch.num_rows() < 16 ? 1 : std::max(1, spec.dim / kFoldSliceChannels);
-  // Growing an entry store copies it (every 128 tokens): each sequence's own task does that,
-  // unless several slices share the sequence.
-  if (slices > 1)
-    for (SeqFold& f : folds) f.offset = AppendEntries(spec, f.windows, f.target.entries);
-  ops.ForRows(seqs * slices, [&](int64_t task) {
-    const size_t i = static_cast<size_t>(task / slices);
-    const int slice = static_cast<int>(task % slices);
-    SeqFold& f = folds[i];
-    if (slices == 1) f.offset = AppendEntries(spec, f.windows, f.target.entries);
-    FoldChannelSlice(spec, batch, batch.seqs[i].row_begin, batch.seqs[i].row_end, kv, gate, width,
-                     spec.dim * slice / slices, spec.dim * (slice + 1) / slices, f.target.state,
+  struct Task {
+    size_t seq;
+    int k0, k1;
+  };
+  std::vector<Task> tasks;
+  for (size_t i = 0; i < folds.size(); ++i) {
+    const SeqRows& seq = batch.seqs[i];
+    const int slices = seq.row_end - seq.row_begin >= kSlicedFoldRows ? std::max(1, spec.dim / kFoldSliceChannels) : 1;
+    // Growing an entry store copies it (every 128 tokens): a whole sequence's task does that.
+    if (slices > 1) folds[i].offset = AppendEntries(spec, folds[i].windows, folds[i].target.entries);
+    for (int k = 0; k < slices; ++k) tasks.push_back({i, spec.dim * k / slices, spec.dim * (k + 1) / slices});
+  }
+  ops.ForRows(static_cast<int64_t>(tasks.size()), [&](int64_t t) {
+    const Task& task = tasks[static_cast<size_t>(t)];
+    SeqFold& f = folds[task.seq];
+    const SeqRows& seq = batch.seqs[task.seq];
+    if (task.k0 == 0 && task.k1 == spec.dim) f.offset = AppendEntries(spec, f.windows, f.target.entries);
+    FoldChannelSlice(spec, batch, seq.row_begin, seq.row_end, kv, gate, width, task.k0, task.k1, f.target.state,
                      f.target.entries->data() + f.offset);
   });
   std::vector<std::pair<size_t, int64_t>> finished;  // (sequence, its entry)
