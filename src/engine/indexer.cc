@@ -66,28 +66,28 @@ int64_t ScoreGroupRows(int heads, int64_t n_keys) {
 }
 
 void ScoreRows(Ops& ops, int heads, int dim, const float* keys, int64_t n_keys, int64_t r0, int64_t r1,
-               IndexerScratch* s) {
+               const IndexerScratch& s, ScoreBuffers* b) {
   const int64_t rows = r1 - r0;
-  s->dots.resize(static_cast<size_t>(rows * heads * n_keys));
-  s->scores.resize(static_cast<size_t>(rows * n_keys));
-  const float* q = s->q.data() + r0 * heads * dim;
+  b->dots.resize(static_cast<size_t>(rows * heads * n_keys));
+  b->scores.resize(static_cast<size_t>(rows * n_keys));
+  const float* q = s.q.data() + r0 * heads * dim;
   if (ops.reference()) {
     for (int64_t i = 0; i < rows * heads; ++i)
-      for (int64_t e = 0; e < n_keys; ++e) s->dots[i * n_keys + e] = IndexDot(q + i * dim, keys + e * dim, dim, true);
+      for (int64_t e = 0; e < n_keys; ++e) b->dots[i * n_keys + e] = IndexDot(q + i * dim, keys + e * dim, dim, true);
   } else {
     model::Matrix k;
     k.format = model::MatrixFormat::kF32;
     k.rows = n_keys;
     k.cols = dim;
     k.data = reinterpret_cast<const uint8_t*>(keys);
-    kernels::MatMul(k, q, rows * heads, dim, s->dots.data(), n_keys, ops.pool());
+    kernels::MatMul(k, q, rows * heads, dim, b->dots.data(), n_keys, ops.pool());
   }
   ops.ForRows(rows, [&](int64_t i) {
-    const float* wts = s->weights.data() + (r0 + i) * heads;
-    float* out = s->scores.data() + i * n_keys;
+    const float* wts = s.weights.data() + (r0 + i) * heads;
+    float* out = b->scores.data() + i * n_keys;
     std::fill(out, out + n_keys, 0.0f);
     for (int hd = 0; hd < heads; ++hd) {
-      const float* dot = s->dots.data() + (i * heads + hd) * n_keys;
+      const float* dot = b->dots.data() + (i * heads + hd) * n_keys;
       for (int64_t e = 0; e < n_keys; ++e) out[e] += wts[hd] * std::max(0.0f, dot[e]);
     }
   }, 1);
@@ -117,19 +117,20 @@ void RunIndexer(Ops& ops, const model::ModelConfig& c, const model::IndexerWeigh
   }
   ops.CountWork(2.0 * scored * heads * dim, scored * dim * sizeof(float));
   auto visible = [&](int64_t r) { return (batch.pos[static_cast<size_t>(r)] + 1) / 4; };
-  for (const SeqRows& seq : batch.seqs) {
+  ForEachSequence(ops, batch, s, [&](size_t i, ScoreBuffers* buffers) {
+    const SeqRows& seq = batch.seqs[i];
     // Positions ascend, so the rows that prune (more entries than the top-k) are a suffix.
     int64_t first = seq.row_begin;
     for (; first < seq.row_end && visible(first) <= c.index_topk; ++first)
       std::iota(out->index.data() + out->offset[first], out->index.data() + out->offset[first + 1], 0);
-    if (first == seq.row_end) continue;
-    ForEachScoredRow(ops, heads, dim, seq.state->layer(layer).index_keys.data(), first, seq.row_end, visible, s,
-                     [&](int64_t r, float* scores) {
+    if (first == seq.row_end) return;
+    ForEachScoredRow(ops, heads, dim, seq.state->layer(layer).index_keys.data(), first, seq.row_end, visible, *s,
+                     buffers, [&](int64_t r, float* scores) {
                        thread_local std::vector<int32_t> picked;
                        TopKIndices(scores, visible(r), c.index_topk, &picked);
                        std::copy(picked.begin(), picked.end(), out->index.data() + out->offset[r]);
                      });
-  }
+  });
 }
 
 }  // namespace flashserve::engine

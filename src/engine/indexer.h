@@ -21,8 +21,14 @@ struct EntrySelection {
   int64_t size(int64_t row) const { return offset[static_cast<size_t>(row) + 1] - offset[static_cast<size_t>(row)]; }
 };
 
+// One scoring call's buffers (a thread's own where sequences score side by side).
+struct ScoreBuffers {
+  std::vector<float> scores, dots;
+};
+
 struct IndexerScratch {
-  std::vector<float> q, weights, scores, dots;
+  std::vector<float> q, weights;
+  ScoreBuffers buffers;  // for sequences scored on the calling thread
 };
 
 // s->q = FP4-QAT(Hadamard?(RoPE_compress(wq_b q_lat))) per head and s->weights =
@@ -31,12 +37,12 @@ void PrepareIndexerQueries(Ops& ops, const model::ModelConfig& config, const mod
                            const RowBatch& batch, const float* h, const float* q_lat, bool hadamard,
                            IndexerScratch* s);
 
-// Index scores of query rows [r0, r1) (s->q / s->weights as PrepareIndexerQueries left them)
-// against keys [0, n_keys): s->scores[(r - r0) * n_keys + e] = sum_h w_h * ReLU(q_h . K_e).
+// Index scores of query rows [r0, r1) (s.q / s.weights as PrepareIndexerQueries left them)
+// against keys [0, n_keys): b->scores[(r - r0) * n_keys + e] = sum_h w_h * ReLU(q_h . K_e).
 // The dots come from the GEMM kernel (one reduction order per dot, whatever the rows, keys or
 // threads; fp64 on the reference path), so scores do not depend on batching or chunking.
 void ScoreRows(Ops& ops, int heads, int dim, const float* keys, int64_t n_keys, int64_t r0, int64_t r1,
-               IndexerScratch* s);
+               const IndexerScratch& s, ScoreBuffers* b);
 // Rows per ScoreRows call that keep its buffers near 32 MB.
 int64_t ScoreGroupRows(int heads, int64_t n_keys);
 
@@ -45,13 +51,34 @@ int64_t ScoreGroupRows(int heads, int64_t n_keys);
 // (writable: the scratch slice of that row).
 template <typename VisibleFn, typename RowFn>
 void ForEachScoredRow(Ops& ops, int heads, int dim, const float* keys, int64_t first, int64_t end,
-                      const VisibleFn& visible, IndexerScratch* s, const RowFn& row_fn) {
+                      const VisibleFn& visible, const IndexerScratch& s, ScoreBuffers* b, const RowFn& row_fn) {
   const int64_t group = ScoreGroupRows(heads, visible(end - 1));
   for (int64_t g0 = first; g0 < end; g0 += group) {
     const int64_t g1 = std::min(end, g0 + group), n_keys = visible(g1 - 1);
-    ScoreRows(ops, heads, dim, keys, n_keys, g0, g1, s);
-    ops.ForRows(g1 - g0, [&](int64_t i) { row_fn(g0 + i, s->scores.data() + i * n_keys); }, 1);
+    ScoreRows(ops, heads, dim, keys, n_keys, g0, g1, s, b);
+    ops.ForRows(g1 - g0, [&](int64_t i) { row_fn(g0 + i, b->scores.data() + i * n_keys); }, 1);
   }
+}
+
+// Calls seq_fn(i, buffers) for every sequence i of the batch: those with at least kRows rows
+// (prefill chunks, whose own loops use the pool) one after another with s->buffers, the others
+// (decoding sequences) side by side, each task with its thread's own buffers. seq_fn must
+// write only its sequence's rows.
+template <typename SeqFn>
+void ForEachSequence(Ops& ops, const RowBatch& batch, IndexerScratch* s, const SeqFn& seq_fn) {
+  constexpr int64_t kRows = 8;
+  std::vector<size_t> short_seqs;
+  for (size_t i = 0; i < batch.seqs.size(); ++i) {
+    if (batch.seqs[i].row_end - batch.seqs[i].row_begin >= kRows) {
+      seq_fn(i, &s->buffers);
+    } else {
+      short_seqs.push_back(i);
+    }
+  }
+  ops.ForTasks(static_cast<int64_t>(short_seqs.size()), [&](int64_t t) {
+    thread_local ScoreBuffers buffers;
+    seq_fn(short_seqs[static_cast<size_t>(t)], &buffers);
+  });
 }
 
 // q_lat: [rows, q_lora_rank]; h: [rows, d]. Index keys must already hold every entry visible

@@ -62,15 +62,16 @@ void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batc
   bool any_scored = false;
   for (int64_t r = 0; r < rows && !any_scored; ++r) any_scored = needs_scores(r);
   if (any_scored) PrepareIndexerQueries(ops, c, w, batch, h, q_lat, /*hadamard=*/false, s);
-  for (const SeqRows& seq : batch.seqs) {
+  ForEachSequence(ops, batch, s, [&](size_t i, ScoreBuffers* buffers) {
+    const SeqRows& seq = batch.seqs[i];
     int64_t first = seq.row_begin;
     for (; first < seq.row_end && !needs_scores(first); ++first) {
       picks[first].resize(static_cast<size_t>(visible(first)));
       std::iota(picks[first].begin(), picks[first].end(), 0);
     }
-    if (first == seq.row_end) continue;
-    ForEachScoredRow(ops, heads, dim, seq.state->layer(spec.kv_source).index_keys.data(), first, seq.row_end, visible, s,
-                     [&](int64_t r, float* scores) {
+    if (first == seq.row_end) return;
+    ForEachScoredRow(ops, heads, dim, seq.state->layer(spec.kv_source).index_keys.data(), first, seq.row_end, visible, *s,
+                     buffers, [&](int64_t r, float* scores) {
         const int64_t n = visible(r), blocks = (n + block - 1) / block;
         if (spec.candidate_source && blocks > c.candidate_topk_blocks)
           SelectBlocks(scores, n, block, c.candidate_topk_blocks, candidates->keep.data() + candidates->offset[r]);
@@ -84,7 +85,7 @@ void RunIndexerV41(Ops& ops, const Model& model, int layer, const RowBatch& batc
         pick.erase(std::remove_if(pick.begin(), pick.end(), [&](int32_t e) { return scores[e] == kMasked; }),
                    pick.end());
       });
-  }
+  });
   out->offset.assign(static_cast<size_t>(rows) + 1, 0);
   for (int64_t r = 0; r < rows; ++r) out->offset[r + 1] = out->offset[r] + static_cast<int64_t>(picks[r].size());
   out->index.resize(static_cast<size_t>(out->offset[rows]));
