@@ -388,8 +388,7 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
   const int64_t row_groups = ActivationRowGroups(w, n, num_tasks, pool.num_threads());
   if (row_groups > 1) {
     pool.ParallelFor(row_groups, 1, [&](int64_t g0, int64_t g1) {
-      float* scratch = thread_scratch();
-      for (int64_t g = g0; g < g1; ++g) kernel(ActivationRows(a, g, row_groups), 0, w.rows, scratch);
+      for (int64_t g = g0; g < g1; ++g) kernel(ActivationRows(a, g, row_groups), 0, w.rows, thread_scratch());
     });
     return;
   }

@@ -195,7 +195,8 @@ TEST(MatMulTest, FewWeightRowsSplitKeepsEachRowsBits) {
     int tile;
   };
   const Case cases[] = {{MatrixFormat::kF32, 24, 4096, 1}, {MatrixFormat::kBF16, 16, 2048, 1},
-                        {MatrixFormat::kFp4, 12, 4096, 32}, {MatrixFormat::kF32, 5, 1000, 1}};
+                        {MatrixFormat::kFp4, 12, 4096, 32}, {MatrixFormat::kF32, 5, 1000, 1},
+                        {MatrixFormat::kFp8, 8, 4096, 128}};  // prescaled activations per group
   base::ThreadPool p1(1), p2(2), p3(3);
   for (const Case& c : cases) {
     TestMatrix tm = MakeTestMatrix(c.format, c.rows, c.cols, c.tile, rng);
