@@ -36,7 +36,8 @@ struct CompressorTarget {
 using SelectTarget = std::function<CompressorTarget(const SeqRows&)>;
 
 // Projects h ([rows, d]) and folds every row into its sequence's compressor state in row
-// (= position) order, appending each completed entry.
+// (= position) order, appending each completed entry. Sequences, and channel slices of those
+// with many rows, fold side by side on the pool; the result does not depend on it.
 void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, const float* h, int64_t d,
                    const SelectTarget& select, std::vector<float>* scratch);
 
