@@ -1,6 +1,8 @@
 // Model loading (engine/model.h).
 #include "engine/model.h"
 
+#include <cstring>
+
 #include "base/clock.h"
 #include "base/huge_pages.h"
 #include "base/log.h"
@@ -77,6 +79,15 @@ void Model::CopyHeadToHugePages() {
          head_copy_.size() / 1e6);
 }
 
+namespace {
+
+// Bytes of an FP4 matrix's repacked copy: its codes, then its scales, 64-byte aligned.
+int64_t RepackedBytes(const model::Matrix& m) {
+  return (m.rows * m.RowBytes() + m.NumScales() + 63) / 64 * 64;
+}
+
+}  // namespace
+
 void Model::RepackFp4ToLanePairs() {
   std::vector<model::Matrix*> fp4;
   int64_t bytes = 0;
@@ -87,18 +98,25 @@ void Model::RepackFp4ToLanePairs() {
       for (model::Matrix* m : {&e->w1, &e->w2, &e->w3})
         if (m->valid() && m->format == model::MatrixFormat::kFp4 && m->cols % 32 == 0) {
           fp4.push_back(m);
-          bytes += m->rows * m->RowBytes();
+          bytes += RepackedBytes(*m);
         }
   }
   if (fp4.empty() || !FitsInMemory(bytes, "their repacked copy", "FP4 experts stay in checkpoint order")) return;
   const double t0 = base::MonotonicSeconds();
   std::vector<model::Matrix> packed(fp4.size());
   std::vector<int64_t> offsets(fp4.size() + 1, 0);
-  for (size_t i = 0; i < fp4.size(); ++i) offsets[i + 1] = offsets[i] + fp4[i]->rows * fp4[i]->RowBytes();
+  for (size_t i = 0; i < fp4.size(); ++i) offsets[i + 1] = offsets[i] + RepackedBytes(*fp4[i]);
   base::ThreadPool pool;  // all cores, for the load only
   auto copy = base::HugePageBuffer::Filled(static_cast<size_t>(bytes), [&](uint8_t* dst) {
     pool.ParallelFor(static_cast<int64_t>(fp4.size()), 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) packed[i] = fp4[i]->RepackFp4LanePairs(dst + offsets[i]);
+      for (int64_t i = i0; i < i1; ++i) {
+        packed[i] = fp4[i]->RepackFp4LanePairs(dst + offsets[i]);
+        // The scales beside the codes, in the same 2 MiB pages (from the checkpoint mapping's
+        // 4 KiB pages they cost the decoders TLB walks and prefetcher stops).
+        uint8_t* scales = dst + offsets[i] + fp4[i]->rows * fp4[i]->RowBytes();
+        std::memcpy(scales, fp4[i]->scale, static_cast<size_t>(fp4[i]->NumScales()));
+        packed[i].scale = scales;
+      }
     });
   });
   if (!copy.ok()) {
