@@ -1,6 +1,7 @@
 // Matrix-product dispatcher (kernels/gemm/matmul.h, matmul_internal.h): validates the call,
 // picks the instruction set and the in-register (direct) or panel mode, splits output rows
-// over the pool, and holds the portable kernel used where no vector ISA is available.
+// (or, where the weight rows are too few, activation rows) over the pool, and holds the
+// portable kernel used where no vector ISA is available.
 #include <algorithm>
 #include <atomic>
 #include <bit>
