@@ -122,20 +122,23 @@ void FoldBatch(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, cons
   struct Task {
     size_t seq;
     int k0, k1;
+    bool whole;  // the sequence's only task: it appends the entries itself
   };
   std::vector<Task> tasks;
   for (size_t i = 0; i < folds.size(); ++i) {
     const SeqRows& seq = batch.seqs[i];
     const int slices = seq.row_end - seq.row_begin >= kSlicedFoldRows ? std::max(1, spec.dim / kFoldSliceChannels) : 1;
-    // Growing an entry store copies it (every 128 tokens): a whole sequence's task does that.
+    // Growing an entry store copies it (every 128 tokens): a whole sequence's task does that,
+    // so decoding sequences copy side by side.
     if (slices > 1) folds[i].offset = AppendEntries(spec, folds[i].windows, folds[i].target.entries);
-    for (int k = 0; k < slices; ++k) tasks.push_back({i, spec.dim * k / slices, spec.dim * (k + 1) / slices});
+    for (int k = 0; k < slices; ++k)
+      tasks.push_back({i, spec.dim * k / slices, spec.dim * (k + 1) / slices, slices == 1});
   }
   ops.ForRows(static_cast<int64_t>(tasks.size()), [&](int64_t t) {
     const Task& task = tasks[static_cast<size_t>(t)];
     SeqFold& f = folds[task.seq];
     const SeqRows& seq = batch.seqs[task.seq];
-    if (task.k0 == 0 && task.k1 == spec.dim) f.offset = AppendEntries(spec, f.windows, f.target.entries);
+    if (task.whole) f.offset = AppendEntries(spec, f.windows, f.target.entries);
     FoldChannelSlice(spec, batch, seq.row_begin, seq.row_end, kv, gate, width, task.k0, task.k1, f.target.state,
                      f.target.entries->data() + f.offset);
   });

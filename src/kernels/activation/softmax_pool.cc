@@ -1,8 +1,6 @@
 // SoftmaxPoolFold (activation/softmax_pool.h): the scalar loop and the ISA dispatch.
 #include "kernels/activation/softmax_pool.h"
 
-#include <cmath>
-
 #include "kernels/activation/exp_table.h"
 #include "kernels/simd/isa.h"
 
