@@ -16,7 +16,8 @@
 // computes per second when memory does not bound it, against the FMA peak of the same threads
 // (with --threads 1: one core's). Lines with weights larger than the L2 say so.
 // --qat-x 1: activations are exact BF16 values, as the QAT emulation's FP8 rounding leaves them
-// (FP4 and FP8 products may then use AVX512-BF16 dot products); --bf16-dot 0 turns those off.
+// (FP4 and FP8 products may then use AVX512-BF16 dot products); --bf16-dot 0 turns those off,
+// 1 uses them even where the CPU runs them slowly (default: only where they pay, Bf16Dots::kAuto).
 // --fp4-lane-pairs: FP4 weights repacked as the engine repacks its experts (model::Fp4Layout;
 // default on where the kernels are AVX-512) or left in checkpoint order. Scale ranges are
 // recorded as at load.
@@ -106,11 +107,12 @@ WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, in
     m.data = set.data.back().data();
     m.scale = scale_bytes ? set.scale.back().data() : nullptr;
     if (format == MatrixFormat::kFp4 && fp4_lane_pairs) {  // as the engine repacks its experts
-      std::vector<uint8_t> packed(static_cast<size_t>(data_bytes));
+      std::vector<uint8_t> packed(static_cast<size_t>(data_bytes + scale_bytes));  // codes, then scales
       m.fp4_layout = flashserve::model::Fp4Layout::kCheckpoint;
       m = m.RepackFp4LanePairs(packed.data());
       set.data.back() = std::move(packed);
       m.data = set.data.back().data();
+      m.scale = m.data + data_bytes;
     }
     m.SetScaleRange();
     set.matrices.push_back(m);
@@ -294,7 +296,9 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "--only") == 0) only = argv[i + 1];
     if (std::strcmp(argv[i], "--ns") == 0) ns = ParseList(argv[i + 1]);
     if (std::strcmp(argv[i], "--qat-x") == 0) qat_x = std::atoi(argv[i + 1]) != 0;
-    if (std::strcmp(argv[i], "--bf16-dot") == 0) flashserve::kernels::SetBf16PairsEnabled(std::atoi(argv[i + 1]) != 0);
+    if (std::strcmp(argv[i], "--bf16-dot") == 0)
+      flashserve::kernels::SetBf16Dots(std::atoi(argv[i + 1]) != 0 ? flashserve::kernels::Bf16Dots::kOn
+                                                                    : flashserve::kernels::Bf16Dots::kOff);
     if (std::strcmp(argv[i], "--fp4-lane-pairs") == 0) fp4_lane_pairs = std::atoi(argv[i + 1]) != 0;
     if (std::strcmp(argv[i], "--hot") == 0) hot = std::atoi(argv[i + 1]) != 0;
   }

@@ -21,6 +21,7 @@ struct BenchFlags {
   int prompt = 512, context = 256, steps = 8, repeats = 2;
   std::string batches = "1,8,32";
   bool no_qat = false, no_bf16_dot = false;
+  std::string bf16_dot = "auto";
   engine::EngineOptions options;
 };
 
@@ -168,7 +169,8 @@ int RunBench(BenchFlags f) {
     threads = pool.num_threads();
     before = MeasureCeilings(pool);
   }
-  if (f.no_bf16_dot) kernels::SetBf16PairsEnabled(false);
+  if (f.bf16_dot == "on") kernels::SetBf16Dots(kernels::Bf16Dots::kOn);
+  if (f.bf16_dot == "off" || f.no_bf16_dot) kernels::SetBf16Dots(kernels::Bf16Dots::kOff);
   std::vector<Row> rows;
   {
     engine::Engine engine(*model, f.options);
@@ -181,10 +183,11 @@ int RunBench(BenchFlags f) {
   }
   const Ceilings c{std::max(before.gbps, after.gbps), std::max(before.gflops, after.gflops)};
   for (Row& r : rows) ApplyFloor(c, &r);
-  std::printf("machine: %d threads, ISA %s (BF16 dot products %s), measured read bandwidth %.1f GB/s, FMA peak %.1f GFLOP/s "
-              "(the better of before / after the runs: %.1f / %.1f GB/s, %.1f / %.1f GFLOP/s)\n",
-              threads, kernels::MatMulIsa(), kernels::Bf16PairsAvailable() ? "on" : "off", c.gbps, c.gflops,
-              before.gbps, after.gbps, before.gflops, after.gflops);
+  std::printf("machine: %d threads, ISA %s (BF16 dot products %s; VDPBF16PS per FMA: %.2f), measured read bandwidth "
+              "%.1f GB/s, FMA peak %.1f GFLOP/s (the better of before / after the runs: %.1f / %.1f GB/s, %.1f / %.1f "
+              "GFLOP/s)\n",
+              threads, kernels::MatMulIsa(), kernels::Bf16PairsAvailable() ? "on" : "off", kernels::Bf16DotRateVsFma(),
+              c.gbps, c.gflops, before.gbps, after.gbps, before.gflops, after.gflops);
   std::printf("model: %s (QAT %s)\n", f.model.c_str(), f.no_qat ? "off" : "on");
   std::printf("%-18s %12s %12s %8s %9s %12s %12s\n", "config", "tokens/s", "floor tok/s", "% floor", "bound",
               "MB/step", "GFLOP/step");
@@ -209,7 +212,12 @@ void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--repeats", f->repeats, "Timed prefill repeats (best kept)")->check(CLI::Range(1, 100));
   cmd->add_flag("--profile", f->options.profile,
                 "Also print wall time per forward phase and each phase's own floor (their sum: a tighter floor)");
-  cmd->add_flag("--no-bf16-dot", f->no_bf16_dot, "FP4/FP8 products through f32 FMAs only (same bits; for A/B comparisons)");
+  cmd->add_option("--bf16-dot", f->bf16_dot,
+                  "AVX512-BF16 dot products for FP4/FP8 products (same bits as the f32 FMAs): auto (where the CPU runs "
+                  "them at least half as fast as FMAs), on (wherever it has them), off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  cmd->add_flag("--no-bf16-dot", f->no_bf16_dot, "Same as --bf16-dot off");
   AddEngineFlags(cmd, &f->options, &f->no_qat);
   cmd->callback([f, run] { *run = [f] { return RunBench(*f); }; });
 }

@@ -96,7 +96,8 @@ void Model::RepackFp4ToLanePairs() {
     for (model::ExpertWeights& e : layer.moe.experts) experts.push_back(&e);
     for (model::ExpertWeights* e : experts)
       for (model::Matrix* m : {&e->w1, &e->w2, &e->w3})
-        if (m->valid() && m->format == model::MatrixFormat::kFp4 && m->cols % 32 == 0) {
+        if (m->valid() && m->format == model::MatrixFormat::kFp4 && m->cols % 32 == 0 && m->tile_cols == 32 &&
+            m->rows % model::kFp4GroupRows == 0) {
           fp4.push_back(m);
           bytes += RepackedBytes(*m);
         }
@@ -110,12 +111,9 @@ void Model::RepackFp4ToLanePairs() {
   auto copy = base::HugePageBuffer::Filled(static_cast<size_t>(bytes), [&](uint8_t* dst) {
     pool.ParallelFor(static_cast<int64_t>(fp4.size()), 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
-        packed[i] = fp4[i]->RepackFp4LanePairs(dst + offsets[i]);
-        // The scales beside the codes, in the same 2 MiB pages (from the checkpoint mapping's
+        // The scales follow the codes, in the same 2 MiB pages (from the checkpoint mapping's
         // 4 KiB pages they cost the decoders TLB walks and prefetcher stops).
-        uint8_t* scales = dst + offsets[i] + fp4[i]->rows * fp4[i]->RowBytes();
-        std::memcpy(scales, fp4[i]->scale, static_cast<size_t>(fp4[i]->NumScales()));
-        packed[i].scale = scales;
+        packed[i] = fp4[i]->RepackFp4LanePairs(dst + offsets[i]);
       }
     });
   });

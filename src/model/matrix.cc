@@ -27,6 +27,9 @@ Matrix Matrix::RowSlice(int64_t begin, int64_t end) const {
   FS_CHECK(0 <= begin && begin <= end && end <= rows, "row slice [%ld, %ld) of %ld rows",
            static_cast<long>(begin), static_cast<long>(end), static_cast<long>(rows));
   FS_CHECK(begin % tile_rows == 0, "row slice start %ld not aligned to tile %d", static_cast<long>(begin), tile_rows);
+  FS_CHECK(format != MatrixFormat::kFp4 || fp4_layout == Fp4Layout::kCheckpoint || begin % kFp4GroupRows == 0,
+           "row slice start %ld of FP4 lane pairs not aligned to their %ld-row groups", static_cast<long>(begin),
+           static_cast<long>(kFp4GroupRows));
   Matrix m = *this;
   m.rows = end - begin;
   m.data = data + begin * RowBytes();
@@ -62,15 +65,27 @@ float Matrix::At(int64_t r, int64_t c) const {
     case MatrixFormat::kF16: return F16ToFloat(reinterpret_cast<const uint16_t*>(row)[c]);
     case MatrixFormat::kFp8:
       return E4m3ToFloat(row[c]) * E8m0ToFloat(scale[(r / tile_rows) * scale_cols + c / tile_cols]);
-    case MatrixFormat::kFp4: return E2m1ToFloat(Fp4Code(r, c)) * E8m0ToFloat(scale[r * scale_cols + c / tile_cols]);
+    case MatrixFormat::kFp4: return E2m1ToFloat(Fp4Code(r, c)) * E8m0ToFloat(scale[Fp4ScaleIndex(r, c / tile_cols)]);
   }
   return 0.0f;
 }
 
+int64_t Matrix::Fp4BlockOffset(int64_t r, int64_t block) const {
+  if (fp4_layout == Fp4Layout::kCheckpoint) return r * RowBytes() + 16 * block;
+  return (r - r % kFp4GroupRows) * RowBytes() + (block * kFp4GroupRows + r % kFp4GroupRows) * 16;
+}
+
+int64_t Matrix::Fp4ScaleIndex(int64_t r, int64_t block) const {
+  if (fp4_layout == Fp4Layout::kCheckpoint) return r * scale_cols + block;
+  return (r - r % kFp4GroupRows) * scale_cols + block * kFp4GroupRows + r % kFp4GroupRows;
+}
+
 uint8_t Matrix::Fp4Code(int64_t r, int64_t c) const {
-  const uint8_t* row = data + r * RowBytes();
-  if (fp4_layout == Fp4Layout::kCheckpoint) return c % 2 == 0 ? row[c / 2] & 0xF : row[c / 2] >> 4;
-  const uint8_t* block = row + c / 32 * 16;
+  if (fp4_layout == Fp4Layout::kCheckpoint) {
+    const uint8_t* row = data + r * RowBytes();
+    return c % 2 == 0 ? row[c / 2] & 0xF : row[c / 2] >> 4;
+  }
+  const uint8_t* block = data + Fp4BlockOffset(r, c / 32);
   const int pair = static_cast<int>(c % 32 / 2), j = pair % 4, lane_group = pair / 4;
   const uint32_t dword = block[4 * j] | block[4 * j + 1] << 8 | block[4 * j + 2] << 16 | uint32_t{block[4 * j + 3]} << 24;
   return static_cast<uint8_t>(dword >> (4 * lane_group + (c % 2 == 0 ? 16 : 0)) & 0xF);
@@ -86,22 +101,30 @@ uint32_t LowNibbles(uint32_t x) {
 }  // namespace
 
 Matrix Matrix::RepackFp4LanePairs(uint8_t* out) const {
-  FS_CHECK(format == MatrixFormat::kFp4 && fp4_layout == Fp4Layout::kCheckpoint && cols % 32 == 0,
-           "lane-pair repacking needs an FP4 matrix in checkpoint order with cols %% 32 == 0: %s", Describe().c_str());
-  const int64_t blocks = rows * cols / 32;
-  for (int64_t b = 0; b < blocks; ++b) {
-    const uint8_t* in = data + 16 * b;
-    for (int j = 0; j < 4; ++j) {
-      // Byte L of x: pair 4L + j, whose odd column (high nibble) goes to bits [4L, 4L + 4) and
-      // even column (low nibble) to bits [4L + 16, 4L + 20).
-      const uint32_t x = in[j] | in[4 + j] << 8 | in[8 + j] << 16 | uint32_t{in[12 + j]} << 24;
-      const uint32_t dword = LowNibbles(x >> 4) | LowNibbles(x) << 16;
-      for (int k = 0; k < 4; ++k) out[16 * b + 4 * j + k] = static_cast<uint8_t>(dword >> (8 * k));
-    }
-  }
+  FS_CHECK(format == MatrixFormat::kFp4 && fp4_layout == Fp4Layout::kCheckpoint && cols % 32 == 0 &&
+               rows % kFp4GroupRows == 0 && tile_cols == 32,
+           "lane-pair repacking needs an FP4 matrix in checkpoint order with cols %% 32 == 0 and rows %% %ld == 0: %s",
+           static_cast<long>(kFp4GroupRows), Describe().c_str());
   Matrix m = *this;
   m.data = out;
+  m.scale = out + rows * RowBytes();
   m.fp4_layout = Fp4Layout::kLanePairs;
+  uint8_t* scales = out + rows * RowBytes();
+  const int64_t blocks_per_row = cols / 32;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < blocks_per_row; ++b) {
+      const uint8_t* in = data + Fp4BlockOffset(r, b);
+      uint8_t* block = out + m.Fp4BlockOffset(r, b);
+      for (int j = 0; j < 4; ++j) {
+        // Byte L of x: pair 4L + j, whose odd column (high nibble) goes to bits [4L, 4L + 4) and
+        // even column (low nibble) to bits [4L + 16, 4L + 20).
+        const uint32_t x = in[j] | in[4 + j] << 8 | in[8 + j] << 16 | uint32_t{in[12 + j]} << 24;
+        const uint32_t dword = LowNibbles(x >> 4) | LowNibbles(x) << 16;
+        for (int k = 0; k < 4; ++k) block[4 * j + k] = static_cast<uint8_t>(dword >> (8 * k));
+      }
+      scales[m.Fp4ScaleIndex(r, b)] = scale[Fp4ScaleIndex(r, b)];
+    }
+  }
   return m;
 }
 

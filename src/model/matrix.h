@@ -16,7 +16,11 @@ enum class MatrixFormat : uint8_t { kF32, kBF16, kF16, kFp8, kFp4 };
 // c = 4L + j (columns 2c, 2c + 1) keeps column 2c + 1 in bits [4L, 4L + 4) of D_j and column
 // 2c in bits [4L + 16, 4L + 20), so that one 128-bit broadcast and a shift per dword bring each
 // 32-bit vector lane's two codes to the bottom of its 16-bit halves (the AVX-512 decoders,
-// kernels/gemm). Same bytes per row; a permutation within each 16 bytes.
+// kernels/gemm). The rows go in groups of kFp4GroupRows: a group stores its rows' first 16-byte
+// blocks one after another, then their second blocks, and so on, and its scales the same way
+// (one byte per row per block), so that a register tile of a group's rows reads every block
+// from one pointer (Fp4BlockOffset, Fp4ScaleIndex). Same bytes per matrix.
+inline constexpr int64_t kFp4GroupRows = 8;
 enum class Fp4Layout : uint8_t { kCheckpoint, kLanePairs };
 
 struct Matrix {
@@ -40,7 +44,8 @@ struct Matrix {
   int64_t NumScales() const;
   // Bytes a product reads: the weights and their scales.
   int64_t StoredBytes() const { return rows * RowBytes() + NumScales(); }
-  // Rows [begin, end) as a matrix; for FP8, begin must be a multiple of tile_rows.
+  // Rows [begin, end) as a matrix; for FP8, begin must be a multiple of tile_rows; for FP4 in
+  // lane pairs, of kFp4GroupRows.
   Matrix RowSlice(int64_t begin, int64_t end) const;
   // The smallest and largest scale byte: the recorded ones, else a scan (255 and 0 without
   // scales). The products ask on every call.
@@ -54,8 +59,13 @@ struct Matrix {
   float At(int64_t r, int64_t c) const;
   // FP4: the 4-bit code of element (r, c), in either layout.
   uint8_t Fp4Code(int64_t r, int64_t c) const;
-  // FP4 with cols % 32 == 0, checkpoint layout: writes the rows * RowBytes() data bytes in the
-  // lane-pair layout to `out` and returns this matrix reading them from there.
+  // FP4, either layout: the byte offset in `data` of the 16-byte block of columns
+  // [32 * block, 32 * block + 32) of row r, and the index in `scale` of its scale.
+  int64_t Fp4BlockOffset(int64_t r, int64_t block) const;
+  int64_t Fp4ScaleIndex(int64_t r, int64_t block) const;
+  // FP4 in checkpoint order with cols % 32 == 0 and rows % kFp4GroupRows == 0: writes the
+  // rows * RowBytes() code bytes in the lane-pair layout to `out`, then the NumScales() scale
+  // bytes regrouped, and returns this matrix reading both from there (StoredBytes() in all).
   Matrix RepackFp4LanePairs(uint8_t* out) const;
   std::string Describe() const;  // "FP8 [512, 256] tiles 128x128"
 };

@@ -247,7 +247,7 @@ TEST_F(CudaMatMulTest, RejectsWhatItDoesNotTake) {
   EXPECT_NE(w.error().message().find("power of two"), std::string::npos) << w.error().message();
 
   TestMatrix fp4 = MakeTestMatrix(MatrixFormat::kFp4, 8, 64, 32, rng);  // repacked for AVX-512
-  std::vector<uint8_t> packed(static_cast<size_t>(8 * fp4.matrix.RowBytes()));
+  std::vector<uint8_t> packed(static_cast<size_t>(fp4.matrix.StoredBytes()));
   auto lane_pairs = DeviceMatrix::Upload(fp4.matrix.RepackFp4LanePairs(packed.data()));
   ASSERT_FALSE(lane_pairs.ok());
   EXPECT_EQ(lane_pairs.error().code(), base::ErrorCode::kUnimplemented);

@@ -44,7 +44,7 @@ constexpr int64_t kFp8PairsMinRows = 16;
 // against 137 us, 4096 x 4096 2.04-2.09 against 2.65 ms; n = 6 -13%, n = 5 -2%; n = 4 3-7% and
 // n = 9 20% slower than the f32 paths).
 constexpr int64_t kFp8RegisterPairsMinRows = 5, kFp8RegisterPairsMaxRows = 8;
-std::atomic<bool> bf16_pairs_enabled{true};
+std::atomic<Bf16Dots> bf16_dots{Bf16Dots::kAuto};
 
 // Dequantizes rows [r0, r1) through the lookup tables (the same exact values as
 // DequantizeRows, which goes element by element through Matrix::At).
@@ -62,11 +62,10 @@ void DequantizePanel(const model::Matrix& w, int64_t r0, int64_t r1, float* out)
     const float* lut = model::E2m1Table();
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t* q = w.data + r * (cols / 2);
-      const uint8_t* s = w.scale + r * w.scale_cols;
       float* dst = out + (r - r0) * cols;
       const bool checkpoint_order = w.fp4_layout == model::Fp4Layout::kCheckpoint;
       for (int64_t c = 0; c < cols; c += 2) {
-        const float scale = model::E8m0ToFloat(s[c / w.tile_cols]);
+        const float scale = model::E8m0ToFloat(w.scale[w.Fp4ScaleIndex(r, c / w.tile_cols)]);
         dst[c] = lut[checkpoint_order ? q[c / 2] & 0xF : w.Fp4Code(r, c)] * scale;
         dst[c + 1] = lut[checkpoint_order ? q[c / 2] >> 4 : w.Fp4Code(r, c + 1)] * scale;
       }
@@ -165,6 +164,26 @@ bool DenormalsAreZero() {
 #endif
 }
 
+double MeasuredBf16DotRate() {
+  static const double rate = IsaSupported(Isa::kAvx512) && Avx512Bf16Supported() ? Bf16DotRateVsFmaAvx512() : 0.0;
+  return rate;
+}
+
+// Whether the BF16 dot products may run (Bf16Dots). kAuto: where the CPU runs at least half as
+// many per cycle as FMAs, so that a pair's two products cost no more than an FMA's one (on
+// Emerald Rapids, at a quarter, the f32 paths were as fast at n = 1 and faster from n = 2: FP4
+// 768 x 1024 in L2, one core, us per call, n = 2 46-58 against 57-70, n = 8 110 against 215-225;
+// FP8 n = 16 294-310 against 444-447).
+bool Bf16DotsOn() {
+  if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) return false;
+  switch (bf16_dots.load(std::memory_order_relaxed)) {
+    case Bf16Dots::kOn: return true;
+    case Bf16Dots::kOff: return false;
+    case Bf16Dots::kAuto: return MeasuredBf16DotRate() >= 0.5;
+  }
+  return false;
+}
+
 // Whether the call may take the AVX512-BF16 path (MatMulArgs::bf16_pairs). The smallest
 // activation's quantum is 2^(field - 134) and the smallest weight's 2^(s_lo - 128) (FP4: half
 // of e2m1's step, times the scale) or 2^(s_lo - 136) (FP8: the e4m3 subnormal step): their
@@ -178,7 +197,7 @@ bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n,
                     (n >= kFp8RegisterPairsMinRows && n <= kFp8RegisterPairsMaxRows && w.cols % 32 == 0 &&
                      w.tile_cols >= 32));  // one scale per 32 columns in registers
   if ((!fp4 && !fp8) || (fp4 && w.cols % 32 != 0) || isa != Isa::kAvx512 ||
-      !bf16_pairs_enabled.load(std::memory_order_relaxed) || !Avx512Bf16Supported()) {
+      !Bf16DotsOn()) {
     return false;
   }
 #if defined(__x86_64__) || defined(__i386__)
@@ -247,7 +266,8 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
     range = w.ScaleRange();
     a.tile_shift = Log2IfPowerOfTwo(w.tile_cols);
     a.fp8_vector = w.tile_cols >= lanes && a.tile_shift >= 0 && range.hi <= 246;
-    const bool low_range = range.hi <= kFp8LowMaxScale && !DenormalsAreZero();
+    // DecodeFp8Low turns e4m3 subnormals into f32 subnormals: only where those cost nothing.
+    const bool low_range = range.hi <= kFp8LowMaxScale && !DenormalsAreZero() && !SubnormalOperandsAreSlow();
     if (a.fp8_vector && n <= kScaleXMaxRows && w.tile_rows % kTileGroupRows == 0) {
       const Magnitudes m = ActivationMagnitudes(x, n, ldx, w.cols);
       a.fp8_low = low_range && ActivationScalingIsExact(m, range, 7);
@@ -407,11 +427,11 @@ bool UsesBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
 
 }  // namespace internal
 
-void SetBf16PairsEnabled(bool enabled) { internal::bf16_pairs_enabled.store(enabled, std::memory_order_relaxed); }
+void SetBf16Dots(Bf16Dots mode) { internal::bf16_dots.store(mode, std::memory_order_relaxed); }
 
-bool Bf16PairsAvailable() {
-  return BestIsa() == Isa::kAvx512 && Avx512Bf16Supported() && internal::bf16_pairs_enabled.load(std::memory_order_relaxed);
-}
+bool Bf16PairsAvailable() { return BestIsa() == Isa::kAvx512 && internal::Bf16DotsOn(); }
+
+double Bf16DotRateVsFma() { return internal::MeasuredBf16DotRate(); }
 
 const char* MatMulIsa() { return IsaName(BestIsa()); }
 

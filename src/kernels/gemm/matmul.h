@@ -32,10 +32,15 @@ const char* MatMulIsa();
 // layout; the others reject it.
 bool PrefersFp4LanePairs();
 
-// FP4 and FP8 products use AVX512-BF16 dot products where the CPU has them and they give the
-// same bits as the f32 paths (activations that are exact BF16 values, e.g. FP8-rounded by the
-// QAT emulation). Process-wide switch for A/B comparisons (default on); whether it is on here.
-void SetBf16PairsEnabled(bool enabled);
+// FP4 and FP8 products use AVX512-BF16 dot products where they give the same bits as the f32
+// paths (activations that are exact BF16 values, e.g. FP8-rounded by the QAT emulation) and the
+// CPU has them: kAuto (the default) only where it also runs them at least half as fast as FMAs
+// (measured once per process: yes on Zen 4 and 5, no on Emerald Rapids), kOn wherever it has
+// them (tests, A/B comparisons), kOff never. A process-wide switch; whether they are on here.
+enum class Bf16Dots { kAuto, kOn, kOff };
+void SetBf16Dots(Bf16Dots mode);
 bool Bf16PairsAvailable();
+// VDPBF16PS instructions this CPU retires per FMA (0 without AVX512-BF16): what kAuto decides by.
+double Bf16DotRateVsFma();
 
 }  // namespace flashserve::kernels

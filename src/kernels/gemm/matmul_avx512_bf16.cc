@@ -7,11 +7,15 @@
 // Re-entrant: no state; panels live in the caller's scratch.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "kernels/gemm/matmul_rows.h"
 #include "kernels/gemm/matmul_simd.h"
 #include "kernels/simd/avx512.h"
+#include "model/matrix.h"
 
 namespace flashserve::kernels::internal {
 namespace {
@@ -75,6 +79,10 @@ inline __m512i Fp4WordIndices(const uint8_t* block) {
 // Rows of an FP4 matrix seen as pair columns: pair column c is columns 2c and 2c + 1 in one
 // 32-bit lane, the even column in the high half, so that lane l adds column 2l, then 2l + 1, of
 // each block of 32 columns, as the f32 FP4 path does. Pair column c is weight byte c of the row.
+// In lane pairs the rows go in groups (model::Fp4Layout): a row's block b lies b * 16 *
+// kGroupRows bytes after its first, its scale b * kGroupRows; a tile within one group decodes
+// every row from the first row's cursor (LoadGroup, gemm::WithinGroup), one data and one scale
+// pointer for the whole tile.
 template <Fp4Indices kHow>
 struct Fp4PairRows {
   using F = __m512;
@@ -90,19 +98,33 @@ struct Fp4PairRows {
   // 768 x 1024 in L2, eight alternating runs, median us: n = 16 104 -> 97, n = 32 176 -> 158,
   // n = 48 309 -> 286; n = 12 (two passes of 6 x 3) 82 -> 84.
   static constexpr int kDecodeCost = 2;
+  static constexpr int64_t kGroupRows = kHow == Fp4Indices::kLanePairs ? model::kFp4GroupRows : 1;
   static F Dot(F w, F x, F acc) { return DotPairs(w, x, acc); }
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;
     const uint16_t* luts;  // [256][32]: per scale byte, the 16 e2m1 values times the scale, twice, BF16
-    void Load(int64_t k, F* w) const {
-      const __m512i table = _mm512_load_si512(luts + (uint64_t{s[k >> 4]} << 5));
-      w[0] = _mm512_castsi512_ps(_mm512_permutexvar_epi16(Fp4WordIndices<kHow>(q + k), table));
+    // The pair columns [k, k + 16) of the row `row` rows after this one, in the same group.
+    F Decode(int64_t k, int row) const {
+      const int64_t block = k >> 4;
+      const __m512i table = _mm512_load_si512(luts + (uint64_t{s[block * kGroupRows + row]} << 5));
+      const __m512i codes = Fp4WordIndices<kHow>(q + block * 16 * kGroupRows + 16 * row);
+      return _mm512_castsi512_ps(_mm512_permutexvar_epi16(codes, table));
     }
+    void Load(int64_t k, F* w) const { w[0] = Decode(k, 0); }
     void Tail(int64_t, int, F* w) const { w[0] = _mm512_setzero_ps(); }  // cols % 32 == 0: never
   };
+  template <int NR, int kVecs>
+  static void LoadGroup(const Cursor& first, int64_t k, F (*w)[kVecs]) {
+    for (int j = 0; j < NR; ++j) w[j][0] = first.Decode(k, j);
+  }
   const MatMulArgs* a;
-  Cursor Row(int64_t r) const { return {a->data + r * (a->cols / 2), a->scale + r * a->scale_cols, a->e2m1_bf16}; }
+  Cursor Row(int64_t r) const {
+    const int64_t in_group = r % kGroupRows, first = r - in_group;
+    return {a->data + first * (a->cols / 2) + in_group * 16, a->scale + first * a->scale_cols + in_group,
+            a->e2m1_bf16};
+  }
+  // Groups are contiguous, so a tile's bytes start about where a row-major row would.
   const uint8_t* RowStart(int64_t r) const { return a->data + (r < a->rows ? r : a->rows) * (a->cols / 2); }
   int64_t RowBytes() const { return a->cols / 2; }
 };
@@ -257,7 +279,38 @@ void Fp8PairPanels(const MatMulArgs& a, int64_t r0, int64_t r1, uint32_t* scratc
   }
 }
 
+// Seconds for `steps` rounds of 12 independent `op`s on vector accumulators (throughput, not
+// latency: each chain waits on its own previous result only).
+template <class Op>
+double ChainsSeconds(Op op, int steps) {
+  constexpr int kChains = 12;
+  __m512 acc[kChains];
+  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(1e-3f * static_cast<float>(i));
+  __m512 a = _mm512_set1_ps(1.0001f), b = _mm512_set1_ps(0.9999f);
+  const auto begin = std::chrono::steady_clock::now();
+  for (int s = 0; s < steps; ++s) {
+    for (int i = 0; i < kChains; ++i) acc[i] = op(acc[i], a, b);
+    asm volatile("" : "+v"(a), "+v"(b));  // no hoisting or folding across rounds
+  }
+  const auto end = std::chrono::steady_clock::now();
+  __m512 sum = acc[0];
+  for (int i = 1; i < kChains; ++i) sum = _mm512_add_ps(sum, acc[i]);
+  volatile float sink = _mm512_reduce_add_ps(sum);
+  (void)sink;
+  return std::chrono::duration<double>(end - begin).count();
+}
+
 }  // namespace
+
+double Bf16DotRateVsFmaAvx512() {
+  constexpr int kSteps = 4096, kTries = 3;
+  double fma = std::numeric_limits<double>::infinity(), dot = fma;
+  for (int t = 0; t < kTries; ++t) {
+    fma = std::min(fma, ChainsSeconds([](__m512 c, __m512 a, __m512 b) { return _mm512_fmadd_ps(a, b, c); }, kSteps));
+    dot = std::min(dot, ChainsSeconds([](__m512 c, __m512 a, __m512 b) { return DotPairs(a, b, c); }, kSteps));
+  }
+  return fma / dot;
+}
 
 int Bf16ActivationFieldAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), low_mask = _mm512_set1_epi32(0xFFFF);

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "kernels/gemm/matmul_internal.h"
+#include "model/matrix.h"
 
 namespace flashserve::kernels::internal::gemm {
 
@@ -112,7 +113,9 @@ struct Fp8Rows {
 
 // FP4 e2m1, one scale per 32 columns; cols is a multiple of 32, so there is no tail. The
 // 16-entry table already multiplied by the scale is looked up per scale byte. kLanePairs: the
-// data is in model::Fp4Layout::kLanePairs (ISA traits with DecodeFp4LanePairs only).
+// data is in model::Fp4Layout::kLanePairs (ISA traits with DecodeFp4LanePairs only), whose rows
+// go in groups: a row's block b (32 columns) lies b * kGroupBytes after its first, its scale
+// b * kGroupRows after its first.
 template <class V, bool kLanePairs = false>
 struct Fp4Rows {
   using F = typename V::F;
@@ -120,21 +123,28 @@ struct Fp4Rows {
   static constexpr int kStepBytes = kStep / 2;
   static constexpr bool kScalesX = false;
   static constexpr int kDecodeCost = 1;  // measured: for n > 8, passes of 4 rows beat 8 by 15%
+  static constexpr int64_t kRowsPerGroup = kLanePairs ? model::kFp4GroupRows : 1;
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;
     const float* luts;
     void Load(int64_t k, F* w) const {
+      const int64_t block = k >> 5;
       if constexpr (kLanePairs) {
-        V::DecodeFp4LanePairs(q + k / 2, luts + 16 * s[k >> 5], w);
+        V::DecodeFp4LanePairs(q + block * 16 * kRowsPerGroup, luts + 16 * s[block * kRowsPerGroup], w);
       } else {
-        V::DecodeFp4(q + k / 2, luts + 16 * s[k >> 5], w);
+        V::DecodeFp4(q + k / 2, luts + 16 * s[block], w);
       }
     }
     void Tail(int64_t, int, F* w) const { w[0] = w[1] = V::Zero(); }
   };
   const MatMulArgs* a;
-  Cursor Row(int64_t r) const { return {a->data + r * (a->cols / 2), a->scale + r * a->scale_cols, a->e2m1_scaled}; }
+  Cursor Row(int64_t r) const {
+    const int64_t in_group = r % kRowsPerGroup, first = r - in_group;
+    return {a->data + first * (a->cols / 2) + in_group * 16, a->scale + first * a->scale_cols + in_group,
+            a->e2m1_scaled};
+  }
+  // Groups are contiguous, so a tile's bytes start about where a row-major row would.
   const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * (a->cols / 2); }
   int64_t RowBytes() const { return a->cols / 2; }
 };

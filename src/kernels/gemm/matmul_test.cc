@@ -369,6 +369,7 @@ std::vector<float> Bf16Vector(int64_t n, std::mt19937& rng, float stddev = 1.0f)
 // call down the f32 path, with any thread count.
 TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
   if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 with AVX512-VBMI";
+  SetBf16Dots(Bf16Dots::kOn);  // also where the CPU runs them slowly (the default would not use them)
   std::mt19937 rng(41);
   base::ThreadPool p1(1), p3(3);
   struct Case {
@@ -395,9 +396,9 @@ TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
         base::ThreadPool& pool = n % 2 == 0 ? p1 : p3;
         std::vector<float> bf16(n * c.rows), f32(n * c.rows);
         MatMulWithIsa(Isa::kAvx512, w, x.data() + first * ldx, n, ldx, bf16.data(), c.rows, pool);
-        SetBf16PairsEnabled(false);
+        SetBf16Dots(Bf16Dots::kOff);
         MatMulWithIsa(Isa::kAvx512, w, x.data() + first * ldx, n, ldx, f32.data(), c.rows, pool);
-        SetBf16PairsEnabled(true);
+        SetBf16Dots(Bf16Dots::kOn);
         ASSERT_EQ(0, std::memcmp(bf16.data(), f32.data(), bf16.size() * sizeof(float)))
             << w.Describe() << " n=" << n << " first=" << first << " threads=" << pool.num_threads();
       }
@@ -410,21 +411,31 @@ TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
 TEST(MatMulTest, Fp4LanePairLayoutGivesTheCheckpointLayoutsBits) {
   std::mt19937 rng(43);
   base::ThreadPool p1(1), p3(3);
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 416}, {5, 64}, {300, 1024}, {64, 32}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{40, 416}, {8, 64}, {304, 1024}, {64, 32}}) {
     TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp4, rows, cols, 32, rng);
     const model::Matrix& w = tm.matrix;
-    std::vector<uint8_t> packed(static_cast<size_t>(rows * w.RowBytes()));
+    std::vector<uint8_t> packed(static_cast<size_t>(w.StoredBytes()));
     const model::Matrix lp = w.RepackFp4LanePairs(packed.data());
-    ASSERT_NE(0, std::memcmp(packed.data(), w.data, packed.size())) << "a permutation, not a copy";
+    ASSERT_NE(0, std::memcmp(packed.data(), w.data, static_cast<size_t>(rows * w.RowBytes())))
+        << "a permutation, not a copy";
+    if (cols > 32) {  // rows in groups: the scales too are reordered
+      ASSERT_NE(0, std::memcmp(lp.scale, w.scale, static_cast<size_t>(w.NumScales())));
+    }
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(lp.Fp4Code(r, c), w.Fp4Code(r, c)) << r << "," << c;
+      for (int64_t c = 0; c < cols; ++c) {
+        ASSERT_EQ(lp.Fp4Code(r, c), w.Fp4Code(r, c)) << r << "," << c;
+        ASSERT_EQ(lp.At(r, c), w.At(r, c)) << r << "," << c;
+      }
+    // A slice from a group boundary reads the same rows (the products below also cover it).
+    const model::Matrix tail = lp.RowSlice(8, rows), want_tail = w.RowSlice(8, rows);
+    for (int64_t r = 0; r < tail.rows; ++r) ASSERT_EQ(tail.At(r, cols - 1), want_tail.At(r, cols - 1)) << r;
     const int64_t max_n = 40, ldx = cols + 3;
     std::vector<float> exact = Bf16Vector(max_n * ldx, rng), plain = RandomVector(max_n * ldx, rng);
     for (const std::vector<float>* x : {&exact, &plain}) {
       for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 17, 40}) {
         for (bool pairs : {false, true}) {
           if (pairs && (x != &exact || !IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported())) continue;
-          SetBf16PairsEnabled(pairs);
+          SetBf16Dots(pairs ? Bf16Dots::kOn : Bf16Dots::kOff);
           for (Isa isa : {Isa::kGeneric, Isa::kAvx512}) {
             if (!IsaSupported(isa)) continue;
             base::ThreadPool& pool = n % 2 == 0 ? p1 : p3;
@@ -435,7 +446,7 @@ TEST(MatMulTest, Fp4LanePairLayoutGivesTheCheckpointLayoutsBits) {
                 << lp.Describe() << " " << IsaName(isa) << " n=" << n << " bf16 pairs " << pairs
                 << " uses pairs " << internal::UsesBf16Pairs(isa, lp, x->data(), n, ldx);
           }
-          SetBf16PairsEnabled(true);
+          SetBf16Dots(Bf16Dots::kOn);
         }
       }
     }
@@ -449,7 +460,7 @@ TEST(MatMulDeathTest, Fp4LanePairsOnlyWhereSupported) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   std::mt19937 rng(44);
   TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp4, 8, 64, 32, rng);
-  std::vector<uint8_t> packed(static_cast<size_t>(8 * tm.matrix.RowBytes()));
+  std::vector<uint8_t> packed(static_cast<size_t>(tm.matrix.StoredBytes()));
   const model::Matrix lp = tm.matrix.RepackFp4LanePairs(packed.data());
   if (IsaSupported(Isa::kAvx2)) {
     std::vector<float> x(64, 1.0f), y(8);
@@ -462,12 +473,17 @@ TEST(MatMulDeathTest, Fp4LanePairsOnlyWhereSupported) {
   EXPECT_DEATH((void)fp8.matrix.RepackFp4LanePairs(out.data()), "lane-pair repacking");
   TestMatrix narrow = MakeTestMatrix(MatrixFormat::kFp4, 8, 48, 32, rng);
   EXPECT_DEATH((void)narrow.matrix.RepackFp4LanePairs(out.data()), "cols % 32");
+  TestMatrix ragged = MakeTestMatrix(MatrixFormat::kFp4, 12, 64, 32, rng);
+  std::vector<uint8_t> big(static_cast<size_t>(ragged.matrix.StoredBytes()));
+  EXPECT_DEATH((void)ragged.matrix.RepackFp4LanePairs(big.data()), "rows % 8");
+  EXPECT_DEATH((void)lp.RowSlice(4, 8), "not aligned to their 8-row groups");
 }
 
 // FP8 NaN codes (absent from checkpoints) read as +-480 times the scale on every vector path,
 // the BF16 pairs (in registers for 5-8 rows, panels from 16) included.
 TEST(MatMulTest, Bf16PairPathsReadFp8NanCodesAsTheF32PathsDo) {
   if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 with AVX512-VBMI";
+  SetBf16Dots(Bf16Dots::kOn);  // also where the CPU runs them slowly (the default would not use them)
   std::mt19937 rng(47);
   base::ThreadPool pool(2);
   TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp8, 48, 256, 128, rng);
@@ -478,15 +494,16 @@ TEST(MatMulTest, Bf16PairPathsReadFp8NanCodesAsTheF32PathsDo) {
     ASSERT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, tm.matrix, x.data(), n, 256)) << n;
     std::vector<float> bf16(n * 48), f32(n * 48);
     MatMulWithIsa(Isa::kAvx512, tm.matrix, x.data(), n, 256, bf16.data(), 48, pool);
-    SetBf16PairsEnabled(false);
+    SetBf16Dots(Bf16Dots::kOff);
     MatMulWithIsa(Isa::kAvx512, tm.matrix, x.data(), n, 256, f32.data(), 48, pool);
-    SetBf16PairsEnabled(true);
+    SetBf16Dots(Bf16Dots::kOn);
     EXPECT_EQ(0, std::memcmp(bf16.data(), f32.data(), bf16.size() * sizeof(float))) << "n=" << n;
   }
 }
 
 TEST(MatMulTest, Bf16PairPathsOnlyWhereExact) {
   if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 with AVX512-VBMI";
+  SetBf16Dots(Bf16Dots::kOn);  // also where the CPU runs them slowly (the default would not use them)
   std::mt19937 rng(43);
   base::ThreadPool pool(2);
   TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp4, 24, 256, 32, rng);
@@ -520,9 +537,9 @@ TEST(MatMulTest, Bf16PairPathsOnlyWhereExact) {
     EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, m, v.data(), 3, 256)) << what;
     std::vector<float> got(3 * 24), ref(3 * 24);
     MatMulWithIsa(Isa::kAvx512, m, v.data(), 3, 256, got.data(), 24, pool);
-    SetBf16PairsEnabled(false);
+    SetBf16Dots(Bf16Dots::kOff);
     MatMulWithIsa(Isa::kAvx512, m, v.data(), 3, 256, ref.data(), 24, pool);
-    SetBf16PairsEnabled(true);
+    SetBf16Dots(Bf16Dots::kOn);
     EXPECT_EQ(0, std::memcmp(got.data(), ref.data(), sizeof(float) * got.size())) << what;
   };
   std::vector<float> v = x;
@@ -543,6 +560,46 @@ TEST(MatMulTest, Bf16PairPathsOnlyWhereExact) {
   _mm_setcsr((csr & ~0x6000u) | 0x6000u);  // round toward zero: the instruction would not
   EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data(), 3, 256));
   _mm_setcsr(csr);
+}
+
+// kAuto follows the measured rate (once per process, so every call agrees); kOn and kOff
+// override it, kOn only where the CPU has the instruction.
+TEST(MatMulTest, Bf16DotsFollowTheMeasuredRateUnlessForced) {
+  const bool has = IsaSupported(Isa::kAvx512) && Avx512Bf16Supported();
+  const double rate = Bf16DotRateVsFma();
+  EXPECT_EQ(rate, Bf16DotRateVsFma());
+  if (has) {
+    EXPECT_GT(rate, 0.05);  // a quarter of the FMA rate on Emerald Rapids, about 1 on Zen 4 and 5
+    EXPECT_LT(rate, 8.0);
+  } else {
+    EXPECT_EQ(rate, 0.0);
+  }
+  SetBf16Dots(Bf16Dots::kAuto);
+  EXPECT_EQ(Bf16PairsAvailable(), has && rate >= 0.5) << "rate " << rate;
+  SetBf16Dots(Bf16Dots::kOn);
+  EXPECT_EQ(Bf16PairsAvailable(), has);
+  SetBf16Dots(Bf16Dots::kOff);
+  EXPECT_FALSE(Bf16PairsAvailable());
+  if (has) {
+    std::mt19937 rng(7);
+    const TestMatrix tm = MakeTestMatrix(MatrixFormat::kFp4, 64, 256, 32, rng);
+    std::vector<float> x(256, 0.5f);  // exact BF16
+    EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, tm.matrix, x.data(), 1, 256));
+    SetBf16Dots(Bf16Dots::kOn);
+    EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, tm.matrix, x.data(), 1, 256));
+  }
+  SetBf16Dots(Bf16Dots::kAuto);
+}
+
+// The probe runs with MXCSR's flush bits cleared (else it would time flushed operands) and
+// puts them back; its answer is fixed for the process.
+TEST(MatMulTest, SubnormalProbeRestoresMxcsr) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040u);  // FTZ and DAZ on
+  const bool slow = SubnormalOperandsAreSlow();
+  EXPECT_EQ(_mm_getcsr(), csr | 0x8040u);
+  _mm_setcsr(csr);
+  EXPECT_EQ(slow, SubnormalOperandsAreSlow());
 }
 
 TEST(MatMulTest, ReportsTheBestIsa) {

@@ -1,7 +1,48 @@
 // Run-time instruction-set detection (kernels/simd/isa.h).
 #include "kernels/simd/isa.h"
 
+#include <algorithm>
+#include <chrono>
+#include <limits>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
+
 namespace flashserve::kernels {
+namespace {
+
+// Seconds for `steps` dependent multiplies of `start` by one (volatile reads, so that the
+// compiler keeps the chain and cannot fold it).
+double MultiplyChainSeconds(float start, int steps) {
+  volatile float start_in = start, one_in = 1.0f, sink = 0.0f;
+  float x = start_in;
+  const float one = one_in;
+  const auto begin = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) x *= one;
+  const auto end = std::chrono::steady_clock::now();
+  sink = x;
+  (void)sink;
+  return std::chrono::duration<double>(end - begin).count();
+}
+
+bool MeasureSubnormalsSlow() {
+#if defined(__x86_64__) || defined(__i386__)
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr & ~0x8040u);  // FTZ and DAZ off, as the kernels that care run
+#endif
+  constexpr int kSteps = 4096, kTries = 3;
+  double normal = std::numeric_limits<double>::infinity(), subnormal = normal;
+  for (int t = 0; t < kTries; ++t) {  // the fastest of each: a preemption cannot fake a ratio
+    normal = std::min(normal, MultiplyChainSeconds(1.0f, kSteps));
+    subnormal = std::min(subnormal, MultiplyChainSeconds(1e-40f, kSteps));
+  }
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_setcsr(csr);
+#endif
+  return subnormal > 4 * normal;  // an assist costs ~25-40x a multiply's latency
+}
+
+}  // namespace
 
 bool IsaSupported(Isa isa) {
   switch (isa) {
@@ -29,6 +70,11 @@ bool Avx512Bf16Supported() {
   static const bool supported = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16") &&
                                 __builtin_cpu_supports("avx512vbmi");
   return supported;
+}
+
+bool SubnormalOperandsAreSlow() {
+  static const bool slow = MeasureSubnormalsSlow();
+  return slow;
 }
 
 const char* IsaName(Isa isa) {
