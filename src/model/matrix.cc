@@ -112,9 +112,13 @@ Matrix Matrix::RepackFp4LanePairs(uint8_t* out) const {
   uint8_t* scales = out + rows * RowBytes();
   const int64_t blocks_per_row = cols / 32;
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < blocks_per_row; ++b) {
-      const uint8_t* in = data + Fp4BlockOffset(r, b);
-      uint8_t* block = out + m.Fp4BlockOffset(r, b);
+    // As Fp4BlockOffset and Fp4ScaleIndex, stepped per block: the copy streams at load.
+    const int64_t in_group = r % kFp4GroupRows, first = r - in_group;
+    const uint8_t* in = data + r * RowBytes();
+    const uint8_t* in_scale = scale + r * scale_cols;
+    uint8_t* block = out + first * RowBytes() + in_group * 16;
+    uint8_t* out_scale = scales + first * scale_cols + in_group;
+    for (int64_t b = 0; b < blocks_per_row; ++b, in += 16, block += 16 * kFp4GroupRows) {
       for (int j = 0; j < 4; ++j) {
         // Byte L of x: pair 4L + j, whose odd column (high nibble) goes to bits [4L, 4L + 4) and
         // even column (low nibble) to bits [4L + 16, 4L + 20).
@@ -122,7 +126,7 @@ Matrix Matrix::RepackFp4LanePairs(uint8_t* out) const {
         const uint32_t dword = LowNibbles(x >> 4) | LowNibbles(x) << 16;
         for (int k = 0; k < 4; ++k) block[4 * j + k] = static_cast<uint8_t>(dword >> (8 * k));
       }
-      scales[m.Fp4ScaleIndex(r, b)] = scale[Fp4ScaleIndex(r, b)];
+      out_scale[b * kFp4GroupRows] = in_scale[b];
     }
   }
   return m;
