@@ -50,6 +50,8 @@ base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const M
   FS_LOG(kInfo, "loaded {}: {} layers (+{} MTP), hidden {}, {} experts, {} tensors, {:.1f} MB", dir,
          m->config_.num_layers, m->config_.num_mtp_layers, m->config_.hidden_size, m->config_.num_routed_experts,
          m->weights_.num_tensors, m->weights_.total_bytes / 1e6);
+  FS_LOG(kInfo, "matrix products: ISA {}, BF16 dot products {} (VDPBF16PS per FMA here: {:.2f})", kernels::MatMulIsa(),
+         kernels::Bf16PairsAvailable() ? "on" : "off", kernels::Bf16DotRateVsFma());
   return m;
 }
 

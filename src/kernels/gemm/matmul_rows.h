@@ -123,24 +123,31 @@ struct Fp4Rows {
   static constexpr int kStepBytes = kStep / 2;
   static constexpr bool kScalesX = false;
   static constexpr int kDecodeCost = 1;  // measured: for n > 8, passes of 4 rows beat 8 by 15%
-  static constexpr int64_t kRowsPerGroup = kLanePairs ? model::kFp4GroupRows : 1;
+  // A tile within one group decodes every row from its first row's cursor (gemm::WithinGroup).
+  static constexpr int64_t kGroupRows = kLanePairs ? model::kFp4GroupRows : 1;
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;
     const float* luts;
-    void Load(int64_t k, F* w) const {
+    // Columns [k, k + kStep) of the row `row` rows after this one (lane pairs: in its group).
+    void LoadRow(int64_t k, int row, F* w) const {
       const int64_t block = k >> 5;
       if constexpr (kLanePairs) {
-        V::DecodeFp4LanePairs(q + block * 16 * kRowsPerGroup, luts + 16 * s[block * kRowsPerGroup], w);
+        V::DecodeFp4LanePairs(q + (block * kGroupRows + row) * 16, luts + 16 * s[block * kGroupRows + row], w);
       } else {
         V::DecodeFp4(q + k / 2, luts + 16 * s[block], w);
       }
     }
+    void Load(int64_t k, F* w) const { LoadRow(k, 0, w); }
     void Tail(int64_t, int, F* w) const { w[0] = w[1] = V::Zero(); }
   };
+  template <int NR, int kVecs>
+  static void LoadGroup(const Cursor& first, int64_t k, F (*w)[kVecs]) {
+    for (int j = 0; j < NR; ++j) first.LoadRow(k, j, w[j]);
+  }
   const MatMulArgs* a;
   Cursor Row(int64_t r) const {
-    const int64_t in_group = r % kRowsPerGroup, first = r - in_group;
+    const int64_t in_group = r % kGroupRows, first = r - in_group;
     return {a->data + first * (a->cols / 2) + in_group * 16, a->scale + first * a->scale_cols + in_group,
             a->e2m1_scaled};
   }
