@@ -214,7 +214,7 @@ void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run) {
                 "Also print wall time per forward phase and each phase's own floor (their sum: a tighter floor)");
   cmd->add_option("--bf16-dot", f->bf16_dot,
                   "AVX512-BF16 dot products for FP4/FP8 products (same bits as the f32 FMAs): auto (where the CPU runs "
-                  "them at least half as fast as FMAs), on (wherever it has them), off")
+                  "at least 0.4 of them per FMA), on (wherever it has them), off")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   cmd->add_flag("--no-bf16-dot", f->no_bf16_dot, "Same as --bf16-dot off");

@@ -169,17 +169,21 @@ double MeasuredBf16DotRate() {
   return rate;
 }
 
-// Whether the BF16 dot products may run (Bf16Dots). kAuto: where the CPU runs at least half as
-// many per cycle as FMAs, so that a pair's two products cost no more than an FMA's one (on
-// Emerald Rapids, at a quarter, the f32 paths were as fast at n = 1 and faster from n = 2: FP4
+// Whether the BF16 dot products may run (Bf16Dots). kAuto: where the CPU runs at least
+// kMinBf16DotRate of them per FMA. At 0.5 a pair's two products cost what an FMA's one does and
+// the pairs' cheaper decoding still wins; the threshold sits below that, so that a CPU at 0.5
+// (Zen 4's double-pumped units may be one) cannot flip between processes on a noisy probe. On
+// Emerald Rapids, at 0.25-0.29, the f32 paths were as fast at n = 1 and faster from n = 2 (FP4
 // 768 x 1024 in L2, one core, us per call, n = 2 46-58 against 57-70, n = 8 110 against 215-225;
 // FP8 n = 16 294-310 against 444-447).
+constexpr double kMinBf16DotRate = 0.4;
+
 bool Bf16DotsOn() {
   if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) return false;
   switch (bf16_dots.load(std::memory_order_relaxed)) {
     case Bf16Dots::kOn: return true;
     case Bf16Dots::kOff: return false;
-    case Bf16Dots::kAuto: return MeasuredBf16DotRate() >= 0.5;
+    case Bf16Dots::kAuto: return MeasuredBf16DotRate() >= kMinBf16DotRate;
   }
   return false;
 }

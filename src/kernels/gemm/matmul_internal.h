@@ -95,9 +95,9 @@ void MatMulRowsAvx2(const MatMulArgs& args, int64_t row_begin, int64_t row_end, 
 // for panels (panel_rows x ldx pairs).
 void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
 // VDPBF16PS instructions retired per VFMADD231PS (both 512-bit, 12 independent chains each;
-// the faster of three tries), measured on the calling core (same condition). Zen 4 and 5 run
-// them at about the same rate, so a dot product of pairs does twice an FMA's work; Emerald
-// Rapids runs VDPBF16PS at a quarter of it (0.5 per cycle against 2).
+// the faster of three tries), measured on the calling core (same condition). At a rate of 1 a
+// dot product of pairs does twice an FMA's work; Emerald Rapids runs VDPBF16PS at a quarter
+// (0.5 per cycle against 2).
 double Bf16DotRateVsFmaAvx512();
 // Its activation checks and packing (same condition). The exponent field of the smallest
 // nonzero |x| (255: all zero), or -1 unless every value is a finite, exact BF16, zero or normal.

@@ -569,13 +569,13 @@ TEST(MatMulTest, Bf16DotsFollowTheMeasuredRateUnlessForced) {
   const double rate = Bf16DotRateVsFma();
   EXPECT_EQ(rate, Bf16DotRateVsFma());
   if (has) {
-    EXPECT_GT(rate, 0.05);  // a quarter of the FMA rate on Emerald Rapids, about 1 on Zen 4 and 5
+    EXPECT_GT(rate, 0.05);  // 0.25-0.29 on Emerald Rapids
     EXPECT_LT(rate, 8.0);
   } else {
     EXPECT_EQ(rate, 0.0);
   }
   SetBf16Dots(Bf16Dots::kAuto);
-  EXPECT_EQ(Bf16PairsAvailable(), has && rate >= 0.5) << "rate " << rate;
+  EXPECT_EQ(Bf16PairsAvailable(), has && rate >= 0.4) << "rate " << rate;
   SetBf16Dots(Bf16Dots::kOn);
   EXPECT_EQ(Bf16PairsAvailable(), has);
   SetBf16Dots(Bf16Dots::kOff);
