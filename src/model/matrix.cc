@@ -107,9 +107,9 @@ Matrix Matrix::RepackFp4LanePairs(uint8_t* out) const {
            static_cast<long>(kFp4GroupRows), Describe().c_str());
   Matrix m = *this;
   m.data = out;
-  m.scale = out + rows * RowBytes();
-  m.fp4_layout = Fp4Layout::kLanePairs;
   uint8_t* scales = out + rows * RowBytes();
+  m.scale = scales;
+  m.fp4_layout = Fp4Layout::kLanePairs;
   const int64_t blocks_per_row = cols / 32;
   for (int64_t r = 0; r < rows; ++r) {
     // As Fp4BlockOffset and Fp4ScaleIndex, stepped per block: the copy streams at load.

@@ -37,6 +37,7 @@ check "generate is deterministic" "$g1" "$g2"
 check "generate count" "5" "$(echo "$g1" | tr ',' '\n' | wc -l | tr -d ' ')"
 check_fails "logits bad token" "vocabulary" "$bin" logits --model "$tmp/m" --tokens 0,5000 --out "$tmp/x.f32"
 check_fails "logits missing model" "config.json" "$bin" logits --model "$tmp/none" --tokens 0 --out "$tmp/x.f32"
+check_fails "bench-forward bad --bf16-dot" "--bf16-dot" "$bin" bench-forward --model "$tmp/m" --bf16-dot sometimes
 
 if [ ! -s "$tok" ]; then
   echo "tokenizer data not installed at $tok (run scripts/setup.sh); skipping the tokenizer checks"

@@ -165,7 +165,7 @@ bool DenormalsAreZero() {
 }
 
 double MeasuredBf16DotRate() {
-  static const double rate = IsaSupported(Isa::kAvx512) && Avx512Bf16Supported() ? Bf16DotRateVsFmaAvx512() : 0.0;
+  static const double rate = Avx512Bf16Supported() ? Bf16DotRateVsFmaAvx512() : 0.0;
   return rate;
 }
 
@@ -179,7 +179,7 @@ double MeasuredBf16DotRate() {
 constexpr double kMinBf16DotRate = 0.4;
 
 bool Bf16DotsOn() {
-  if (!IsaSupported(Isa::kAvx512) || !Avx512Bf16Supported()) return false;
+  if (!Avx512Bf16Supported()) return false;  // (which implies kAvx512)
   switch (bf16_dots.load(std::memory_order_relaxed)) {
     case Bf16Dots::kOn: return true;
     case Bf16Dots::kOff: return false;

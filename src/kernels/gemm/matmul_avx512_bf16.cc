@@ -120,9 +120,8 @@ struct Fp4PairRows {
   }
   const MatMulArgs* a;
   Cursor Row(int64_t r) const {
-    const int64_t in_group = r % kGroupRows, first = r - in_group;
-    return {a->data + first * (a->cols / 2) + in_group * 16, a->scale + first * a->scale_cols + in_group,
-            a->e2m1_bf16};
+    const gemm::Fp4RowStart start = gemm::Fp4Row<Tiles>(*a, r, kGroupRows);
+    return {start.q, start.s, a->e2m1_bf16};
   }
   // Groups are contiguous, so a tile's bytes start about where a row-major row would.
   const uint8_t* RowStart(int64_t r) const { return a->data + (r < a->rows ? r : a->rows) * (a->cols / 2); }

@@ -25,6 +25,20 @@ int64_t ClampRow(int64_t r, const MatMulArgs* a) {
   return r < a->rows ? r : a->rows;
 }
 
+// Where FP4 row r's codes and scales start, for rows stored in groups of group_rows
+// (model::Fp4Layout::kLanePairs: model::kFp4GroupRows; 1: row-major). The decoders step
+// group_rows blocks per block from there (model::Matrix::Fp4BlockOffset, Fp4ScaleIndex). On V,
+// like every function here, so that no inline code is shared between ISA-flagged files.
+struct Fp4RowStart {
+  const uint8_t* q;
+  const uint8_t* s;
+};
+template <class V>
+Fp4RowStart Fp4Row(const MatMulArgs& a, int64_t r, int64_t group_rows) {
+  const int64_t in_group = r % group_rows, first = r - in_group;
+  return {a.data + first * (a.cols / 2) + in_group * 16, a.scale + first * a.scale_cols + in_group};
+}
+
 // The first rem values of p, zero-padded to N (row tails). A fixed-count loop, not a copy of
 // rem values: that one became a memcpy call, and since a call clobbers every vector register,
 // the tiles then kept their accumulators on the stack (spilled and reloaded around the loop).
@@ -114,8 +128,8 @@ struct Fp8Rows {
 // FP4 e2m1, one scale per 32 columns; cols is a multiple of 32, so there is no tail. The
 // 16-entry table already multiplied by the scale is looked up per scale byte. kLanePairs: the
 // data is in model::Fp4Layout::kLanePairs (ISA traits with DecodeFp4LanePairs only), whose rows
-// go in groups: a row's block b (32 columns) lies b * kGroupBytes after its first, its scale
-// b * kGroupRows after its first.
+// go in groups: a row's block b (32 columns) lies b * 16 * kGroupRows bytes after its first,
+// its scale b * kGroupRows after its first (Fp4Row).
 template <class V, bool kLanePairs = false>
 struct Fp4Rows {
   using F = typename V::F;
@@ -147,9 +161,8 @@ struct Fp4Rows {
   }
   const MatMulArgs* a;
   Cursor Row(int64_t r) const {
-    const int64_t in_group = r % kGroupRows, first = r - in_group;
-    return {a->data + first * (a->cols / 2) + in_group * 16, a->scale + first * a->scale_cols + in_group,
-            a->e2m1_scaled};
+    const Fp4RowStart start = Fp4Row<V>(*a, r, kGroupRows);
+    return {start.q, start.s, a->e2m1_scaled};
   }
   // Groups are contiguous, so a tile's bytes start about where a row-major row would.
   const uint8_t* RowStart(int64_t r) const { return a->data + ClampRow<V>(r, a) * (a->cols / 2); }

@@ -1,6 +1,7 @@
 // Instruction sets the CPU kernels are built for and the run-time choice among them. Called by
-// the kernel dispatchers (gemm, roofline, attention, norm) and their tests; pure functions,
-// safe from any thread. The choice is made once per process, so one process uses one ISA.
+// the kernel dispatchers (gemm, roofline, attention, norm) and their tests; safe from any
+// thread. The choice is made once per process, so one process uses one ISA; likewise
+// SubnormalOperandsAreSlow times its probe once, on the first caller's thread (a static).
 #pragma once
 
 namespace flashserve::kernels {
