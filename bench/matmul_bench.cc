@@ -10,7 +10,7 @@
 // every instruction set the CPU has.
 //
 // usage: matmul_bench [--threads N] [--passes P] [--only SUBSTRING-OF-A-CONFIG] [--ns 1,8,32]
-//                     [--qat-x 0|1] [--bf16-dot 0|1] [--fp4-lane-pairs 0|1] [--hot 0|1]
+//                     [--qat-x 0|1] [--bf16-dot 0|1] [--amx 0|1] [--fp4-lane-pairs 0|1] [--hot 0|1]
 // --hot 1: one matrix per configuration, multiplied again and again, so its weights stay in
 // cache (L2 for the medium engine's shapes up to 1 MiB, else L3 or DRAM): what the kernel
 // computes per second when memory does not bound it, against the FMA peak of the same threads
@@ -18,6 +18,8 @@
 // --qat-x 1: activations are exact BF16 values, as the QAT emulation's FP8 rounding leaves them
 // (FP4 and FP8 products may then use AVX512-BF16 dot products); --bf16-dot 0 turns those off,
 // 1 uses them even where the CPU runs them slowly (default: only where they pay, Bf16Dots::kAuto).
+// --amx 0: no AMX tiles (default: FP4 and FP8 products with exact BF16 activations use them
+// where the CPU has them; kernels::SetAmx).
 // --fp4-lane-pairs: FP4 weights repacked as the engine repacks its experts (model::Fp4Layout;
 // default on where the kernels are AVX-512) or left in checkpoint order. Scale ranges are
 // recorded as at load.
@@ -301,12 +303,14 @@ int main(int argc, char** argv) {
                                                                     : flashserve::kernels::Bf16Dots::kOff);
     if (std::strcmp(argv[i], "--fp4-lane-pairs") == 0) fp4_lane_pairs = std::atoi(argv[i + 1]) != 0;
     if (std::strcmp(argv[i], "--hot") == 0) hot = std::atoi(argv[i + 1]) != 0;
+    if (std::strcmp(argv[i], "--amx") == 0) flashserve::kernels::SetAmx(std::atoi(argv[i + 1]) != 0);
   }
   ThreadPool pool(threads);
   const double bandwidth = flashserve::kernels::MeasureMemoryBandwidth(pool);
   const double peak = flashserve::kernels::MeasureFmaPeak(pool);
-  std::printf("isa %s, %d threads, activations %s, BF16 dot products %s, FP4 %s\n", flashserve::kernels::MatMulIsa(),
-              pool.num_threads(), qat_x ? "exact BF16 (QAT)" : "f32", flashserve::kernels::Bf16PairsAvailable() ? "on" : "off",
+  std::printf("isa %s, %d threads, activations %s, BF16 dot products %s, AMX %s, FP4 %s\n",
+              flashserve::kernels::MatMulIsa(), pool.num_threads(), qat_x ? "exact BF16 (QAT)" : "f32",
+              flashserve::kernels::Bf16PairsAvailable() ? "on" : "off", flashserve::kernels::AmxOn() ? "on" : "off",
               fp4_lane_pairs ? "in lane pairs" : "in checkpoint order");
   std::printf("floor: read bandwidth %.1f GB/s (512 MiB buffer), f32 FMA peak %.1f GFLOP/s\n", bandwidth, peak);
   if (hot) {

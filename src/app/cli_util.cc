@@ -7,6 +7,7 @@
 
 #include "base/file_util.h"
 #include "base/log.h"
+#include "kernels/gemm/matmul.h"
 #include "tokenizer/engram_map.h"
 
 namespace flashserve::app {
@@ -55,6 +56,9 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
   cmd->add_flag_callback("--fp4-checkpoint-order", [options] { options->fp4_lane_pairs = false; },
                          "Decode FP4 experts from the checkpoint mapping, not from a copy repacked for the AVX-512 "
                          "decoders (saves their size in memory; slower experts)");
+  cmd->add_flag_callback("--no-amx", [options] { options->amx = false; },
+                         "No AMX tiles for FP4/FP8 products: the AVX-512 paths' bits (as the CUDA kernels give), "
+                         "slower prefill; the default uses AMX where the CPU has it");
 }
 
 namespace {
@@ -84,6 +88,7 @@ std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const en
   load.head_in_huge_pages = options.head_in_huge_pages;
   load.preload_weights = options.preload_weights;
   load.fp4_lane_pairs = options.fp4_lane_pairs;
+  kernels::SetAmx(options.amx);  // before the load logs which matrix products run
   auto model = engine::Model::Load(dir, load);
   if (!model.ok()) {
     PrintError(model.error());

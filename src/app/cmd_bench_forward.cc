@@ -27,12 +27,14 @@ struct BenchFlags {
 
 struct Ceilings {
   double gbps = 0, gflops = 0;
+  double tile_gflops = 0;  // AMX BF16 products (0: AMX off)
 };
 
 struct Row {
   std::string name;
   double steps = 1;  // forward calls the totals below cover (decode: the timed steps)
   double tokens = 0, tokens_per_s = 0, floor_tokens_per_s = 0, bytes = 0, flops = 0;
+  double tile_flops = 0, tile_floor_tokens_per_s = 0;  // products on AMX tiles; the floor with their peak
   bool compute_bound = false;
   engine::OpStats stats;
 };
@@ -41,7 +43,7 @@ struct Row {
 // of each, since a probe of ~0.1-1 s can fall on a moment when the host gives the cores or the
 // memory to others (a single probe has read half the FMA peak on a shared VM).
 Ceilings MeasureCeilings(base::ThreadPool& pool) {
-  return {kernels::MeasureMemoryBandwidth(pool), kernels::MeasureFmaPeak(pool)};
+  return {kernels::MeasureMemoryBandwidth(pool), kernels::MeasureFmaPeak(pool), kernels::MeasureAmxPeak(pool)};
 }
 
 std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
@@ -59,16 +61,23 @@ Row Finish(std::string name, double steps, double tokens, double secs, const eng
   r.tokens = tokens;
   r.bytes = st.weight_bytes + st.state_bytes;
   r.flops = st.flops;
+  r.tile_flops = st.tile_flops;
   r.tokens_per_s = tokens / secs;
   r.stats = st;
   return r;
 }
 
-// The row's floor: max(bytes / bandwidth, FLOPs / FMA peak).
+// The row's floor: max(bytes / bandwidth, FLOPs / FMA peak). With AMX on, the products it takes
+// run against the tile peak instead, which the FMA floor does not know: the tile floor counts
+// those FLOPs at the tile peak and the others at the FMA peak, one after the other.
 void ApplyFloor(const Ceilings& c, Row* r) {
   const double t_mem = r->bytes / (c.gbps * 1e9), t_fma = r->flops / (c.gflops * 1e9);
   r->compute_bound = t_fma > t_mem;
   r->floor_tokens_per_s = r->tokens / std::max(t_mem, t_fma);
+  if (c.tile_gflops > 0) {
+    const double t_tiles = (r->flops - r->tile_flops) / (c.gflops * 1e9) + r->tile_flops / (c.tile_gflops * 1e9);
+    r->tile_floor_tokens_per_s = r->tokens / std::max(t_mem, t_tiles);
+  }
 }
 
 double Seconds(std::chrono::steady_clock::time_point a) {
@@ -113,6 +122,7 @@ Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch) {
     if (step < 2) continue;  // warm-up steps
     secs += Seconds(t0);
     total.flops += engine.last_stats().flops;
+    total.tile_flops += engine.last_stats().tile_flops;
     total.weight_bytes += engine.last_stats().weight_bytes;
     total.state_bytes += engine.last_stats().state_bytes;
     const engine::OpStats& last = engine.last_stats();
@@ -181,20 +191,29 @@ int RunBench(BenchFlags f) {
     base::ThreadPool pool(f.options.num_threads);
     after = MeasureCeilings(pool);
   }
-  const Ceilings c{std::max(before.gbps, after.gbps), std::max(before.gflops, after.gflops)};
+  const Ceilings c{std::max(before.gbps, after.gbps), std::max(before.gflops, after.gflops),
+                   std::max(before.tile_gflops, after.tile_gflops)};
   for (Row& r : rows) ApplyFloor(c, &r);
-  std::printf("machine: %d threads, ISA %s (BF16 dot products %s; VDPBF16PS per FMA: %.2f), measured read bandwidth "
+  std::printf("machine: %d threads, ISA %s (BF16 dot products %s; VDPBF16PS per FMA: %.2f; AMX %s), measured read bandwidth "
               "%.1f GB/s, FMA peak %.1f GFLOP/s (the better of before / after the runs: %.1f / %.1f GB/s, %.1f / %.1f "
               "GFLOP/s)\n",
               threads, kernels::MatMulIsa(), kernels::Bf16PairsAvailable() ? "on" : "off", kernels::Bf16DotRateVsFma(),
-              c.gbps, c.gflops, before.gbps, after.gbps, before.gflops, after.gflops);
+              kernels::AmxOn() ? "on" : "off", c.gbps, c.gflops, before.gbps, after.gbps, before.gflops, after.gflops);
+  const bool tiles = c.tile_gflops > 0;
+  if (tiles)
+    std::printf("AMX tiles: BF16 peak %.1f GFLOP/s; the tile floor counts the FLOPs of the products on tiles at it\n",
+                c.tile_gflops);
   std::printf("model: %s (QAT %s)\n", f.model.c_str(), f.no_qat ? "off" : "on");
-  std::printf("%-18s %12s %12s %8s %9s %12s %12s\n", "config", "tokens/s", "floor tok/s", "% floor", "bound",
-              "MB/step", "GFLOP/step");
+  std::printf("%-18s %12s %12s %8s %9s %12s %12s%s\n", "config", "tokens/s", "floor tok/s", "% floor", "bound",
+              "MB/step", "GFLOP/step", tiles ? "  on tiles  tile floor  % of it" : "");
   for (const Row& r : rows) {
-    std::printf("%-18s %12.1f %12.1f %7.1f%% %9s %12.1f %12.2f\n", r.name.c_str(), r.tokens_per_s, r.floor_tokens_per_s,
+    std::printf("%-18s %12.1f %12.1f %7.1f%% %9s %12.1f %12.2f", r.name.c_str(), r.tokens_per_s, r.floor_tokens_per_s,
                 100.0 * r.tokens_per_s / r.floor_tokens_per_s, r.compute_bound ? "compute" : "memory",
                 r.bytes / r.steps / 1e6, r.flops / r.steps / 1e9);
+    if (tiles)
+      std::printf("  %7.1f%% %11.1f %7.1f%%", 100.0 * r.tile_flops / std::max(r.flops, 1.0), r.tile_floor_tokens_per_s,
+                  100.0 * r.tokens_per_s / r.tile_floor_tokens_per_s);
+    std::printf("\n");
   }
   if (f.options.profile) PrintPhases(rows, c);
   return 0;

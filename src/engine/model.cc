@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/thread_pool.h"
 #include "kernels/gemm/matmul.h"
+#include "kernels/simd/isa.h"
 
 namespace flashserve::engine {
 
@@ -50,8 +51,9 @@ base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const M
   FS_LOG(kInfo, "loaded {}: {} layers (+{} MTP), hidden {}, {} experts, {} tensors, {:.1f} MB", dir,
          m->config_.num_layers, m->config_.num_mtp_layers, m->config_.hidden_size, m->config_.num_routed_experts,
          m->weights_.num_tensors, m->weights_.total_bytes / 1e6);
-  FS_LOG(kInfo, "matrix products: ISA {}, BF16 dot products {} (VDPBF16PS per FMA here: {:.2f})", kernels::MatMulIsa(),
-         kernels::Bf16PairsAvailable() ? "on" : "off", kernels::Bf16DotRateVsFma());
+  FS_LOG(kInfo, "matrix products: ISA {}, BF16 dot products {} (VDPBF16PS per FMA here: {:.2f}), AMX tiles {}",
+         kernels::MatMulIsa(), kernels::Bf16PairsAvailable() ? "on" : "off", kernels::Bf16DotRateVsFma(),
+         kernels::AmxOn() ? "on" : kernels::AmxSupported() ? "off (--no-amx)" : "off (not on this CPU)");
   return m;
 }
 

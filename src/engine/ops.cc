@@ -28,20 +28,27 @@ const float* Ops::RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t col
 void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                  bool act_quant) {
   if (n <= 0) return;
-  const double flops = 2.0 * static_cast<double>(n) * w.rows * w.cols, bytes = static_cast<double>(w.StoredBytes());
-  flops_.fetch_add(flops, std::memory_order_relaxed);
-  weight_bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  CountPhaseWork(flops, bytes);
-  if (RoundsInput(w, act_quant)) {
+  const bool rounded = RoundsInput(w, act_quant);
+  if (rounded) {
     thread_local std::vector<float> quant_scratch;
     x = RoundToFp8(x, n, ldx, w.cols, quant_scratch);
     ldx = w.cols;
   }
+  Product(w, x, n, ldx, y, ldy, rounded);
+}
+
+void Ops::Product(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
+                  bool rounded) {
+  const double flops = 2.0 * static_cast<double>(n) * w.rows * w.cols, bytes = static_cast<double>(w.StoredBytes());
+  flops_.fetch_add(flops, std::memory_order_relaxed);
+  weight_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  CountPhaseWork(flops, bytes);
   if (options_.reference_kernels) {
     kernels::MatMulReference(w, x, n, ldx, y, ldy);
-  } else {
-    kernels::MatMul(w, x, n, ldx, y, ldy, pool_);
+    return;
   }
+  if (rounded && kernels::RunsOnAmx(w)) tile_flops_.fetch_add(flops, std::memory_order_relaxed);
+  kernels::MatMul(w, x, n, ldx, y, ldy, pool_);
 }
 
 void Ops::LinearPair(const model::Matrix& a, const model::Matrix& b, const float* x, int64_t n, int64_t ldx,
@@ -54,13 +61,14 @@ void Ops::LinearPair(const model::Matrix& a, const model::Matrix& b, const float
   }
   thread_local std::vector<float> rounded;  // not Linear's scratch: it outlives the calls below
   const float* q = RoundToFp8(x, n, ldx, a.cols, rounded);
-  Linear(a, q, n, a.cols, ya, ldy, false);
-  Linear(b, q, n, a.cols, yb, ldy, false);
+  Product(a, q, n, a.cols, ya, ldy, true);
+  Product(b, q, n, a.cols, yb, ldy, true);
 }
 
 OpStats Ops::stats() const {
   OpStats s = stats_;
   s.flops = flops_.load();
+  s.tile_flops = tile_flops_.load();
   s.weight_bytes = weight_bytes_.load();
   s.state_bytes = state_bytes_.load();
   for (size_t p = 0; p <= OpStats::kPhases; ++p) {
@@ -73,6 +81,7 @@ OpStats Ops::stats() const {
 void Ops::ResetStats() {
   stats_ = OpStats{};
   flops_ = 0;
+  tile_flops_ = 0;
   weight_bytes_ = 0;
   state_bytes_ = 0;
   for (size_t p = 0; p <= OpStats::kPhases; ++p) {

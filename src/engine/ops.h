@@ -21,12 +21,14 @@ enum class Phase { kEmbed, kMhc, kNorm, kQuery, kKv, kCompress, kIndex, kAttend,
 const char* PhaseName(Phase phase);
 
 // Work done by the forward calls since the last Reset (for rooflines): FLOPs counted as
-// 2 per multiply-add, weight bytes read (each matrix once per call), KV state bytes read, and
-// with profiling on, per phase: wall seconds, FLOPs and bytes (weights and state; index kCount
-// holds work done outside every phase).
+// 2 per multiply-add, of them those of products on AMX tiles (kernels::RunsOnAmx with FP8-rounded
+// inputs), weight bytes read (each matrix once per call), KV state bytes read, and with
+// profiling on, per phase: wall seconds, FLOPs and bytes (weights and state; index kCount holds
+// work done outside every phase).
 struct OpStats {
   static constexpr size_t kPhases = static_cast<size_t>(Phase::kCount);
   double flops = 0;
+  double tile_flops = 0;
   double weight_bytes = 0;
   double state_bytes = 0;
   std::array<double, kPhases> phase_seconds{};
@@ -118,6 +120,8 @@ class Ops {
  private:
   // Whether Linear rounds its input to FP8 for w (QAT on, FP8/FP4 weights, act_quant).
   bool RoundsInput(const model::Matrix& w, bool act_quant) const { return options_.qat && act_quant && w.quantized(); }
+  // The product itself, counted; `rounded`: x is FP8-rounded (so AMX may take it).
+  void Product(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy, bool rounded);
   // n rows of x (stride ldx) rounded to FP8 per 128 channels into buffer (stride cols).
   const float* RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer);
 
@@ -131,7 +135,7 @@ class Ops {
 
   base::ThreadPool& pool_;
   EngineOptions options_;
-  std::atomic<double> flops_{0}, weight_bytes_{0}, state_bytes_{0};
+  std::atomic<double> flops_{0}, tile_flops_{0}, weight_bytes_{0}, state_bytes_{0};
   std::atomic<int> phase_{static_cast<int>(Phase::kCount)};  // kCount: outside every phase
   std::array<std::atomic<double>, OpStats::kPhases + 1> phase_flops_{}, phase_bytes_{};
   OpStats stats_;  // phase times (engine thread only)

@@ -19,6 +19,9 @@ struct EngineOptions {
   bool preload_weights = true;
   // Model loading: FP4 experts repacked for the AVX-512 decoders (ModelLoadOptions).
   bool fp4_lane_pairs = true;
+  // FP4/FP8 products on AMX tiles where the CPU has them (kernels::SetAmx, process-wide, applied
+  // by app::LoadModelOrPrint): faster, batch-invariant, but not the AVX-512 paths' bits.
+  bool amx = true;
 };
 
 }  // namespace flashserve::engine

@@ -37,4 +37,17 @@ struct FmaProbe {
 };
 FmaProbe ProbeFma(base::ThreadPool& pool, int passes);
 
+// BF16 products per second on AMX tiles (TDPBF16PS: 16 x 16 outputs of 32 products each,
+// counted 2 flops per product), all pool threads, best of `passes`; 0 unless AmxOn(). The
+// matrix products AMX takes (FP4/FP8 with exact BF16 activations) run against this ceiling,
+// not the FMA peak.
+double MeasureAmxPeak(base::ThreadPool& pool, int passes = 10);
+
+namespace internal {
+constexpr double kTileDotFlops = 2.0 * 16 * 16 * 32;  // one TDPBF16PS
+// `iterations` rounds of four independent TDPBF16PS on the calling thread; returns the flops
+// done. roofline_amx.cc, only where AmxSupported().
+double TileDotLoop(int64_t iterations);
+}  // namespace internal
+
 }  // namespace flashserve::kernels

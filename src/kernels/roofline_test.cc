@@ -1,5 +1,7 @@
 #include "kernels/roofline.h"
 
+#include "kernels/gemm/matmul.h"
+
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
@@ -27,6 +29,17 @@ TEST(RooflineTest, FmaPeakIsAPlausibleRate) {
   EXPECT_TRUE(std::isfinite(gflops));
   EXPECT_GT(gflops, 0.1);
   EXPECT_LT(gflops, 1e5);
+}
+
+TEST(RooflineTest, AmxPeakIsAPlausibleRateWhereAmxIsOn) {
+  base::ThreadPool pool(2);
+  const double gflops = MeasureAmxPeak(pool, 1);
+  if (!AmxOn()) {
+    EXPECT_EQ(gflops, 0.0);
+    GTEST_SKIP() << "no AMX here";
+  }
+  EXPECT_GT(gflops, MeasureFmaPeak(pool, 1));  // a tile unit does more than the vector pipes
+  EXPECT_LT(gflops, 1e6);
 }
 
 // Threads of other work on the probe's core (another process, a parallel build) slow its wall

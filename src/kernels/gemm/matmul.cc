@@ -45,6 +45,8 @@ constexpr int64_t kFp8PairsMinRows = 16;
 // n = 9 20% slower than the f32 paths).
 constexpr int64_t kFp8RegisterPairsMinRows = 5, kFp8RegisterPairsMaxRows = 8;
 std::atomic<Bf16Dots> bf16_dots{Bf16Dots::kAuto};
+std::atomic<bool> amx_enabled{true};
+constexpr int64_t kAmxTaskRows = 96;  // weight rows per task: whole panels of 48 and of 32 rows
 
 // Dequantizes rows [r0, r1) through the lookup tables (the same exact values as
 // DequantizeRows, which goes element by element through Matrix::At).
@@ -250,11 +252,8 @@ void CheckCall(const model::Matrix& w, int64_t n, int64_t ldx, int64_t ldy) {
     FS_CHECK(w.scale != nullptr && w.cols % 2 == 0, "FP4 matrix without scales or with odd cols");
 }
 
-// Resolves a call for the vector kernels: mode, FP8 decoding, panel shape, permuted FP4 input.
-MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y,
-                       int64_t ldy) {
-  const int lanes = IsaLanes(isa);
-  const Tables& tables = GetTables();
+// The weight fields of a call's arguments.
+MatMulArgs WeightArgs(const model::Matrix& w) {
   MatMulArgs a;
   a.format = w.format;
   a.rows = w.rows;
@@ -265,6 +264,15 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   a.fp4_lane_pairs = w.format == model::MatrixFormat::kFp4 && w.fp4_layout == model::Fp4Layout::kLanePairs;
   a.tile_rows = w.tile_rows;
   a.tile_cols = w.tile_cols;
+  return a;
+}
+
+// Resolves a call for the vector kernels: mode, FP8 decoding, panel shape, permuted FP4 input.
+MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y,
+                       int64_t ldy) {
+  const int lanes = IsaLanes(isa);
+  const Tables& tables = GetTables();
+  MatMulArgs a = WeightArgs(w);
   ByteRange range;  // FP8 only
   if (w.format == model::MatrixFormat::kFp8) {
     range = w.ScaleRange();
@@ -425,6 +433,93 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
   });
 }
 
+bool AmxTakes(const model::Matrix& w) {
+  if (w.cols % 32 != 0 || w.rows == 0) return false;
+  if (w.format == model::MatrixFormat::kFp4) {
+    const ByteRange range = w.ScaleRange();
+    return range.lo >= 2 && range.hi <= 252;  // every e2m1 value times its scale a normal BF16
+  }
+  if (w.format == model::MatrixFormat::kFp8) {
+    const ByteRange range = w.ScaleRange();  // every e4m3 value times its scale a normal BF16
+    return w.tile_cols >= 32 && Log2IfPowerOfTwo(w.tile_cols) >= 0 && range.lo >= 10 && range.hi <= 246;
+  }
+  return false;
+}
+
+namespace {
+
+// Rows of x split by whether every value is an exact, finite BF16 (AMX takes those).
+struct RowSplit {
+  std::vector<int32_t> exact, other;
+};
+
+RowSplit SplitRows(const float* x, int64_t n, int64_t ldx, int64_t cols) {
+  RowSplit split;
+  for (int64_t i = 0; i < n; ++i)
+    (Bf16ActivationFieldAvx512(x + i * ldx, 1, ldx, cols) >= 0 ? split.exact : split.other)
+        .push_back(static_cast<int32_t>(i));
+  return split;
+}
+
+// The AVX-512 paths for rows `rows` of x (gathered into a contiguous block, results scattered).
+void OtherRows(const model::Matrix& w, const float* x, int64_t ldx, const std::vector<int32_t>& rows, float* y,
+               int64_t ldy, base::ThreadPool& pool) {
+  const int64_t m = static_cast<int64_t>(rows.size());
+  std::vector<float> xs(static_cast<size_t>(m * w.cols)), ys(static_cast<size_t>(m * w.rows));
+  for (int64_t i = 0; i < m; ++i) std::copy_n(x + rows[i] * ldx, w.cols, xs.data() + i * w.cols);
+  MatMulWithIsa(Isa::kAvx512, w, xs.data(), m, w.cols, ys.data(), w.rows, pool);
+  for (int64_t i = 0; i < m; ++i) std::copy_n(ys.data() + i * w.rows, w.rows, y + rows[i] * ldy);
+}
+
+void AmxRows(const model::Matrix& w, const float* x, int64_t ldx, const std::vector<int32_t>& rows, float* y,
+             int64_t ldy, base::ThreadPool& pool) {
+  MatMulArgs a = WeightArgs(w);
+  a.tile_shift = w.format == model::MatrixFormat::kFp4 ? 0 : Log2IfPowerOfTwo(w.tile_cols);
+  a.n = static_cast<int64_t>(rows.size());
+  a.y = y;
+  a.ldy = ldy;
+  a.amx_rows = rows.data();
+  a.e2m1_bf16 = &GetTables().e2m1_bf16[0][0];
+  a.e4m3_bf16 = &GetTables().e4m3_bf16[0][0];
+  thread_local std::vector<uint32_t> buffer;
+  const int64_t words = (a.n + 15) / 16 * (w.cols / 32) * 256 + 16;  // + 64-byte alignment
+  if (buffer.size() < static_cast<size_t>(words)) buffer.resize(static_cast<size_t>(words));
+  uint32_t* packed = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) & ~uintptr_t{63});
+  PackAmxActivations(x, ldx, rows.data(), a.n, w.cols, /*FP4 pair order for both formats*/ true, packed);
+  a.x = reinterpret_cast<const float*>(packed);
+  const int64_t num_tasks = (w.rows + kAmxTaskRows - 1) / kAmxTaskRows;
+  const size_t scratch_floats = static_cast<size_t>(AmxScratchFloats(w.cols));
+  RowParts parts(w, a.n, num_tasks, pool.num_threads());
+  pool.ParallelFor(parts.parts(), 1, [&](int64_t p0, int64_t p1) {
+    thread_local std::vector<float> scratch;
+    if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
+    for (int64_t p = p0; p < p1; ++p)
+      parts.Drain(p, [&](int64_t t0, int64_t t1) {
+        MatMulRowsAmx(a, t0 * kAmxTaskRows, std::min(w.rows, t1 * kAmxTaskRows), scratch.data());
+      });
+  });
+}
+
+}  // namespace
+
+void MatMulAmx(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
+               base::ThreadPool& pool) {
+  FS_CHECK(AmxSupported(), "AMX tiles not supported here");
+  CheckCall(w, n, ldx, ldy);
+  if (n == 0 || w.rows == 0) return;
+  if (!AmxTakes(w)) {
+    MatMulWithIsa(Isa::kAvx512, w, x, n, ldx, y, ldy, pool);
+    return;
+  }
+  const RowSplit split = SplitRows(x, n, ldx, w.cols);
+  if (split.exact.empty()) {
+    MatMulWithIsa(Isa::kAvx512, w, x, n, ldx, y, ldy, pool);
+    return;
+  }
+  if (!split.other.empty()) OtherRows(w, x, ldx, split.other, y, ldy, pool);
+  AmxRows(w, x, ldx, split.exact, y, ldy, pool);
+}
+
 bool UsesBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx) {
   return n > 0 && w.rows > 0 && PrepareArgs(isa, w, x, n, ldx, nullptr, 0).bf16_pairs;
 }
@@ -439,11 +534,21 @@ double Bf16DotRateVsFma() { return internal::MeasuredBf16DotRate(); }
 
 const char* MatMulIsa() { return IsaName(BestIsa()); }
 
+void SetAmx(bool enabled) { internal::amx_enabled.store(enabled, std::memory_order_relaxed); }
+
+bool AmxOn() { return internal::amx_enabled.load(std::memory_order_relaxed) && AmxSupported(); }
+
+bool RunsOnAmx(const model::Matrix& w) { return AmxOn() && internal::AmxTakes(w); }
+
 bool PrefersFp4LanePairs() { return BestIsa() == Isa::kAvx512; }
 
 void MatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
             base::ThreadPool& pool) {
-  internal::MatMulWithIsa(BestIsa(), w, x, n, ldx, y, ldy, pool);
+  if (AmxOn()) {
+    internal::MatMulAmx(w, x, n, ldx, y, ldy, pool);
+  } else {
+    internal::MatMulWithIsa(BestIsa(), w, x, n, ldx, y, ldy, pool);
+  }
 }
 
 }  // namespace flashserve::kernels

@@ -44,4 +44,17 @@ bool Bf16PairsAvailable();
 // VDPBF16PS instructions this CPU retires per FMA (0 without AVX512-BF16): what kAuto decides by.
 double Bf16DotRateVsFma();
 
+// AMX tiles (Sapphire Rapids and later): FP4 and FP8 products with activations that are exact
+// BF16 values run on TDPBF16PS, which sums in its own order: batch-invariant like every path
+// (a row's bits depend on its own values only), but not the AVX-512 paths' bits, so a process
+// with AMX on computes logits that differ from one with it off in the last bits. On by default
+// where the CPU has it; SetAmx(false) gives the AVX-512 bits (e.g. to compare with the CUDA
+// kernels or with another machine). A process-wide switch; set it before the first product.
+void SetAmx(bool enabled);
+// Whether this process's products use AMX (the switch, and AmxSupported()).
+bool AmxOn();
+// Whether products with w run on AMX tiles here for activation rows that are exact BF16 values
+// (AmxOn(), and w FP4, or FP8 in tiles at least 32 columns wide, cols % 32 == 0, scales in range).
+bool RunsOnAmx(const model::Matrix& w);
+
 }  // namespace flashserve::kernels

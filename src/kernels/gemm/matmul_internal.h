@@ -62,6 +62,9 @@ struct MatMulArgs {
   // and MXCSR rounds to nearest. Each step is then an FMA of an exact product in the f32
   // path's order.
   bool bf16_pairs = false;
+  // AMX (MatMulRowsAmx): x holds the activations packed into B tiles (PackAmxActivations), n
+  // counts them, and activation i's outputs go to row amx_rows[i] of y.
+  const int32_t* amx_rows = nullptr;
   int64_t panel_rows = 0;
   int64_t padded_cols = 0;  // panel row stride: cols rounded up to the ISA step
   int64_t n = 0;
@@ -105,6 +108,19 @@ int Bf16ActivationFieldAvx512(const float* x, int64_t n, int64_t ldx, int64_t co
 // x as BF16 pairs, `pairs` lanes per row (a multiple of 16, zero past cols): FP4 order (pair c =
 // columns 2c, 2c + 1) or FP8 order (pair l of each 16 = columns g + l, g + 16 + l).
 void PackBf16PairsAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols, bool fp4, int64_t pairs, uint32_t* out);
+// AMX tiles (only callable where AmxSupported()): FP4, and FP8 with tile_cols >= 32 a power of
+// two; cols % 32 == 0; weights that are normal (or zero) BF16 once dequantized (scale bytes as
+// for bf16_pairs); every activation an exact BF16. row_begin is a multiple of 16; scratch holds
+// AmxScratchFloats(cols) floats. Its bits are its own (matmul_amx.cc), not the f32 paths'.
+void MatMulRowsAmx(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
+int64_t AmxScratchFloats(int64_t cols);
+// Activation rows rows[0..n) of x as B tiles: per block of w = min(n, 16) rows and step of 32
+// columns, 16 rows of w words, row p holding pair p (as PackBf16PairsAvx512 orders them: FP4 or
+// FP8 order) of each activation row, zero past n. out (64-byte aligned) holds ceil(n / 16) *
+// cols / 32 * 16 * w words.
+void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, bool fp4,
+                        uint32_t* out);
+
 // Vector width in floats of each ISA's accumulators (generic: the portable 16-lane order).
 int IsaLanes(Isa isa);
 
@@ -116,6 +132,15 @@ int64_t ActivationRowGroups(const model::Matrix& w, int64_t n, int64_t num_tasks
 // must be supported. Results are bit-identical for every n, ldx, ldy and pool size.
 void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y,
                    int64_t ldy, base::ThreadPool& pool);
+
+// MatMul (kernels/gemm/matmul.h) where AMX is on: products that AMX takes (AmxTakes) run on
+// its tiles for the activation rows that are exact BF16 values, the other rows on the AVX-512
+// paths (each row by a property of its own values, so a row's bits never depend on its
+// batch); everything else as MatMulWithIsa(kAvx512). Only callable where AmxSupported().
+void MatMulAmx(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
+               base::ThreadPool& pool);
+// Whether AMX takes products with w (format, shape and scale range; not the activations).
+bool AmxTakes(const model::Matrix& w);
 
 // Whether a call with these activations takes the AVX512-BF16 path (tests, benchmarks).
 bool UsesBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx);

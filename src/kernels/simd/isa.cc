@@ -5,6 +5,9 @@
 #include <chrono>
 #include <limits>
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <xmmintrin.h>
 #endif
 
@@ -70,6 +73,21 @@ bool Avx512Bf16Supported() {
   static const bool supported = IsaSupported(Isa::kAvx512) && __builtin_cpu_supports("avx512bf16") &&
                                 __builtin_cpu_supports("avx512vbmi");
   return supported;
+}
+
+bool AmxSupported() {
+#if defined(__x86_64__)
+  static const bool supported = [] {
+    unsigned a, b, c, d;
+    if (!Avx512Bf16Supported() || !__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const bool amx = (d >> 22 & 1) != 0 && (d >> 24 & 1) != 0;  // AMX-BF16, AMX-TILE
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtileData = 18;
+    return amx && syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtileData) == 0;
+  }();
+  return supported;
+#else
+  return false;
+#endif
 }
 
 bool SubnormalOperandsAreSlow() {

@@ -24,6 +24,11 @@ const char* IsaName(Isa isa);
 // (kernels/gemm/matmul_internal.h).
 bool Avx512Bf16Supported();
 
+// Whether the CPU has AMX tiles with BF16 products (TDPBF16PS; Sapphire Rapids and later) on
+// top of Avx512Bf16Supported(), and the kernel lets this process use them (Linux grants the
+// tile registers' state per process on request: ARCH_REQ_XCOMP_PERM, made here, once).
+bool AmxSupported();
+
 // Whether arithmetic on subnormal operands is much slower here than on normal ones (Intel
 // cores take a microcode assist per such instruction unless MXCSR flushes them: FP8 products
 // decoded into f32 subnormals ran 25-30x slower on random codes, 5% of them e4m3 subnormals;

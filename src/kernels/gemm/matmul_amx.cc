@@ -1,0 +1,328 @@
+// Matrix products on AMX tiles (TDPBF16PS) for activation rows that are exact BF16 values (the
+// QAT emulation's FP8-rounded ones): FP4 and FP8 weights decoded into BF16 (the decoders of
+// matmul_bf16_rows.h, exact: code times a power-of-two scale) 16 rows at a time into a panel of
+// A tiles, activations packed once per call into B tiles (16 rows each), products accumulated in
+// C tiles. Called by the dispatcher (matmul.cc) after its CPU check; compiled with AMX,
+// AVX512-BF16 and AVX512-VBMI flags. Re-entrant: no state; panels live in the caller's scratch.
+//
+// Reduction order (what batch invariance rests on, measured by bench/amx_bits_probe and
+// checked by matmul_test): y[i, o] is the sum over K in steps of 32 columns, ascending, each
+// step one TDPBF16PS of weight row o's 32 BF16 values against activation row i's, in the tile
+// unit's own order and rounding (which no sequence of FMAs reproduces). Its bits depend on the
+// step width and on the two rows only: not on the tile row o or the tile column i sit in, nor on
+// the tile's other rows, so a row's result is the same alone and in any batch.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/gemm/matmul_bf16_rows.h"
+
+namespace flashserve::kernels::internal {
+namespace {
+
+constexpr int kBlock = 16;      // weight rows per A tile; activation rows per B and C tile
+constexpr int kTileWords = 256;  // 32-bit words per tile: 16 rows of 64 bytes
+constexpr int kMaxPanels = 2;   // weight panels (16 rows each) decoded at a time
+constexpr int kMaxCTiles = 4;   // C tiles per pass
+constexpr int kRing = 4;        // steps of decoded tiles in flight where decoding streams
+
+// The asm of the tile loads and the TDPBF16PS macros declares no memory operands: a barrier
+// keeps every store to a panel or to the packed activations before the loads that read it.
+inline void MemoryBarrier() { asm volatile("" ::: "memory"); }
+
+// Tile rows that straddle two cache lines load at a fraction of the rate (FP4 768 x 1024, n = 1,
+// one core: tile loads alone 40.7 us per call from a 16-byte aligned buffer).
+template <class T>
+T* AlignTo64(T* p) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Activation rows per B and C tile: all of them below 16 (one narrow block), else 16. Narrow B
+// tiles keep a decode's working set in L1 (n = 1: 2 KiB of activation tiles, not 32, beside
+// the FP4 tables' 16 KiB and the ring's 12 KiB).
+int64_t BlockWidth(int64_t n) { return std::min<int64_t>(n, kBlock); }
+
+// Every tile 16 rows: A (weights, 16 rows x 32 BF16: 64 bytes), B (activations, 16 pairs of
+// columns x `width` activation rows), C (16 weight rows x `width` activation rows, f32).
+void ConfigureTiles(int64_t width) {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    // tmm3 (B with one block) and the C tiles tmm4-7 narrow; with more blocks width is 16.
+    config.colsb[t] = static_cast<uint16_t>(t >= 3 ? 4 * width : 64);
+    config.rows[t] = 16;
+  }
+  _tile_loadconfig(&config);
+}
+
+// The weight rows of up to kMaxPanels panels of 16 (rows past the matrix's part zero), decoded
+// one step (32 columns) at a time into A tiles of 16 rows x 16 BF16 pairs, in the decoders'
+// pair order, panel j's tile j * panel_stride words after the first. Sources whose rows go in
+// groups (FP4 lane pairs) decode each group from its first row's cursor.
+template <class Src>
+class PanelDecoder {
+ public:
+  static constexpr int kGroup = static_cast<int>(gemm::GroupRows<Src>());
+  static_assert(kBlock % kGroup == 0);
+
+  // Each step also requests its share of the next panels' bytes (rows o0 + P .. o0 + 2P, P =
+  // panels * 16; past r1 most likely the same thread's next task): hardware prefetchers stop at
+  // page boundaries, and an FP4 group of 8 rows of 1024 columns is one page.
+  PanelDecoder(const Src& src, int64_t o0, int64_t r1, int panels, int64_t steps)
+      : count_(static_cast<int>(std::clamp<int64_t>(r1 - o0, 0, panels * kBlock))), rows_total_(panels * kBlock) {
+    for (int m = 0; m < count_; m += kGroup) groups_[m / kGroup] = src.Row(o0 + m);
+    next_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + rows_total_)) & ~uintptr_t{63};
+    end_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + 2 * rows_total_));
+    lines_ = end_ > next_ ? static_cast<int>((end_ - next_ + 64 * steps - 1) / (64 * steps)) : 0;
+  }
+  void Decode(int64_t s, uint32_t* tiles, int64_t panel_stride) const {
+    const uintptr_t first = next_ + static_cast<uintptr_t>(s) * lines_ * 64;
+    for (int p = 0; p < lines_; ++p)
+      if (first + 64 * p < end_) _mm_prefetch(reinterpret_cast<const char*>(first + 64 * p), _MM_HINT_T1);
+    for (int m = 0; m < rows_total_; m += kGroup) {
+      uint32_t* dst = tiles + (m / kBlock) * panel_stride + 16 * (m % kBlock);
+      if (m + kGroup <= count_) {
+        for (int j = 0; j < kGroup; ++j) _mm512_storeu_si512(dst + 16 * j, Row(m, j, s));
+      } else {
+        for (int j = 0; j < kGroup; ++j)
+          _mm512_storeu_si512(dst + 16 * j, m + j < count_ ? Row(m, j, s) : _mm512_setzero_si512());
+      }
+    }
+  }
+
+ private:
+  __m512i Row(int m, int j, int64_t s) const {
+    if constexpr (kGroup > 1) {
+      return _mm512_castps_si512(groups_[m / kGroup].Decode(16 * s, j));
+    } else {
+      __m512 w;
+      groups_[m].Load(16 * s, &w);
+      return _mm512_castps_si512(w);
+    }
+  }
+  typename Src::Cursor groups_[kMaxPanels * kBlock];
+  int count_, rows_total_, lines_;
+  uintptr_t next_, end_;
+};
+
+// Decodes each step kAhead steps before its products, into a ring of kRing slots (so a step's
+// tile loads never wait on the stores just made): step s's A tiles, panel j at j * kRing tiles.
+template <class Src>
+class StreamedPanels {
+ public:
+  static constexpr int64_t kPanelStride = kRing * kTileWords;
+  StreamedPanels(const PanelDecoder<Src>& decoder, int64_t steps, uint32_t* ring)
+      : decoder_(decoder), steps_(steps), ring_(ring) {
+    for (int64_t s = 0; s < std::min<int64_t>(kAhead, steps); ++s) decoder_.Decode(s, Slot(s), kPanelStride);
+  }
+  const uint32_t* operator()(int64_t s) const {
+    if (s + kAhead < steps_) decoder_.Decode(s + kAhead, Slot(s + kAhead), kPanelStride);
+    return Slot(s);
+  }
+
+ private:
+  static constexpr int64_t kAhead = 2;
+  static_assert(kAhead < kRing);
+  uint32_t* Slot(int64_t s) const { return ring_ + (s % kRing) * kTileWords; }
+  const PanelDecoder<Src>& decoder_;
+  int64_t steps_;
+  uint32_t* ring_;
+};
+
+// FP8 rows decoded by arithmetic into BF16 (the table decoder of matmul_bf16_rows.h reads four
+// 64-byte tables per 32 weights: FP8 8192 x 512 at n = 1 ran 3x slower than the f32 path). With
+// scale byte s, a normal e4m3 magnitude (e << 3 | m, e >= 1) times 2^(s - 127) is the BF16
+// (e + s - 7) << 7 | m << 4, i.e. (magnitude << 4) + ((s - 7) << 7); a subnormal one (e = 0)
+// is (s - 7) << 7 plus a fixed offset per m (kSubnormal); zero stays zero; the sign is bit 7.
+// Exact for scale bytes 10..246 (AmxTakes). Words are swapped within each pair of columns, as
+// the FP4 pair order has them (the even column in the high half), so both formats share one
+// activation packing. Tiles at least 32 columns wide: one scale per step.
+struct Fp8BitsRows {
+  static constexpr int64_t kGroupRows = 1;
+  struct Cursor {
+    const uint8_t* q;
+    const uint8_t* s;  // the row's band of scale tiles
+    int shift;         // log2(tile_cols)
+    // Pair columns [k, k + 16): weights 2k .. 2k + 31.
+    void Load(int64_t k, __m512* w) const {
+      // Offsets of m = 0..7 (2^-9 * m, normalized) from (s - 7) << 7; the other entries unused.
+      const __m512i subnormal = _mm512_setr_epi32(0xFF000000, 0xFFC0FF80, 0x00200000, 0x00600040, 0, 0, 0, 0, 0, 0,
+                                                  0, 0, 0, 0, 0, 0);
+      const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 2 * k)));
+      const __m512i mag = _mm512_and_si512(bytes, _mm512_set1_epi16(0x7F));
+      const __m512i bias = _mm512_set1_epi16(static_cast<short>((s[(2 * k) >> shift] - 7) << 7));
+      __m512i v = _mm512_slli_epi16(mag, 4);
+      v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, subnormal);
+      v = _mm512_maskz_add_epi16(_mm512_test_epi16_mask(mag, mag), v, bias);
+      v = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(bytes, 8), _mm512_set1_epi16(static_cast<short>(0x8000)),
+                                    0xF8);  // a | (b & c)
+      *w = _mm512_castsi512_ps(_mm512_rol_epi32(v, 16));
+    }
+  };
+  const MatMulArgs* a;
+  Cursor Row(int64_t r) const { return {a->data + r * a->cols, a->scale + (r / a->tile_rows) * a->scale_cols, a->tile_shift}; }
+  const uint8_t* RowStart(int64_t r) const { return a->data + (r < a->rows ? r : a->rows) * a->cols; }
+};
+
+// One activation block: one weight panel (A: tmm0) against it (B: tmm3), C in tmm4. One chain
+// of products into one C tile runs at the unit's full rate here (5.8 ns per TDPBF16PS, as four
+// independent chains), and three panels decoded side by side ran slower at n = 1 (FP8 8192 x 512,
+// one core: 620-1000 against 475-500 us per call; the 48 rows' streams miss more).
+// APanels(s): where step s's A tile is. xb: the block's B tiles, `width` words per row, one per step.
+template <class APanels>
+void MultiplyOneBlock(const APanels& a_panels, const uint32_t* xb, int64_t width, int64_t steps, float* out) {
+  MemoryBarrier();
+  _tile_zero(4);
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint32_t* a = a_panels(s);
+    MemoryBarrier();
+    _tile_loadd(3, xb + s * 16 * width, 4 * width);
+    _tile_loadd(0, a, 64);
+    _tile_dpbf16ps(4, 0, 3);
+  }
+  _tile_stored(4, out, 64);
+  MemoryBarrier();
+}
+
+// Two weight panels (A: tmm0-1) against kBlocks activation blocks (B: tmm2-3); C tile of
+// panel j and block b in tmm(4 + 2b + j), stored to out in that order.
+template <int kBlocks, class APanels>
+void MultiplyTwoPanels(const APanels& a_panels, int64_t panel_stride, const uint32_t* xb, int64_t x_stride,
+                       int64_t steps, float* out) {
+  static_assert(kBlocks >= 1 && kBlocks <= 2);
+  MemoryBarrier();
+  _tile_zero(4);
+  _tile_zero(5);
+  if constexpr (kBlocks > 1) {
+    _tile_zero(6);
+    _tile_zero(7);
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    const uint32_t* a = a_panels(s);
+    MemoryBarrier();
+    const uint32_t* b = xb + s * kTileWords;
+    _tile_loadd(2, b, 64);
+    _tile_loadd(0, a, 64);
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_loadd(1, a + panel_stride, 64);
+    _tile_dpbf16ps(5, 1, 2);
+    if constexpr (kBlocks > 1) {
+      _tile_loadd(3, b + x_stride, 64);
+      _tile_dpbf16ps(6, 0, 3);
+      _tile_dpbf16ps(7, 1, 3);
+    }
+  }
+  _tile_stored(4, out, 64);
+  _tile_stored(5, out + kTileWords, 64);
+  if constexpr (kBlocks > 1) {
+    _tile_stored(6, out + 2 * kTileWords, 64);
+    _tile_stored(7, out + 3 * kTileWords, 64);
+  }
+  MemoryBarrier();
+}
+
+// y[rows[i], o0 + m] = tile[m][i - i0] for the activation rows of the block from i0, the
+// weight rows [o0, o0 + count).
+void ScatterTile(const MatMulArgs& a, const float* tile, int64_t i0, int64_t o0, int64_t count) {
+  if (count <= 0) return;
+  const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(kBlock));
+  const __mmask16 valid = static_cast<__mmask16>((1u << std::min<int64_t>(count, kBlock)) - 1);
+  const int64_t i1 = std::min(a.n, i0 + kBlock);
+  for (int64_t i = i0; i < i1; ++i) {
+    const __m512 v = _mm512_i32gather_ps(column, tile + (i - i0), 4);
+    _mm512_mask_storeu_ps(a.y + a.amx_rows[i] * a.ldy + o0, valid, v);
+  }
+}
+
+// Weight rows [r0, r1) against every activation block: with one block (n <= 16), panels of 16
+// rows; with more, panels of 32 rows against pairs of blocks (2 x 2 C tiles). Up to two blocks,
+// each step's tiles are decoded just before their products, into a ring of kRing slots that
+// stays in L1; more blocks read a whole decoded panel (in L2) once per pair of blocks.
+template <class Src>
+void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
+  const int64_t steps = a.cols / 32, width = BlockWidth(a.n), x_stride = steps * 16 * width;
+  const int64_t blocks = (a.n + kBlock - 1) / kBlock;
+  const int panels = blocks == 1 ? 1 : 2;
+  uint32_t* buffer = AlignTo64(reinterpret_cast<uint32_t*>(scratch));  // tile rows on cache lines
+  float* c = reinterpret_cast<float*>(buffer + kMaxPanels * std::max<int64_t>(steps, kRing) * kTileWords);
+  const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
+  const uintptr_t warm_end = reinterpret_cast<uintptr_t>(src.RowStart(r0 + panels * kBlock));  // the first panels
+  for (uintptr_t line = reinterpret_cast<uintptr_t>(src.RowStart(r0)) & ~uintptr_t{63}; line < warm_end; line += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+  for (int64_t o0 = r0; o0 < r1; o0 += panels * kBlock) {
+    const PanelDecoder<Src> decoder(src, o0, r1, panels, steps);
+    if (blocks <= 2) {
+      const StreamedPanels<Src> streamed(decoder, steps, buffer);
+      if (blocks == 1) {
+        MultiplyOneBlock(streamed, x, width, steps, c);
+      } else {
+        MultiplyTwoPanels<2>(streamed, streamed.kPanelStride, x, x_stride, steps, c);
+      }
+    } else {
+      for (int64_t s = 0; s < steps; ++s) decoder.Decode(s, buffer + s * kTileWords, steps * kTileWords);
+      const auto whole = [&](int64_t s) { return buffer + s * kTileWords; };
+      for (int64_t b = 0; b < blocks; b += 2) {
+        const int group = blocks - b >= 2 ? 2 : 1;
+        if (group == 2) {
+          MultiplyTwoPanels<2>(whole, steps * kTileWords, x + b * x_stride, x_stride, steps, c);
+        } else {
+          MultiplyTwoPanels<1>(whole, steps * kTileWords, x + b * x_stride, x_stride, steps, c);
+        }
+        for (int g = 0; g < group; ++g)
+          for (int j = 0; j < 2; ++j)
+            ScatterTile(a, c + (2 * g + j) * kTileWords, (b + g) * kBlock, o0 + j * kBlock, r1 - o0 - j * kBlock);
+      }
+      continue;
+    }
+    for (int g = 0; g < blocks; ++g)  // one block: one tile; two: tile 2g + j
+      for (int j = 0; j < panels; ++j) ScatterTile(a, c + (2 * g + j) * kTileWords, g * kBlock, o0 + j * kBlock, r1 - o0 - j * kBlock);
+  }
+}
+
+}  // namespace
+
+int64_t AmxScratchFloats(int64_t cols) {
+  return (kMaxPanels * std::max<int64_t>(cols / 32, kRing) + kMaxCTiles) * kTileWords + 16;  // + alignment
+}
+
+void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, bool fp4,
+                        uint32_t* out) {
+  FS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0, "AMX activation tiles must be 64-byte aligned");
+  const int64_t steps = cols / 32, blocks = (n + kBlock - 1) / kBlock, width = BlockWidth(n);
+  const int64_t tile_words = 16 * width;
+  std::memset(out + (blocks - 1) * steps * tile_words, 0, sizeof(uint32_t) * steps * tile_words);
+  const __m512i pair_rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(static_cast<int>(width)));
+  alignas(64) uint32_t pairs[16];
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t* block = out + (i / kBlock) * steps * tile_words + i % kBlock;
+    for (int64_t s = 0; s < steps; ++s) {
+      PackBf16PairsAvx512(x + rows[i] * ldx + 32 * s, 1, ldx, 32, fp4, 16, pairs);
+      _mm512_i32scatter_epi32(block + s * tile_words, pair_rows, _mm512_load_si512(pairs), 4);
+    }
+  }
+}
+
+void MatMulRowsAmx(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
+  ConfigureTiles(BlockWidth(a.n));
+  if (a.format == model::MatrixFormat::kFp4 && a.fp4_lane_pairs) {
+    Run(Fp4PairRows<Fp4Indices::kLanePairs>{&a}, a, r0, r1, scratch);
+  } else if (a.format == model::MatrixFormat::kFp4) {
+    Run(Fp4PairRows<Fp4Indices::kMultishift>{&a}, a, r0, r1, scratch);
+  } else {
+    Run(Fp8BitsRows{&a}, a, r0, r1, scratch);
+  }
+  _tile_release();  // the tile state goes back to its initial one: context switches skip it
+}
+
+}  // namespace flashserve::kernels::internal
