@@ -34,7 +34,8 @@ struct Row {
   std::string name;
   double steps = 1;  // forward calls the totals below cover (decode: the timed steps)
   double tokens = 0, tokens_per_s = 0, floor_tokens_per_s = 0, bytes = 0, flops = 0;
-  double tile_flops = 0, tile_floor_tokens_per_s = 0;  // products on AMX tiles; the floor with their peak
+  double tiled_flops = 0, tile_flops = 0;  // of flops, those on AMX tiles; the tiles' work for them
+  double tile_floor_tokens_per_s = 0;      // the floor with the tile peak
   bool compute_bound = false;
   engine::OpStats stats;
 };
@@ -61,6 +62,7 @@ Row Finish(std::string name, double steps, double tokens, double secs, const eng
   r.tokens = tokens;
   r.bytes = st.weight_bytes + st.state_bytes;
   r.flops = st.flops;
+  r.tiled_flops = st.tiled_flops;
   r.tile_flops = st.tile_flops;
   r.tokens_per_s = tokens / secs;
   r.stats = st;
@@ -75,7 +77,7 @@ void ApplyFloor(const Ceilings& c, Row* r) {
   r->compute_bound = t_fma > t_mem;
   r->floor_tokens_per_s = r->tokens / std::max(t_mem, t_fma);
   if (c.tile_gflops > 0) {
-    const double t_tiles = (r->flops - r->tile_flops) / (c.gflops * 1e9) + r->tile_flops / (c.tile_gflops * 1e9);
+    const double t_tiles = (r->flops - r->tiled_flops) / (c.gflops * 1e9) + r->tile_flops / (c.tile_gflops * 1e9);
     r->tile_floor_tokens_per_s = r->tokens / std::max(t_mem, t_tiles);
   }
 }
@@ -122,6 +124,7 @@ Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch) {
     if (step < 2) continue;  // warm-up steps
     secs += Seconds(t0);
     total.flops += engine.last_stats().flops;
+    total.tiled_flops += engine.last_stats().tiled_flops;
     total.tile_flops += engine.last_stats().tile_flops;
     total.weight_bytes += engine.last_stats().weight_bytes;
     total.state_bytes += engine.last_stats().state_bytes;
@@ -201,17 +204,18 @@ int RunBench(BenchFlags f) {
               kernels::AmxOn() ? "on" : "off", c.gbps, c.gflops, before.gbps, after.gbps, before.gflops, after.gflops);
   const bool tiles = c.tile_gflops > 0;
   if (tiles)
-    std::printf("AMX tiles: BF16 peak %.1f GFLOP/s; the tile floor counts the FLOPs of the products on tiles at it\n",
+    std::printf("AMX tiles: BF16 peak %.1f GFLOP/s; the tile floor counts the tiles' FLOPs (BF16 weights: three "
+                "passes per product) at it and the rest at the FMA peak\n",
                 c.tile_gflops);
   std::printf("model: %s (QAT %s)\n", f.model.c_str(), f.no_qat ? "off" : "on");
   std::printf("%-18s %12s %12s %8s %9s %12s %12s%s\n", "config", "tokens/s", "floor tok/s", "% floor", "bound",
-              "MB/step", "GFLOP/step", tiles ? "  on tiles  tile floor  % of it" : "");
+              "MB/step", "GFLOP/step", tiles ? "  tile GFLOP  tile floor  % of it" : "");
   for (const Row& r : rows) {
     std::printf("%-18s %12.1f %12.1f %7.1f%% %9s %12.1f %12.2f", r.name.c_str(), r.tokens_per_s, r.floor_tokens_per_s,
                 100.0 * r.tokens_per_s / r.floor_tokens_per_s, r.compute_bound ? "compute" : "memory",
                 r.bytes / r.steps / 1e6, r.flops / r.steps / 1e9);
     if (tiles)
-      std::printf("  %7.1f%% %11.1f %7.1f%%", 100.0 * r.tile_flops / std::max(r.flops, 1.0), r.tile_floor_tokens_per_s,
+      std::printf("  %10.2f %11.1f %7.1f%%", r.tile_flops / r.steps / 1e9, r.tile_floor_tokens_per_s,
                   100.0 * r.tokens_per_s / r.tile_floor_tokens_per_s);
     std::printf("\n");
   }

@@ -47,7 +47,10 @@ void Ops::Product(const model::Matrix& w, const float* x, int64_t n, int64_t ldx
     kernels::MatMulReference(w, x, n, ldx, y, ldy);
     return;
   }
-  if (rounded && kernels::RunsOnAmx(w)) tile_flops_.fetch_add(flops, std::memory_order_relaxed);
+  if (const int passes = kernels::AmxPasses(w, rounded); passes > 0) {
+    tiled_flops_.fetch_add(flops, std::memory_order_relaxed);
+    tile_flops_.fetch_add(passes * flops, std::memory_order_relaxed);
+  }
   kernels::MatMul(w, x, n, ldx, y, ldy, pool_);
 }
 
@@ -68,6 +71,7 @@ void Ops::LinearPair(const model::Matrix& a, const model::Matrix& b, const float
 OpStats Ops::stats() const {
   OpStats s = stats_;
   s.flops = flops_.load();
+  s.tiled_flops = tiled_flops_.load();
   s.tile_flops = tile_flops_.load();
   s.weight_bytes = weight_bytes_.load();
   s.state_bytes = state_bytes_.load();
@@ -81,6 +85,7 @@ OpStats Ops::stats() const {
 void Ops::ResetStats() {
   stats_ = OpStats{};
   flops_ = 0;
+  tiled_flops_ = 0;
   tile_flops_ = 0;
   weight_bytes_ = 0;
   state_bytes_ = 0;

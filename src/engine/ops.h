@@ -21,14 +21,15 @@ enum class Phase { kEmbed, kMhc, kNorm, kQuery, kKv, kCompress, kIndex, kAttend,
 const char* PhaseName(Phase phase);
 
 // Work done by the forward calls since the last Reset (for rooflines): FLOPs counted as
-// 2 per multiply-add, of them those of products on AMX tiles (kernels::RunsOnAmx with FP8-rounded
-// inputs), weight bytes read (each matrix once per call), KV state bytes read, and with
+// 2 per multiply-add, the FLOPs the AMX tiles do (kernels::AmxPasses per product: BF16 weights
+// take three passes), weight bytes read (each matrix once per call), KV state bytes read, and with
 // profiling on, per phase: wall seconds, FLOPs and bytes (weights and state; index kCount holds
 // work done outside every phase).
 struct OpStats {
   static constexpr size_t kPhases = static_cast<size_t>(Phase::kCount);
   double flops = 0;
-  double tile_flops = 0;
+  double tiled_flops = 0;  // of flops, those of products on AMX tiles
+  double tile_flops = 0;   // what the tiles do for them: tiled_flops times each product's passes
   double weight_bytes = 0;
   double state_bytes = 0;
   std::array<double, kPhases> phase_seconds{};
@@ -135,7 +136,7 @@ class Ops {
 
   base::ThreadPool& pool_;
   EngineOptions options_;
-  std::atomic<double> flops_{0}, tile_flops_{0}, weight_bytes_{0}, state_bytes_{0};
+  std::atomic<double> flops_{0}, tiled_flops_{0}, tile_flops_{0}, weight_bytes_{0}, state_bytes_{0};
   std::atomic<int> phase_{static_cast<int>(Phase::kCount)};  // kCount: outside every phase
   std::array<std::atomic<double>, OpStats::kPhases + 1> phase_flops_{}, phase_bytes_{};
   OpStats stats_;  // phase times (engine thread only)

@@ -10,6 +10,7 @@
 #endif
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "base/check.h"
@@ -348,14 +349,34 @@ class RowParts {
   }
   int64_t parts() const { return parts_; }
 
+  // The pieces of part `own`, then of the other parts, one at a time, until none is left.
+  class PieceCursor {
+   public:
+    PieceCursor(RowParts& parts, int64_t own) : parts_(parts), own_(own) {}
+    bool Next(int64_t* t0, int64_t* t1) {
+      for (; k_ < parts_.parts_; ++k_) {
+        const int64_t p = (own_ + k_) % parts_.parts_, end = parts_.Begin(p + 1);
+        const int64_t t = parts_.next_[p].fetch_add(parts_.piece_);
+        if (t < end) {
+          *t0 = t;
+          *t1 = std::min(end, t + parts_.piece_);
+          return true;
+        }
+      }
+      return false;
+    }
+
+   private:
+    RowParts& parts_;
+    int64_t own_, k_ = 0;
+  };
+  PieceCursor Pieces(int64_t own) { return PieceCursor(*this, own); }
+
   // Calls fn(t0, t1) for pieces of part `own`, then of the other parts, until none is left.
   template <class Fn>
   void Drain(int64_t own, const Fn& fn) {
-    for (int64_t k = 0; k < parts_; ++k) {
-      const int64_t p = (own + k) % parts_, end = Begin(p + 1);
-      for (int64_t t0 = next_[p].fetch_add(piece_); t0 < end; t0 = next_[p].fetch_add(piece_))
-        fn(t0, std::min(end, t0 + piece_));
-    }
+    PieceCursor pieces(*this, own);
+    for (int64_t t0 = 0, t1 = 0; pieces.Next(&t0, &t1);) fn(t0, t1);
   }
 
  private:
@@ -433,8 +454,13 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
   });
 }
 
+bool AmxSplits(const model::Matrix& w) {
+  return w.format == model::MatrixFormat::kBF16 && w.cols % 32 == 0 && w.rows > 0;
+}
+
 bool AmxTakes(const model::Matrix& w) {
   if (w.cols % 32 != 0 || w.rows == 0) return false;
+  if (AmxSplits(w)) return true;
   if (w.format == model::MatrixFormat::kFp4) {
     const ByteRange range = w.ScaleRange();
     return range.lo >= 2 && range.hi <= 252;  // every e2m1 value times its scale a normal BF16
@@ -471,32 +497,77 @@ void OtherRows(const model::Matrix& w, const float* x, int64_t ldx, const std::v
   for (int64_t i = 0; i < m; ++i) std::copy_n(ys.data() + i * w.rows, w.rows, y + rows[i] * ldy);
 }
 
-void AmxRows(const model::Matrix& w, const float* x, int64_t ldx, const std::vector<int32_t>& rows, float* y,
-             int64_t ldy, base::ThreadPool& pool) {
+// An AMX call's arguments for activation rows rows[0..n), packed into a buffer of the calling
+// thread (reused across calls).
+MatMulArgs AmxArgs(const model::Matrix& w, const float* x, int64_t ldx, const int32_t* rows, int64_t n, float* y,
+                   int64_t ldy) {
   MatMulArgs a = WeightArgs(w);
   a.tile_shift = w.format == model::MatrixFormat::kFp4 ? 0 : Log2IfPowerOfTwo(w.tile_cols);
-  a.n = static_cast<int64_t>(rows.size());
+  a.n = n;
   a.y = y;
   a.ldy = ldy;
-  a.amx_rows = rows.data();
+  a.amx_rows = rows;
   a.e2m1_bf16 = &GetTables().e2m1_bf16[0][0];
   a.e4m3_bf16 = &GetTables().e4m3_bf16[0][0];
+  const bool split = AmxSplits(w);
   thread_local std::vector<uint32_t> buffer;
-  const int64_t words = (a.n + 15) / 16 * (w.cols / 32) * 256 + 16;  // + 64-byte alignment
+  const int64_t words = (split ? kAmxSplitParts : 1) * (n + 15) / 16 * (w.cols / 32) * 256 + 16;  // + alignment
   if (buffer.size() < static_cast<size_t>(words)) buffer.resize(static_cast<size_t>(words));
   uint32_t* packed = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) & ~uintptr_t{63});
-  PackAmxActivations(x, ldx, rows.data(), a.n, w.cols, /*FP4 pair order for both formats*/ true, packed);
+  if (split) {
+    PackAmxSplitActivations(x, ldx, rows, n, w.cols, packed);
+  } else {
+    PackAmxActivations(x, ldx, rows, n, w.cols, /*FP4 pair order for both formats*/ true, packed);
+  }
   a.x = reinterpret_cast<const float*>(packed);
+  return a;
+}
+
+float* AmxScratch(const model::Matrix& w) {
+  thread_local std::vector<float> scratch;
+  const size_t floats = static_cast<size_t>(AmxScratchFloats(w.cols));
+  if (scratch.size() < floats) scratch.resize(floats);
+  return scratch.data();
+}
+
+void AmxRows(const model::Matrix& w, const float* x, int64_t ldx, const std::vector<int32_t>& rows, float* y,
+             int64_t ldy, base::ThreadPool& pool) {
+  const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t num_tasks = (w.rows + kAmxTaskRows - 1) / kAmxTaskRows;
-  const size_t scratch_floats = static_cast<size_t>(AmxScratchFloats(w.cols));
-  RowParts parts(w, a.n, num_tasks, pool.num_threads());
+  // Few weight rows (the router's 64, the mixes'): groups of activation rows side by side, each
+  // against every weight row, packed by its own thread (as ActivationRowGroups does for the
+  // vector paths; a row's bits never depend on the group it lands in).
+  if (const int64_t groups = ActivationRowGroups(w, n, num_tasks, pool.num_threads()); groups > 1) {
+    pool.ParallelFor(groups, 1, [&](int64_t g0, int64_t g1) {
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t units = n / kActivationGroupRows;
+        const int64_t i0 = g * units / groups * kActivationGroupRows;
+        const int64_t i1 = g + 1 == groups ? n : (g + 1) * units / groups * kActivationGroupRows;
+        const MatMulArgs a = AmxArgs(w, x, ldx, rows.data() + i0, i1 - i0, y, ldy);
+        bool first = true;
+        MatMulRowsAmx(a, [&](int64_t* r0, int64_t* r1) {
+          *r0 = 0;
+          *r1 = w.rows;
+          return std::exchange(first, false);
+        }, AmxScratch(w));
+      }
+    });
+    return;
+  }
+  const MatMulArgs a = AmxArgs(w, x, ldx, rows.data(), n, y, ldy);
+  RowParts parts(w, n, num_tasks, pool.num_threads());
   pool.ParallelFor(parts.parts(), 1, [&](int64_t p0, int64_t p1) {
-    thread_local std::vector<float> scratch;
-    if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
-    for (int64_t p = p0; p < p1; ++p)
-      parts.Drain(p, [&](int64_t t0, int64_t t1) {
-        MatMulRowsAmx(a, t0 * kAmxTaskRows, std::min(w.rows, t1 * kAmxTaskRows), scratch.data());
-      });
+    float* scratch = AmxScratch(w);
+    for (int64_t p = p0; p < p1; ++p) {
+      auto pieces = parts.Pieces(p);
+      MatMulRowsAmx(a, [&](int64_t* r0, int64_t* r1) {
+        int64_t t0 = 0, t1 = 0;
+        if (!pieces.Next(&t0, &t1)) return false;
+        *r0 = t0 * kAmxTaskRows;
+        *r1 = std::min(w.rows, t1 * kAmxTaskRows);
+        return true;
+      }, scratch);
+    }
   });
 }
 
@@ -509,6 +580,12 @@ void MatMulAmx(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, f
   if (n == 0 || w.rows == 0) return;
   if (!AmxTakes(w)) {
     MatMulWithIsa(Isa::kAvx512, w, x, n, ldx, y, ldy, pool);
+    return;
+  }
+  if (AmxSplits(w)) {  // every row
+    std::vector<int32_t> rows(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) rows[i] = static_cast<int32_t>(i);
+    AmxRows(w, x, ldx, rows, y, ldy, pool);
     return;
   }
   const RowSplit split = SplitRows(x, n, ldx, w.cols);
@@ -538,7 +615,11 @@ void SetAmx(bool enabled) { internal::amx_enabled.store(enabled, std::memory_ord
 
 bool AmxOn() { return internal::amx_enabled.load(std::memory_order_relaxed) && AmxSupported(); }
 
-bool RunsOnAmx(const model::Matrix& w) { return AmxOn() && internal::AmxTakes(w); }
+int AmxPasses(const model::Matrix& w, bool exact_bf16_activations) {
+  if (!AmxOn() || !internal::AmxTakes(w)) return 0;
+  if (internal::AmxSplits(w)) return internal::kAmxSplitParts;
+  return exact_bf16_activations ? 1 : 0;
+}
 
 bool PrefersFp4LanePairs() { return BestIsa() == Isa::kAvx512; }
 

@@ -18,125 +18,15 @@
 #include <cstring>
 
 #include "base/check.h"
+#include "kernels/gemm/matmul_amx_tiles.h"
 #include "kernels/gemm/matmul_bf16_rows.h"
 
 namespace flashserve::kernels::internal {
 namespace {
 
-constexpr int kBlock = 16;      // weight rows per A tile; activation rows per B and C tile
-constexpr int kTileWords = 256;  // 32-bit words per tile: 16 rows of 64 bytes
 constexpr int kMaxPanels = 2;   // weight panels (16 rows each) decoded at a time
 constexpr int kMaxCTiles = 4;   // C tiles per pass
 constexpr int kRing = 4;        // steps of decoded tiles in flight where decoding streams
-
-// The asm of the tile loads and the TDPBF16PS macros declares no memory operands: a barrier
-// keeps every store to a panel or to the packed activations before the loads that read it.
-inline void MemoryBarrier() { asm volatile("" ::: "memory"); }
-
-// Tile rows that straddle two cache lines load at a fraction of the rate (FP4 768 x 1024, n = 1,
-// one core: tile loads alone 40.7 us per call from a 16-byte aligned buffer).
-template <class T>
-T* AlignTo64(T* p) {
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
-}
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Activation rows per B and C tile: all of them below 16 (one narrow block), else 16. Narrow B
-// tiles keep a decode's working set in L1 (n = 1: 2 KiB of activation tiles, not 32, beside
-// the FP4 tables' 16 KiB and the ring's 12 KiB).
-int64_t BlockWidth(int64_t n) { return std::min<int64_t>(n, kBlock); }
-
-// Every tile 16 rows: A (weights, 16 rows x 32 BF16: 64 bytes), B (activations, 16 pairs of
-// columns x `width` activation rows), C (16 weight rows x `width` activation rows, f32).
-void ConfigureTiles(int64_t width) {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) {
-    // tmm3 (B with one block) and the C tiles tmm4-7 narrow; with more blocks width is 16.
-    config.colsb[t] = static_cast<uint16_t>(t >= 3 ? 4 * width : 64);
-    config.rows[t] = 16;
-  }
-  _tile_loadconfig(&config);
-}
-
-// The weight rows of up to kMaxPanels panels of 16 (rows past the matrix's part zero), decoded
-// one step (32 columns) at a time into A tiles of 16 rows x 16 BF16 pairs, in the decoders'
-// pair order, panel j's tile j * panel_stride words after the first. Sources whose rows go in
-// groups (FP4 lane pairs) decode each group from its first row's cursor.
-template <class Src>
-class PanelDecoder {
- public:
-  static constexpr int kGroup = static_cast<int>(gemm::GroupRows<Src>());
-  static_assert(kBlock % kGroup == 0);
-
-  // Each step also requests its share of the next panels' bytes (rows o0 + P .. o0 + 2P, P =
-  // panels * 16; past r1 most likely the same thread's next task): hardware prefetchers stop at
-  // page boundaries, and an FP4 group of 8 rows of 1024 columns is one page.
-  PanelDecoder(const Src& src, int64_t o0, int64_t r1, int panels, int64_t steps)
-      : count_(static_cast<int>(std::clamp<int64_t>(r1 - o0, 0, panels * kBlock))), rows_total_(panels * kBlock) {
-    for (int m = 0; m < count_; m += kGroup) groups_[m / kGroup] = src.Row(o0 + m);
-    next_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + rows_total_)) & ~uintptr_t{63};
-    end_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + 2 * rows_total_));
-    lines_ = end_ > next_ ? static_cast<int>((end_ - next_ + 64 * steps - 1) / (64 * steps)) : 0;
-  }
-  void Decode(int64_t s, uint32_t* tiles, int64_t panel_stride) const {
-    const uintptr_t first = next_ + static_cast<uintptr_t>(s) * lines_ * 64;
-    for (int p = 0; p < lines_; ++p)
-      if (first + 64 * p < end_) _mm_prefetch(reinterpret_cast<const char*>(first + 64 * p), _MM_HINT_T1);
-    for (int m = 0; m < rows_total_; m += kGroup) {
-      uint32_t* dst = tiles + (m / kBlock) * panel_stride + 16 * (m % kBlock);
-      if (m + kGroup <= count_) {
-        for (int j = 0; j < kGroup; ++j) _mm512_storeu_si512(dst + 16 * j, Row(m, j, s));
-      } else {
-        for (int j = 0; j < kGroup; ++j)
-          _mm512_storeu_si512(dst + 16 * j, m + j < count_ ? Row(m, j, s) : _mm512_setzero_si512());
-      }
-    }
-  }
-
- private:
-  __m512i Row(int m, int j, int64_t s) const {
-    if constexpr (kGroup > 1) {
-      return _mm512_castps_si512(groups_[m / kGroup].Decode(16 * s, j));
-    } else {
-      __m512 w;
-      groups_[m].Load(16 * s, &w);
-      return _mm512_castps_si512(w);
-    }
-  }
-  typename Src::Cursor groups_[kMaxPanels * kBlock];
-  int count_, rows_total_, lines_;
-  uintptr_t next_, end_;
-};
-
-// Decodes each step kAhead steps before its products, into a ring of kRing slots (so a step's
-// tile loads never wait on the stores just made): step s's A tiles, panel j at j * kRing tiles.
-template <class Src>
-class StreamedPanels {
- public:
-  static constexpr int64_t kPanelStride = kRing * kTileWords;
-  StreamedPanels(const PanelDecoder<Src>& decoder, int64_t steps, uint32_t* ring)
-      : decoder_(decoder), steps_(steps), ring_(ring) {
-    for (int64_t s = 0; s < std::min<int64_t>(kAhead, steps); ++s) decoder_.Decode(s, Slot(s), kPanelStride);
-  }
-  const uint32_t* operator()(int64_t s) const {
-    if (s + kAhead < steps_) decoder_.Decode(s + kAhead, Slot(s + kAhead), kPanelStride);
-    return Slot(s);
-  }
-
- private:
-  static constexpr int64_t kAhead = 2;
-  static_assert(kAhead < kRing);
-  uint32_t* Slot(int64_t s) const { return ring_ + (s % kRing) * kTileWords; }
-  const PanelDecoder<Src>& decoder_;
-  int64_t steps_;
-  uint32_t* ring_;
-};
 
 // FP8 rows decoded by arithmetic into BF16 (the table decoder of matmul_bf16_rows.h reads four
 // 64-byte tables per 32 weights: FP8 8192 x 512 at n = 1 ran 3x slower than the f32 path). With
@@ -148,46 +38,228 @@ class StreamedPanels {
 // activation packing. Tiles at least 32 columns wide: one scale per step.
 struct Fp8BitsRows {
   static constexpr int64_t kGroupRows = 1;
+  // The bias word of scale byte s: (s - 7) << 7.
+  static __m512i Bias(uint8_t s) { return _mm512_set1_epi16(static_cast<short>((s - 7) << 7)); }
+  // 32 weights at p with the bias of their scale.
+  static __m512i Decode32(const uint8_t* p, __m512i bias) {
+    // Offsets of m = 0..7 (2^-9 * m, normalized) from (s - 7) << 7; the other entries unused.
+    const __m512i subnormal = _mm512_setr_epi32(0xFF000000, 0xFFC0FF80, 0x00200000, 0x00600040, 0, 0, 0, 0, 0, 0, 0,
+                                                0, 0, 0, 0, 0);
+    const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    const __m512i mag = _mm512_and_si512(bytes, _mm512_set1_epi16(0x7F));
+    __m512i v = _mm512_slli_epi16(mag, 4);
+    v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, subnormal);
+    v = _mm512_maskz_add_epi16(_mm512_test_epi16_mask(mag, mag), v, bias);
+    v = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(bytes, 8), _mm512_set1_epi16(static_cast<short>(0x8000)),
+                                  0xF8);  // a | (b & c)
+    return _mm512_rol_epi32(v, 16);
+  }
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;  // the row's band of scale tiles
     int shift;         // log2(tile_cols)
     // Pair columns [k, k + 16): weights 2k .. 2k + 31.
-    void Load(int64_t k, __m512* w) const {
-      // Offsets of m = 0..7 (2^-9 * m, normalized) from (s - 7) << 7; the other entries unused.
-      const __m512i subnormal = _mm512_setr_epi32(0xFF000000, 0xFFC0FF80, 0x00200000, 0x00600040, 0, 0, 0, 0, 0, 0,
-                                                  0, 0, 0, 0, 0, 0);
-      const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 2 * k)));
-      const __m512i mag = _mm512_and_si512(bytes, _mm512_set1_epi16(0x7F));
-      const __m512i bias = _mm512_set1_epi16(static_cast<short>((s[(2 * k) >> shift] - 7) << 7));
-      __m512i v = _mm512_slli_epi16(mag, 4);
-      v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, subnormal);
-      v = _mm512_maskz_add_epi16(_mm512_test_epi16_mask(mag, mag), v, bias);
-      v = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(bytes, 8), _mm512_set1_epi16(static_cast<short>(0x8000)),
-                                    0xF8);  // a | (b & c)
-      *w = _mm512_castsi512_ps(_mm512_rol_epi32(v, 16));
-    }
+    void Load(int64_t k, __m512* w) const { *w = _mm512_castsi512_ps(Decode32(q + 2 * k, Bias(s[(2 * k) >> shift]))); }
   };
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {a->data + r * a->cols, a->scale + (r / a->tile_rows) * a->scale_cols, a->tile_shift}; }
   const uint8_t* RowStart(int64_t r) const { return a->data + (r < a->rows ? r : a->rows) * a->cols; }
 };
 
+// Whole panels (16 rows of the matrix) decoded one step at a time by a loop of the source's own,
+// with its pointers set up once per panel, where the source has one (GCC 12 kept the generic
+// loop's cursors in memory and spilled its addresses). With WholeStreamed below, one core, in
+// L2, n = 1, us per call, generic -> these (the AVX-512 f32 path alongside): FP4 768 x 1024
+// 39.5 -> 31-32 (29-30), FP8 2048 x 512 103-105 -> 87-89 (75-77).
+template <class Src>
+struct PanelSteps {
+  static constexpr bool kHas = false;
+};
+
+// FP4 in lane pairs: two groups of 8 rows, each from one data and one scale pointer.
+template <>
+struct PanelSteps<Fp4PairRows<Fp4Indices::kLanePairs>> {
+  using Src = Fp4PairRows<Fp4Indices::kLanePairs>;
+  static constexpr bool kHas = true;
+  static bool Applies(const Src&, int64_t) { return true; }  // panels start on group boundaries
+  static void Decode(const Src&, const Src::Cursor* groups, int64_t s, uint32_t* dst) {
+    for (int g = 0; g < 2; ++g) {
+      const Src::Cursor& first = groups[g];
+      const uint8_t* q = first.q + s * 16 * Src::kGroupRows;
+      const uint8_t* scales = first.s + s * Src::kGroupRows;
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const __m512i table = _mm512_load_si512(first.luts + (uint64_t{scales[j]} << 5));
+        const __m512i codes = Fp4WordIndices<Fp4Indices::kLanePairs>(q + 16 * j);
+        _mm512_storeu_si512(dst + 16 * (8 * g + j), _mm512_permutexvar_epi16(codes, table));
+      }
+    }
+  }
+};
+
+
+// FP8: 16 rows in one band of scale tiles share each step's scale.
+template <>
+struct PanelSteps<Fp8BitsRows> {
+  static constexpr bool kHas = true;
+  static bool Applies(const Fp8BitsRows& src, int64_t o0) { return o0 / src.a->tile_rows == (o0 + 15) / src.a->tile_rows; }
+  static void Decode(const Fp8BitsRows& src, const Fp8BitsRows::Cursor* rows, int64_t s, uint32_t* dst) {
+    const __m512i bias = Fp8BitsRows::Bias(rows[0].s[(32 * s) >> rows[0].shift]);
+    const uint8_t* q = rows[0].q + 32 * s;
+    const int64_t stride = src.a->cols;
+#pragma GCC unroll 16
+    for (int m = 0; m < 16; ++m) _mm512_storeu_si512(dst + 16 * m, Fp8BitsRows::Decode32(q + m * stride, bias));
+  }
+};
+
+// The weight rows of up to kMaxPanels panels of 16 (rows past the matrix's part zero), decoded
+// one step (32 columns) at a time into A tiles of 16 rows x 16 BF16 pairs, in the decoders'
+// pair order, panel j's tile j * panel_stride words after the first: whole panels by the
+// source's PanelSteps where it has them, others row by row (groups from their first row).
+template <class Src>
+class PanelDecoder {
+ public:
+  static constexpr int kGroup = static_cast<int>(gemm::GroupRows<Src>());
+  static_assert(kBlock % kGroup == 0);
+
+  // Each step also requests its share of the next panels' bytes (rows o0 + P .. o0 + 2P, P =
+  // panels * 16; past r1 most likely the same thread's next task): hardware prefetchers stop at
+  // page boundaries, and an FP4 group of 8 rows of 1024 columns is one page.
+  PanelDecoder(const Src& src, int64_t o0, int64_t r1, int panels, int64_t steps)
+      : src_(src), panels_(panels), count_(static_cast<int>(std::clamp<int64_t>(r1 - o0, 0, panels * kBlock))) {
+    for (int m = 0; m < count_; m += kGroup) cursors_[m / kGroup] = src.Row(o0 + m);
+    for (int p = 0; p < panels; ++p) {
+      if constexpr (PanelSteps<Src>::kHas) whole_[p] = count_ >= (p + 1) * kBlock && PanelSteps<Src>::Applies(src, o0 + p * kBlock);
+    }
+    next_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + panels * kBlock)) & ~uintptr_t{63};
+    end_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + 2 * panels * kBlock));
+    lines_ = end_ > next_ ? static_cast<int>((end_ - next_ + 64 * steps - 1) / (64 * steps)) : 0;
+  }
+  // Whether panel p decodes whole (PanelSteps), from cursors() + p * 16 / kGroup.
+  bool Whole(int p) const { return whole_[p]; }
+  const typename Src::Cursor* cursors() const { return cursors_; }
+  // Step s's share of the prefetches.
+  void Prefetch(int64_t s) const {
+    const uintptr_t first = next_ + static_cast<uintptr_t>(s) * lines_ * 64;
+    for (int p = 0; p < lines_; ++p)
+      if (first + 64 * p < end_) _mm_prefetch(reinterpret_cast<const char*>(first + 64 * p), _MM_HINT_T1);
+  }
+  void Decode(int64_t s, uint32_t* tiles, int64_t panel_stride) const {
+    Prefetch(s);
+    for (int p = 0; p < panels_; ++p) {
+      uint32_t* dst = tiles + p * panel_stride;
+      if constexpr (PanelSteps<Src>::kHas) {
+        if (whole_[p]) {
+          PanelSteps<Src>::Decode(src_, cursors_ + p * kBlock / kGroup, s, dst);
+          continue;
+        }
+      }
+      for (int m = 0; m < kBlock; ++m) {
+        const int row = p * kBlock + m;
+        _mm512_storeu_si512(dst + 16 * m, row < count_ ? Row(row, s) : _mm512_setzero_si512());
+      }
+    }
+  }
+
+ private:
+  __m512i Row(int row, int64_t s) const {
+    __m512 w;
+    if constexpr (kGroup > 1) {
+      w = cursors_[row / kGroup].Decode(16 * s, row % kGroup);
+    } else {
+      cursors_[row].Load(16 * s, &w);
+    }
+    return _mm512_castps_si512(w);
+  }
+  const Src& src_;
+  int panels_, count_, lines_;
+  bool whole_[kMaxPanels] = {};
+  typename Src::Cursor cursors_[kMaxPanels * kBlock / kGroup];
+  uintptr_t next_, end_;
+};
+
+// Decodes each step kAhead steps before its products, into a ring of kRing slots: step s's A
+// tiles, panel j at j * kRing tiles. Tiles(s) gives step s's (decoded before), After(s) decodes
+// step s + kAhead once step s's tile loads are issued. A tile load of lines stored just before
+// waits for them: FP4 768 x 1024 at n = 1, one core, us per call: kAhead 1 about 1.6x kAhead 2
+// (a standalone loop: 55 against 35 cycles per step), kAhead 3 39-40 against kAhead 2's 47-57.
+template <class Src>
+class StreamedPanels {
+ public:
+  static constexpr int64_t kPanelStride = kRing * kTileWords;
+  StreamedPanels(const PanelDecoder<Src>& decoder, int64_t steps, uint32_t* ring)
+      : decoder_(decoder), steps_(steps), ring_(ring) {
+    for (int64_t s = 0; s < std::min<int64_t>(kAhead, steps); ++s) decoder_.Decode(s, Slot(s), kPanelStride);
+  }
+  const uint32_t* Tiles(int64_t s) const { return Slot(s); }
+  void After(int64_t s) const {
+    if (s + kAhead < steps_) decoder_.Decode(s + kAhead, Slot(s + kAhead), kPanelStride);
+  }
+
+ public:
+  static constexpr int64_t kAhead = 3;
+
+ private:
+  static_assert(kAhead < kRing);
+  uint32_t* Slot(int64_t s) const { return ring_ + (s % kRing) * kTileWords; }
+  const PanelDecoder<Src>& decoder_;
+  int64_t steps_;
+  uint32_t* ring_;
+};
+
+// StreamedPanels for one whole panel (PanelSteps): the same ring and order, in a loop the
+// compiler keeps in registers (the generic one's per-panel checks cost it its registers; the
+// numbers are PanelSteps').
+template <class Src>
+class WholeStreamed {
+ public:
+  WholeStreamed(const Src& src, const PanelDecoder<Src>& decoder, int64_t steps, uint32_t* ring)
+      : src_(src), decoder_(decoder), cursors_(decoder.cursors()), steps_(steps), ring_(ring) {
+    for (int64_t s = 0; s < std::min<int64_t>(kAhead, steps); ++s) Decode(s);
+  }
+  const uint32_t* Tiles(int64_t s) const { return ring_ + (s % kRing) * kTileWords; }
+  void After(int64_t s) const {
+    if (s + kAhead < steps_) Decode(s + kAhead);
+  }
+
+ private:
+  static constexpr int64_t kAhead = StreamedPanels<Src>::kAhead;
+  void Decode(int64_t s) const {
+    decoder_.Prefetch(s);
+    PanelSteps<Src>::Decode(src_, cursors_, s, ring_ + (s % kRing) * kTileWords);
+  }
+  const Src& src_;
+  const PanelDecoder<Src>& decoder_;
+  const typename Src::Cursor* cursors_;
+  int64_t steps_;
+  uint32_t* ring_;
+};
+
+// Panels decoded in full beforehand.
+struct WholePanels {
+  const uint32_t* panels;
+  const uint32_t* Tiles(int64_t s) const { return panels + s * kTileWords; }
+  void After(int64_t) const {}
+};
+
 // One activation block: one weight panel (A: tmm0) against it (B: tmm3), C in tmm4. One chain
 // of products into one C tile runs at the unit's full rate here (5.8 ns per TDPBF16PS, as four
 // independent chains), and three panels decoded side by side ran slower at n = 1 (FP8 8192 x 512,
 // one core: 620-1000 against 475-500 us per call; the 48 rows' streams miss more).
-// APanels(s): where step s's A tile is. xb: the block's B tiles, `width` words per row, one per step.
+// a_panels.Tiles(s): where step s's A tile is, a_panels.After(s) runs once its tile loads are
+// issued. xb: the block's B tiles, `width` words per row, one per step.
 template <class APanels>
 void MultiplyOneBlock(const APanels& a_panels, const uint32_t* xb, int64_t width, int64_t steps, float* out) {
   MemoryBarrier();
   _tile_zero(4);
   for (int64_t s = 0; s < steps; ++s) {
-    const uint32_t* a = a_panels(s);
+    const uint32_t* a = a_panels.Tiles(s);
     MemoryBarrier();
     _tile_loadd(3, xb + s * 16 * width, 4 * width);
     _tile_loadd(0, a, 64);
     _tile_dpbf16ps(4, 0, 3);
+    MemoryBarrier();
+    a_panels.After(s);
   }
   _tile_stored(4, out, 64);
   MemoryBarrier();
@@ -207,7 +279,7 @@ void MultiplyTwoPanels(const APanels& a_panels, int64_t panel_stride, const uint
     _tile_zero(7);
   }
   for (int64_t s = 0; s < steps; ++s) {
-    const uint32_t* a = a_panels(s);
+    const uint32_t* a = a_panels.Tiles(s);
     MemoryBarrier();
     const uint32_t* b = xb + s * kTileWords;
     _tile_loadd(2, b, 64);
@@ -220,6 +292,8 @@ void MultiplyTwoPanels(const APanels& a_panels, int64_t panel_stride, const uint
       _tile_dpbf16ps(6, 0, 3);
       _tile_dpbf16ps(7, 1, 3);
     }
+    MemoryBarrier();
+    a_panels.After(s);
   }
   _tile_stored(4, out, 64);
   _tile_stored(5, out + kTileWords, 64);
@@ -228,20 +302,6 @@ void MultiplyTwoPanels(const APanels& a_panels, int64_t panel_stride, const uint
     _tile_stored(7, out + 3 * kTileWords, 64);
   }
   MemoryBarrier();
-}
-
-// y[rows[i], o0 + m] = tile[m][i - i0] for the activation rows of the block from i0, the
-// weight rows [o0, o0 + count).
-void ScatterTile(const MatMulArgs& a, const float* tile, int64_t i0, int64_t o0, int64_t count) {
-  if (count <= 0) return;
-  const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                            _mm512_set1_epi32(kBlock));
-  const __mmask16 valid = static_cast<__mmask16>((1u << std::min<int64_t>(count, kBlock)) - 1);
-  const int64_t i1 = std::min(a.n, i0 + kBlock);
-  for (int64_t i = i0; i < i1; ++i) {
-    const __m512 v = _mm512_i32gather_ps(column, tile + (i - i0), 4);
-    _mm512_mask_storeu_ps(a.y + a.amx_rows[i] * a.ldy + o0, valid, v);
-  }
 }
 
 // Weight rows [r0, r1) against every activation block: with one block (n <= 16), panels of 16
@@ -263,6 +323,13 @@ void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scr
     const PanelDecoder<Src> decoder(src, o0, r1, panels, steps);
     if (blocks <= 2) {
       const StreamedPanels<Src> streamed(decoder, steps, buffer);
+      if constexpr (PanelSteps<Src>::kHas) {
+        if (blocks == 1 && decoder.Whole(0)) {
+          MultiplyOneBlock(WholeStreamed<Src>(src, decoder, steps, buffer), x, width, steps, c);
+          ScatterTile(a, c, 0, o0, r1 - o0);
+          continue;
+        }
+      }
       if (blocks == 1) {
         MultiplyOneBlock(streamed, x, width, steps, c);
       } else {
@@ -270,7 +337,7 @@ void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scr
       }
     } else {
       for (int64_t s = 0; s < steps; ++s) decoder.Decode(s, buffer + s * kTileWords, steps * kTileWords);
-      const auto whole = [&](int64_t s) { return buffer + s * kTileWords; };
+      const WholePanels whole{buffer};
       for (int64_t b = 0; b < blocks; b += 2) {
         const int group = blocks - b >= 2 ? 2 : 1;
         if (group == 2) {
@@ -299,6 +366,10 @@ void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_
                         uint32_t* out) {
   FS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0, "AMX activation tiles must be 64-byte aligned");
   const int64_t steps = cols / 32, blocks = (n + kBlock - 1) / kBlock, width = BlockWidth(n);
+  if (n == 1) {  // one-column tiles: the row's pairs in order
+    PackBf16PairsAvx512(x + rows[0] * ldx, 1, ldx, cols, fp4, steps * 16, out);
+    return;
+  }
   const int64_t tile_words = 16 * width;
   std::memset(out + (blocks - 1) * steps * tile_words, 0, sizeof(uint32_t) * steps * tile_words);
   const __m512i pair_rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -313,14 +384,20 @@ void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_
   }
 }
 
-void MatMulRowsAmx(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
-  ConfigureTiles(BlockWidth(a.n));
-  if (a.format == model::MatrixFormat::kFp4 && a.fp4_lane_pairs) {
-    Run(Fp4PairRows<Fp4Indices::kLanePairs>{&a}, a, r0, r1, scratch);
-  } else if (a.format == model::MatrixFormat::kFp4) {
-    Run(Fp4PairRows<Fp4Indices::kMultishift>{&a}, a, r0, r1, scratch);
-  } else {
-    Run(Fp8BitsRows{&a}, a, r0, r1, scratch);
+void MatMulRowsAmx(const MatMulArgs& a, const std::function<bool(int64_t*, int64_t*)>& next_rows, float* scratch) {
+  const bool split = a.format == model::MatrixFormat::kBF16;
+  ConfigureTiles(BlockWidth(a.n), split);  // once per thread and call: 140 ns with its release
+  int64_t r0 = 0, r1 = 0;
+  while (next_rows(&r0, &r1)) {
+    if (split) {
+      AmxSplitRows(a, r0, r1, scratch);
+    } else if (a.format == model::MatrixFormat::kFp4 && a.fp4_lane_pairs) {
+      Run(Fp4PairRows<Fp4Indices::kLanePairs>{&a}, a, r0, r1, scratch);
+    } else if (a.format == model::MatrixFormat::kFp4) {
+      Run(Fp4PairRows<Fp4Indices::kMultishift>{&a}, a, r0, r1, scratch);
+    } else {
+      Run(Fp8BitsRows{&a}, a, r0, r1, scratch);
+    }
   }
   _tile_release();  // the tile state goes back to its initial one: context switches skip it
 }

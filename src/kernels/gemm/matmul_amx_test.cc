@@ -67,7 +67,9 @@ class MatMulAmxTest : public ::testing::Test {
 TEST_F(MatMulAmxTest, TakesFp4AndFp8WithWholeStepsOnly) {
   std::mt19937 rng(3);
   for (const Case& c : kCases) EXPECT_TRUE(internal::AmxTakes(MakeWeights(c, rng).matrix)) << c.rows << "x" << c.cols;
-  EXPECT_FALSE(internal::AmxTakes(MakeTestMatrix(MatrixFormat::kBF16, 32, 64, 1, rng).matrix));
+  EXPECT_TRUE(internal::AmxTakes(MakeTestMatrix(MatrixFormat::kBF16, 32, 64, 1, rng).matrix));  // split activations
+  EXPECT_FALSE(internal::AmxTakes(MakeTestMatrix(MatrixFormat::kBF16, 32, 80, 1, rng).matrix));  // 80 % 32
+  EXPECT_FALSE(internal::AmxTakes(MakeTestMatrix(MatrixFormat::kF32, 32, 64, 1, rng).matrix));
   EXPECT_FALSE(internal::AmxTakes(MakeTestMatrix(MatrixFormat::kFp8, 32, 200, 32, rng).matrix));  // 200 % 32
   EXPECT_FALSE(internal::AmxTakes(MakeTestMatrix(MatrixFormat::kFp8, 32, 256, 16, rng).matrix));  // two scales a step
   TestMatrix tiny = MakeTestMatrix(MatrixFormat::kFp4, 16, 64, 32, rng);
@@ -192,6 +194,74 @@ TEST_F(MatMulAmxTest, WeightRowBitsDoNotDependOnTheirTileRow) {
     for (int64_t i = 0; i < 5; ++i)
       ASSERT_EQ(0, std::memcmp(whole.data() + i * 64 + begin, part.data() + i * 64, (64 - begin) * sizeof(float)))
           << "slice from " << begin << " row " << i;
+  }
+}
+
+// BF16 weights (the output head) with f32 activations split into three exact BF16 parts: as
+// close to the fp64 reference as the f32 paths, every row's bits the same in any batch and on
+// any pool, a last panel that runs past the matrix's end (37 rows) read correctly.
+TEST_F(MatMulAmxTest, Bf16WeightsTakeEveryRowExactlySplit) {
+  std::mt19937 rng(19);
+  base::ThreadPool p1(1), p2(2), p3(3);
+  base::ThreadPool* pools[] = {&p1, &p2, &p3};
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 416}, {64, 1024}, {5, 32}}) {
+    TestMatrix tm = MakeTestMatrix(MatrixFormat::kBF16, rows, cols, 1, rng);
+    const model::Matrix& w = tm.matrix;
+    ASSERT_EQ(kernels::AmxPasses(w, false), internal::kAmxSplitParts);
+    const int64_t max_n = 40, ldx = cols + 3, ldy = rows + 5;
+    std::vector<float> x = RandomVector(max_n * ldx, rng), ref(max_n * rows), alone(max_n * rows), avx512(rows);
+    x[3 * ldx] = 1e-30f;  // parts below the normal BF16 range
+    x[4 * ldx + 1] = -1.0e30f;  // a row of large results
+    std::vector<float> packed_x(max_n * cols);
+    for (int64_t i = 0; i < max_n; ++i) std::copy_n(x.data() + i * ldx, cols, packed_x.data() + i * cols);
+    MatMulReference(w, packed_x.data(), max_n, cols, ref.data(), rows);
+    for (int64_t i = 0; i < max_n; ++i) MatMulAmx(w, x.data() + i * ldx, 1, cols, alone.data() + i * rows, rows, p1);
+    for (int64_t i = 0; i < max_n; ++i) {  // each row against its own largest result
+      double max_ref = 1e-6;
+      for (int64_t o = 0; o < rows; ++o) max_ref = std::max(max_ref, std::fabs(static_cast<double>(ref[i * rows + o])));
+      for (int64_t o = 0; o < rows; ++o)
+        ASSERT_NEAR(ref[i * rows + o], alone[i * rows + o], 2e-6 * max_ref) << w.Describe() << " row " << i << " out " << o;
+    }
+    internal::MatMulWithIsa(Isa::kAvx512, w, x.data(), 1, cols, avx512.data(), rows, p1);
+    if (cols >= 416) {
+      int differ = 0;
+      for (int64_t o = 0; o < rows; ++o) differ += avx512[o] != alone[o];
+      EXPECT_GT(differ, 0) << w.Describe() << ": AMX should not be the f32 order";
+    }
+    for (int64_t n = 1; n <= max_n; n += n < 18 ? 1 : 11) {
+      base::ThreadPool& pool = *pools[n % 3];
+      for (int64_t first : {int64_t{0}, max_n - n}) {
+        std::vector<float> batched(n * ldy);
+        MatMulAmx(w, x.data() + first * ldx, n, ldx, batched.data(), ldy, pool);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(0, std::memcmp(alone.data() + (first + i) * rows, batched.data() + i * ldy, rows * sizeof(float)))
+              << w.Describe() << " n=" << n << " row " << first + i << " threads=" << pool.num_threads();
+      }
+    }
+  }
+}
+
+// Few weight rows (the router's 64, one task): groups of activation rows run side by side on
+// the threads, each packed by its own thread; every row keeps the bits it has alone.
+TEST_F(MatMulAmxTest, FewWeightRowsSplitKeepsEachRowsBits) {
+  std::mt19937 rng(29);
+  base::ThreadPool p1(1), p2(2), p3(3);
+  for (MatrixFormat format : {MatrixFormat::kFp4, MatrixFormat::kBF16}) {
+    TestMatrix tm = MakeTestMatrix(format, 24, 4096, 32, rng);
+    const model::Matrix& w = tm.matrix;
+    const int64_t max_n = 75, ldx = 4096 + 1, ldy = 24 + 3;
+    ASSERT_GT(internal::ActivationRowGroups(w, max_n, 1, 3), 1);
+    std::vector<float> x = format == MatrixFormat::kBF16 ? RandomVector(max_n * ldx, rng) : Bf16Vector(max_n * ldx, rng);
+    std::vector<float> alone(max_n * 24);
+    for (int64_t i = 0; i < max_n; ++i) MatMulAmx(w, x.data() + i * ldx, 1, 4096, alone.data() + i * 24, 24, p1);
+    for (int64_t n : {2, 9, 17, 40, 75})
+      for (base::ThreadPool* pool : {&p2, &p3}) {
+        std::vector<float> batched(n * ldy);
+        MatMulAmx(w, x.data(), n, ldx, batched.data(), ldy, *pool);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(0, std::memcmp(alone.data() + i * 24, batched.data() + i * ldy, 24 * sizeof(float)))
+              << w.Describe() << " n=" << n << " row " << i << " threads=" << pool->num_threads();
+      }
   }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "base/thread_pool.h"
 #include "kernels/simd/isa.h"
@@ -109,10 +110,13 @@ int Bf16ActivationFieldAvx512(const float* x, int64_t n, int64_t ldx, int64_t co
 // columns 2c, 2c + 1) or FP8 order (pair l of each 16 = columns g + l, g + 16 + l).
 void PackBf16PairsAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols, bool fp4, int64_t pairs, uint32_t* out);
 // AMX tiles (only callable where AmxSupported()): FP4, and FP8 with tile_cols >= 32 a power of
-// two; cols % 32 == 0; weights that are normal (or zero) BF16 once dequantized (scale bytes as
-// for bf16_pairs); every activation an exact BF16. row_begin is a multiple of 16; scratch holds
-// AmxScratchFloats(cols) floats. Its bits are its own (matmul_amx.cc), not the f32 paths'.
-void MatMulRowsAmx(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
+// two, with weights that are normal (or zero) BF16 once dequantized (scale bytes as for
+// bf16_pairs) and every activation an exact BF16 (x from PackAmxActivations); or BF16 weights
+// with any activations (x from PackAmxSplitActivations); cols % 32 == 0. Computes the weight-row ranges [r0, r1) that
+// next_rows(&r0, &r1) hands out until it returns false, on the calling thread, configuring its
+// tiles once; scratch holds AmxScratchFloats(cols) floats. Its bits are its own
+// (matmul_amx.cc), not the f32 paths'.
+void MatMulRowsAmx(const MatMulArgs& args, const std::function<bool(int64_t*, int64_t*)>& next_rows, float* scratch);
 int64_t AmxScratchFloats(int64_t cols);
 // Activation rows rows[0..n) of x as B tiles: per block of w = min(n, 16) rows and step of 32
 // columns, 16 rows of w words, row p holding pair p (as PackBf16PairsAvx512 orders them: FP4 or
@@ -120,6 +124,15 @@ int64_t AmxScratchFloats(int64_t cols);
 // cols / 32 * 16 * w words.
 void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, bool fp4,
                         uint32_t* out);
+
+// The BF16 rows [r0, r1) of an AMX call (matmul_amx_split.cc), tiles configured for it.
+void AmxSplitRows(const MatMulArgs& args, int64_t r0, int64_t r1, float* scratch);
+// Rows rows[0..n) of x split into three exact BF16 parts (matmul_amx_split.cc), each packed as
+// PackAmxActivations packs, but pairs in column order (column 2p in the low half); part p's
+// tiles p * ceil(n / 16) * cols / 32 * 16 * min(n, 16) words after the first.
+void PackAmxSplitActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols,
+                             uint32_t* out);
+constexpr int kAmxSplitParts = 3;
 
 // Vector width in floats of each ISA's accumulators (generic: the portable 16-lane order).
 int IsaLanes(Isa isa);
@@ -136,11 +149,14 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
 // MatMul (kernels/gemm/matmul.h) where AMX is on: products that AMX takes (AmxTakes) run on
 // its tiles for the activation rows that are exact BF16 values, the other rows on the AVX-512
 // paths (each row by a property of its own values, so a row's bits never depend on its
-// batch); everything else as MatMulWithIsa(kAvx512). Only callable where AmxSupported().
+// batch); BF16 weights on its tiles for every row (split activations); everything else as
+// MatMulWithIsa(kAvx512). Only callable where AmxSupported().
 void MatMulAmx(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                base::ThreadPool& pool);
 // Whether AMX takes products with w (format, shape and scale range; not the activations).
 bool AmxTakes(const model::Matrix& w);
+// Whether AMX takes w's products whatever the activations (BF16 weights: split activations).
+bool AmxSplits(const model::Matrix& w);
 
 // Whether a call with these activations takes the AVX512-BF16 path (tests, benchmarks).
 bool UsesBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx);

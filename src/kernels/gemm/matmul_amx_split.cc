@@ -1,0 +1,132 @@
+// AMX products of BF16 weights (the output head) with f32 activations: every activation is split
+// exactly into three BF16 parts, x = h0 + h1 + h2 (the top, middle and bottom 8 bits of its 24-bit
+// significand: h0 = x with its low 16 bits cleared, h1 likewise of x - h0, h2 = x - h0 - h1), so
+// that each product with a weight is exact and one TDPBF16PS per part and step accumulates
+// them: y[i, o] = sum over 32-column steps, ascending, of the parts 0, 1, 2 in that order. The
+// weights are read in place as A tiles (16 rows of 32 BF16 each, one row per matrix row). Like
+// matmul_amx.cc's products, the bits are the tile unit's own and depend only on the two rows, so
+// a row's result is the same in any batch; parts below the normal range (|x| under 2^-110 or so)
+// are flushed to zero by the unit. Called by MatMulRowsAmx (matmul_amx.cc) with its tiles
+// configured; compiled with AMX flags. Re-entrant: no state.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "base/check.h"
+#include "kernels/gemm/matmul_amx_tiles.h"
+
+namespace flashserve::kernels::internal {
+namespace {
+
+constexpr int kParts = 3;
+
+// The three parts of 16 activations (exact: each subtraction removes the leading bits).
+struct Parts {
+  __m512 h[kParts];
+};
+Parts Split(__m512 x) {
+  const __m512i top = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
+  Parts p;
+  p.h[0] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(x), top));
+  const __m512 rest = _mm512_sub_ps(x, p.h[0]);
+  p.h[1] = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(rest), top));
+  p.h[2] = _mm512_sub_ps(rest, p.h[1]);
+  return p;
+}
+
+// 32 activations' BF16 values (the high halves of lo's and hi's f32 bits) in column order: word
+// j is column j, so pair p holds columns 2p (low half) and 2p + 1, as the weights' A tile rows.
+__m512i HighHalves(__m512 lo, __m512 hi) {
+  alignas(64) static constexpr uint16_t kOdd[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
+                                                    33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), _mm512_load_si512(kOdd), _mm512_castps_si512(hi));
+}
+
+// Where a panel's A tiles are: step s's at base + s * step_bytes, row stride `stride` bytes.
+struct APanel {
+  const uint8_t* base;
+  int64_t step_bytes, stride;
+};
+
+// The rows [o0, rows) of a panel that runs past the matrix's end, zero-padded to 16, copied into
+// one A tile per step (tile loads read whole rows of 16).
+APanel CopyTail(const MatMulArgs& a, int64_t o0, int64_t steps, uint32_t* copy) {
+  const int64_t row_bytes = a.cols * 2;
+  for (int64_t s = 0; s < steps; ++s)
+    for (int m = 0; m < kBlock; ++m) {
+      uint8_t* dst = reinterpret_cast<uint8_t*>(copy + s * kTileWords + 16 * m);
+      if (o0 + m < a.rows) {
+        std::memcpy(dst, a.data + (o0 + m) * row_bytes + 64 * s, 64);
+      } else {
+        std::memset(dst, 0, 64);
+      }
+    }
+  return {reinterpret_cast<const uint8_t*>(copy), kTileWords * 4, 64};
+}
+
+// C (tmm4) = the panel against one block of activations (B tiles of the three parts, tmm1-3),
+// stored to c. While it runs, the first block's pass requests the next panel's rows, one line
+// of each per step (what the next panel's step reads).
+void MultiplyBlock(const APanel& panel, const uint32_t* xb, int64_t part_words, int64_t width, int64_t steps,
+                   const uint8_t* next, float* c) {
+  const int64_t b_tile = 16 * width;
+  MemoryBarrier();
+  _tile_zero(4);
+  for (int64_t s = 0; s < steps; ++s) {
+    _tile_loadd(0, panel.base + s * panel.step_bytes, panel.stride);
+    const uint32_t* b = xb + s * b_tile;
+    _tile_loadd(1, b, 4 * width);
+    _tile_loadd(2, b + part_words, 4 * width);
+    _tile_loadd(3, b + 2 * part_words, 4 * width);
+    _tile_dpbf16ps(4, 0, 1);
+    _tile_dpbf16ps(4, 0, 2);
+    _tile_dpbf16ps(4, 0, 3);
+    if (next != nullptr)
+      for (int m = 0; m < kBlock; ++m) _mm_prefetch(reinterpret_cast<const char*>(next + m * panel.stride + 64 * s), _MM_HINT_T1);
+  }
+  _tile_stored(4, c, 64);
+  MemoryBarrier();
+}
+
+}  // namespace
+
+void AmxSplitRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
+  const int64_t steps = a.cols / 32, width = BlockWidth(a.n), blocks = (a.n + kBlock - 1) / kBlock;
+  const int64_t block_words = steps * 16 * width, part_words = blocks * block_words, row_bytes = a.cols * 2;
+  const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
+  uint32_t* copy = AlignTo64(reinterpret_cast<uint32_t*>(scratch));
+  float* c = reinterpret_cast<float*>(copy + steps * kTileWords);
+  for (int64_t o0 = r0; o0 < r1; o0 += kBlock) {
+    const APanel panel = o0 + kBlock <= a.rows ? APanel{a.data + o0 * row_bytes, 64, row_bytes}
+                                               : CopyTail(a, o0, steps, copy);
+    const uint8_t* next = o0 + 2 * kBlock <= a.rows ? a.data + (o0 + kBlock) * row_bytes : nullptr;
+    for (int64_t b = 0; b < blocks; ++b) {
+      MultiplyBlock(panel, x + b * block_words, part_words, width, steps, b == 0 ? next : nullptr, c);
+      ScatterTile(a, c, b * kBlock, o0, r1 - o0);
+    }
+  }
+}
+
+void PackAmxSplitActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols,
+                             uint32_t* out) {
+  FS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0, "AMX activation tiles must be 64-byte aligned");
+  const int64_t steps = cols / 32, blocks = (n + kBlock - 1) / kBlock, width = BlockWidth(n);
+  const int64_t tile_words = 16 * width, block_words = steps * tile_words, part_words = blocks * block_words;
+  for (int p = 0; p < kParts; ++p)  // the last block's columns past n stay zero
+    std::memset(out + p * part_words + (blocks - 1) * block_words, 0, sizeof(uint32_t) * block_words);
+  const __m512i pair_rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(static_cast<int>(width)));
+  for (int64_t i = 0; i < n; ++i) {
+    const float* row = x + rows[i] * ldx;
+    uint32_t* column = out + (i / kBlock) * block_words + i % kBlock;
+    for (int64_t s = 0; s < steps; ++s) {
+      const Parts lo = Split(_mm512_loadu_ps(row + 32 * s)), hi = Split(_mm512_loadu_ps(row + 32 * s + 16));
+      for (int p = 0; p < kParts; ++p)
+        _mm512_i32scatter_epi32(column + p * part_words + s * tile_words, pair_rows, HighHalves(lo.h[p], hi.h[p]), 4);
+    }
+  }
+}
+
+}  // namespace flashserve::kernels::internal

@@ -1,0 +1,70 @@
+// What the AMX matrix-product files share (matmul_amx.cc, matmul_amx_split.cc): the tile shapes
+// and configuration, the store of a C tile into y, alignment. Internal linkage: included only by
+// files built with AMX flags. Re-entrant; no state.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/gemm/matmul_internal.h"
+
+namespace flashserve::kernels::internal {
+namespace {  // internal linkage: each including file gets its own copy, built with its flags
+
+constexpr int kBlock = 16;       // weight rows per A tile; activation rows per B and C tile
+constexpr int kTileWords = 256;  // 32-bit words per tile: 16 rows of 64 bytes
+
+// The asm of the tile loads and the TDPBF16PS macros declares no memory operands: a barrier
+// keeps every store to a panel or to the packed activations before the loads that read it.
+inline void MemoryBarrier() { asm volatile("" ::: "memory"); }
+
+// Tile rows that straddle two cache lines load at a fraction of the rate (FP4 768 x 1024, n = 1,
+// one core: tile loads alone 40.7 us per call from a 16-byte aligned buffer).
+template <class T>
+T* AlignTo64(T* p) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// Activation rows per B and C tile: all of them below 16 (one narrow block), else 16. Narrow B
+// tiles keep a decode's working set in L1 (n = 1: 2 KiB of activation tiles, not 32, beside
+// the FP4 tables' 16 KiB and the ring's 12 KiB).
+inline int64_t BlockWidth(int64_t n) { return std::min<int64_t>(n, kBlock); }
+
+// Every tile 16 rows: A (weights, 16 rows x 32 BF16: 64 bytes), B (activations, 16 pairs of
+// columns x `width` activation rows), C (16 weight rows x `width` activation rows, f32). FP4/FP8
+// (matmul_amx.cc): A in tmm0-2, B of one block in tmm3, C in tmm4-7 (more blocks: width 16).
+// Split activations (matmul_amx_split.cc): A in tmm0, B in tmm1-3, C in tmm4.
+inline void ConfigureTiles(int64_t width, bool split) {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) {
+    config.colsb[t] = static_cast<uint16_t>(t >= (split ? 1 : 3) ? 4 * width : 64);
+    config.rows[t] = 16;
+  }
+  _tile_loadconfig(&config);
+}
+
+// y[rows[i], o0 + m] = tile[m][i - i0] for the activation rows of the block from i0, the
+// weight rows [o0, o0 + count).
+inline void ScatterTile(const MatMulArgs& a, const float* tile, int64_t i0, int64_t o0, int64_t count) {
+  if (count <= 0) return;
+  const __m512i column = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                            _mm512_set1_epi32(kBlock));
+  const __mmask16 valid = static_cast<__mmask16>((1u << std::min<int64_t>(count, kBlock)) - 1);
+  const int64_t i1 = std::min(a.n, i0 + kBlock);
+  for (int64_t i = i0; i < i1; ++i) {
+    const __m512 v = _mm512_i32gather_ps(column, tile + (i - i0), 4);
+    _mm512_mask_storeu_ps(a.y + a.amx_rows[i] * a.ldy + o0, valid, v);
+  }
+}
+
+}  // namespace
+}  // namespace flashserve::kernels::internal
