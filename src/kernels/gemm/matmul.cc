@@ -517,7 +517,7 @@ MatMulArgs AmxArgs(const model::Matrix& w, const float* x, int64_t ldx, const in
   if (split) {
     PackAmxSplitActivations(x, ldx, rows, n, w.cols, packed);
   } else {
-    PackAmxActivations(x, ldx, rows, n, w.cols, /*FP4 pair order for both formats*/ true, packed);
+    PackAmxActivations(x, ldx, rows, n, w.cols, w.format == model::MatrixFormat::kFp4, packed);
   }
   a.x = reinterpret_cast<const float*>(packed);
   return a;

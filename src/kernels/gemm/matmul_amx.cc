@@ -26,40 +26,46 @@ namespace {
 
 constexpr int kMaxPanels = 2;   // weight panels (16 rows each) decoded at a time
 constexpr int kMaxCTiles = 4;   // C tiles per pass
+constexpr int kLead = 1;  // panels between the one decoded and the one prefetched
 constexpr int kRing = 4;        // steps of decoded tiles in flight where decoding streams
 
 // FP8 rows decoded by arithmetic into BF16 (the table decoder of matmul_bf16_rows.h reads four
 // 64-byte tables per 32 weights: FP8 8192 x 512 at n = 1 ran 3x slower than the f32 path). With
 // scale byte s, a normal e4m3 magnitude (e << 3 | m, e >= 1) times 2^(s - 127) is the BF16
-// (e + s - 7) << 7 | m << 4, i.e. (magnitude << 4) + ((s - 7) << 7); a subnormal one (e = 0)
-// is (s - 7) << 7 plus a fixed offset per m (kSubnormal); zero stays zero; the sign is bit 7.
-// Exact for scale bytes 10..246 (AmxTakes). Words are swapped within each pair of columns, as
-// the FP4 pair order has them (the even column in the high half), so both formats share one
-// activation packing. Tiles at least 32 columns wide: one scale per step.
+// (e + s - 7) << 7 | m << 4, i.e. (magnitude << 4) + ((s - 7) << 7); a subnormal one (e = 0) is
+// (s - 7) << 7 plus a fixed offset per m, and zero is zero: magnitudes below 8 take
+// Table(bias)'s entry, whose entry 0 is -bias; the sign is bit 7. Exact for scale bytes 10..246
+// (AmxTakes). Words in column order (PackAmxActivations' natural order). Tiles at least 32
+// columns wide: one scale per step.
 struct Fp8BitsRows {
   static constexpr int64_t kGroupRows = 1;
   // The bias word of scale byte s: (s - 7) << 7.
   static __m512i Bias(uint8_t s) { return _mm512_set1_epi16(static_cast<short>((s - 7) << 7)); }
-  // 32 weights at p with the bias of their scale.
-  static __m512i Decode32(const uint8_t* p, __m512i bias) {
-    // Offsets of m = 0..7 (2^-9 * m, normalized) from (s - 7) << 7; the other entries unused.
+  // The words magnitudes 0..7 decode to, less the bias (m * 2^-9, normalized; 0 for zero).
+  static __m512i Table(__m512i bias) {
     const __m512i subnormal = _mm512_setr_epi32(0xFF000000, 0xFFC0FF80, 0x00200000, 0x00600040, 0, 0, 0, 0, 0, 0, 0,
                                                 0, 0, 0, 0, 0);
+    return _mm512_mask_sub_epi16(subnormal, 1, subnormal, bias);  // word 0: 0 - bias
+  }
+  // 32 weights at p with the bias of their scale and its Table.
+  static __m512i Decode32(const uint8_t* p, __m512i bias, __m512i table) {
     const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
     const __m512i mag = _mm512_and_si512(bytes, _mm512_set1_epi16(0x7F));
     __m512i v = _mm512_slli_epi16(mag, 4);
-    v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, subnormal);
-    v = _mm512_maskz_add_epi16(_mm512_test_epi16_mask(mag, mag), v, bias);
-    v = _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(bytes, 8), _mm512_set1_epi16(static_cast<short>(0x8000)),
-                                  0xF8);  // a | (b & c)
-    return _mm512_rol_epi32(v, 16);
+    v = _mm512_mask_permutexvar_epi16(v, _mm512_cmplt_epu16_mask(mag, _mm512_set1_epi16(8)), mag, table);
+    v = _mm512_add_epi16(v, bias);
+    return _mm512_ternarylogic_epi32(v, _mm512_slli_epi16(bytes, 8), _mm512_set1_epi16(static_cast<short>(0x8000)),
+                                     0xF8);  // a | (b & c)
   }
   struct Cursor {
     const uint8_t* q;
     const uint8_t* s;  // the row's band of scale tiles
     int shift;         // log2(tile_cols)
     // Pair columns [k, k + 16): weights 2k .. 2k + 31.
-    void Load(int64_t k, __m512* w) const { *w = _mm512_castsi512_ps(Decode32(q + 2 * k, Bias(s[(2 * k) >> shift]))); }
+    void Load(int64_t k, __m512* w) const {
+      const __m512i bias = Bias(s[(2 * k) >> shift]);
+      *w = _mm512_castsi512_ps(Decode32(q + 2 * k, bias, Table(bias)));
+    }
   };
   const MatMulArgs* a;
   Cursor Row(int64_t r) const { return {a->data + r * a->cols, a->scale + (r / a->tile_rows) * a->scale_cols, a->tile_shift}; }
@@ -104,11 +110,13 @@ struct PanelSteps<Fp8BitsRows> {
   static constexpr bool kHas = true;
   static bool Applies(const Fp8BitsRows& src, int64_t o0) { return o0 / src.a->tile_rows == (o0 + 15) / src.a->tile_rows; }
   static void Decode(const Fp8BitsRows& src, const Fp8BitsRows::Cursor* rows, int64_t s, uint32_t* dst) {
-    const __m512i bias = Fp8BitsRows::Bias(rows[0].s[(32 * s) >> rows[0].shift]);
+    const __m512i bias = Fp8BitsRows::Bias(rows[0].s[(32 * s) >> rows[0].shift]), table = Fp8BitsRows::Table(bias);
     const uint8_t* q = rows[0].q + 32 * s;
     const int64_t stride = src.a->cols;
+    if (s % 2 == 0)  // each row's line 4 steps ahead into L1: 16 rows are more streams than it tracks
+      for (int m = 0; m < 16; ++m) _mm_prefetch(reinterpret_cast<const char*>(q + m * stride + 128), _MM_HINT_T0);
 #pragma GCC unroll 16
-    for (int m = 0; m < 16; ++m) _mm512_storeu_si512(dst + 16 * m, Fp8BitsRows::Decode32(q + m * stride, bias));
+    for (int m = 0; m < 16; ++m) _mm512_storeu_si512(dst + 16 * m, Fp8BitsRows::Decode32(q + m * stride, bias, table));
   }
 };
 
@@ -131,8 +139,8 @@ class PanelDecoder {
     for (int p = 0; p < panels; ++p) {
       if constexpr (PanelSteps<Src>::kHas) whole_[p] = count_ >= (p + 1) * kBlock && PanelSteps<Src>::Applies(src, o0 + p * kBlock);
     }
-    next_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + panels * kBlock)) & ~uintptr_t{63};
-    end_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + 2 * panels * kBlock));
+    next_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + kLead * panels * kBlock)) & ~uintptr_t{63};
+    end_ = reinterpret_cast<uintptr_t>(src.RowStart(o0 + (kLead + 1) * panels * kBlock));
     lines_ = end_ > next_ ? static_cast<int>((end_ - next_ + 64 * steps - 1) / (64 * steps)) : 0;
   }
   // Whether panel p decodes whole (PanelSteps), from cursors() + p * 16 / kGroup.
@@ -316,7 +324,7 @@ void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scr
   uint32_t* buffer = AlignTo64(reinterpret_cast<uint32_t*>(scratch));  // tile rows on cache lines
   float* c = reinterpret_cast<float*>(buffer + kMaxPanels * std::max<int64_t>(steps, kRing) * kTileWords);
   const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
-  const uintptr_t warm_end = reinterpret_cast<uintptr_t>(src.RowStart(r0 + panels * kBlock));  // the first panels
+  const uintptr_t warm_end = reinterpret_cast<uintptr_t>(src.RowStart(r0 + kLead * panels * kBlock));  // the first panels
   for (uintptr_t line = reinterpret_cast<uintptr_t>(src.RowStart(r0)) & ~uintptr_t{63}; line < warm_end; line += 64)
     _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
   for (int64_t o0 = r0; o0 < r1; o0 += panels * kBlock) {
@@ -366,7 +374,7 @@ void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_
                         uint32_t* out) {
   FS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0, "AMX activation tiles must be 64-byte aligned");
   const int64_t steps = cols / 32, blocks = (n + kBlock - 1) / kBlock, width = BlockWidth(n);
-  if (n == 1) {  // one-column tiles: the row's pairs in order
+  if (n == 1 && fp4) {  // one-column tiles: the row's pairs in order
     PackBf16PairsAvx512(x + rows[0] * ldx, 1, ldx, cols, fp4, steps * 16, out);
     return;
   }
@@ -378,8 +386,13 @@ void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_
   for (int64_t i = 0; i < n; ++i) {
     uint32_t* block = out + (i / kBlock) * steps * tile_words + i % kBlock;
     for (int64_t s = 0; s < steps; ++s) {
-      PackBf16PairsAvx512(x + rows[i] * ldx + 32 * s, 1, ldx, 32, fp4, 16, pairs);
-      _mm512_i32scatter_epi32(block + s * tile_words, pair_rows, _mm512_load_si512(pairs), 4);
+      const float* src = x + rows[i] * ldx + 32 * s;
+      if (fp4) {
+        PackBf16PairsAvx512(src, 1, ldx, 32, fp4, 16, pairs);
+        _mm512_i32scatter_epi32(block + s * tile_words, pair_rows, _mm512_load_si512(pairs), 4);
+      } else {  // column order
+        _mm512_i32scatter_epi32(block + s * tile_words, pair_rows, HighHalves(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16)), 4);
+      }
     }
   }
 }

@@ -36,14 +36,6 @@ Parts Split(__m512 x) {
   return p;
 }
 
-// 32 activations' BF16 values (the high halves of lo's and hi's f32 bits) in column order: word
-// j is column j, so pair p holds columns 2p (low half) and 2p + 1, as the weights' A tile rows.
-__m512i HighHalves(__m512 lo, __m512 hi) {
-  alignas(64) static constexpr uint16_t kOdd[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
-                                                    33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
-  return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), _mm512_load_si512(kOdd), _mm512_castps_si512(hi));
-}
-
 // Where a panel's A tiles are: step s's at base + s * step_bytes, row stride `stride` bytes.
 struct APanel {
   const uint8_t* base;

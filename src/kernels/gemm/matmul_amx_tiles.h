@@ -52,6 +52,14 @@ inline void ConfigureTiles(int64_t width, bool split) {
   _tile_loadconfig(&config);
 }
 
+// 32 activations' BF16 values (the high halves of lo's and hi's f32 bits) in column order: word
+// j is column j, so pair p holds columns 2p (low half) and 2p + 1, as the weights' A tile rows.
+inline __m512i HighHalves(__m512 lo, __m512 hi) {
+  alignas(64) static constexpr uint16_t kOdd[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31,
+                                                    33, 35, 37, 39, 41, 43, 45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), _mm512_load_si512(kOdd), _mm512_castps_si512(hi));
+}
+
 // y[rows[i], o0 + m] = tile[m][i - i0] for the activation rows of the block from i0, the
 // weight rows [o0, o0 + count).
 inline void ScatterTile(const MatMulArgs& a, const float* tile, int64_t i0, int64_t o0, int64_t count) {

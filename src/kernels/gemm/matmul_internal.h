@@ -119,8 +119,9 @@ void PackBf16PairsAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols, b
 void MatMulRowsAmx(const MatMulArgs& args, const std::function<bool(int64_t*, int64_t*)>& next_rows, float* scratch);
 int64_t AmxScratchFloats(int64_t cols);
 // Activation rows rows[0..n) of x as B tiles: per block of w = min(n, 16) rows and step of 32
-// columns, 16 rows of w words, row p holding pair p (as PackBf16PairsAvx512 orders them: FP4 or
-// FP8 order) of each activation row, zero past n. out (64-byte aligned) holds ceil(n / 16) *
+// columns, 16 rows of w words, row p holding pair p of each activation row, zero past n: fp4,
+// PackBf16PairsAvx512's FP4 order (columns 2p, 2p + 1 in the high, low half); else column order
+// (2p in the low half). out (64-byte aligned) holds ceil(n / 16) *
 // cols / 32 * 16 * w words.
 void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, bool fp4,
                         uint32_t* out);
