@@ -29,6 +29,10 @@ check "logits size" "$((4 * 1280 * 4))" "$(stat -c %s "$tmp/a.f32")"
 check "logits chunked == one-shot" "$(sha256sum < "$tmp/a.f32")" "$(sha256sum < "$tmp/b.f32")"
 "$bin" logits --model "$tmp/m" --tokens 0,5,17,99 --out "$tmp/h.f32" --top 0 --no-huge-page-head 2>/dev/null
 check "logits with the head in the mapping == in huge pages" "$(sha256sum < "$tmp/a.f32")" "$(sha256sum < "$tmp/h.f32")"
+"$bin" logits --model "$tmp/m" --tokens 0,5,17,99 --out "$tmp/n.f32" --top 0 --no-amx 2>"$tmp/n.log"
+"$bin" logits --model "$tmp/m" --tokens 0,5,17,99 --out "$tmp/n1.f32" --top 0 --no-amx --chunk 1 2>/dev/null
+check "logits --no-amx chunked == one-shot" "$(sha256sum < "$tmp/n.f32")" "$(sha256sum < "$tmp/n1.f32")"
+check "logits --no-amx says the tiles are off" "1" "$(grep -c 'AMX tiles off' "$tmp/n.log")"
 "$bin" logits --model "$tmp/m" --tokens 0,5,17,99 --mtp --out "$tmp/c.f32" --top 0 2>/dev/null
 check "mtp logits rows" "$((3 * 1280 * 4))" "$(stat -c %s "$tmp/c.f32")"
 g1="$("$bin" generate --model "$tmp/m" --tokens 0,5,17 -n 5 --ignore-eos 2>/dev/null)"

@@ -2,8 +2,9 @@
 // model::Matrix (F32/BF16/F16, FP8 tiles or packed FP4) dequantized on the fly. Called by the
 // engine thread; work is split over output features on the given pool.
 // Batch invariance: each y[i, o] is computed with one fixed reduction order that depends only
-// on the input length, never on n, the row index, the thread count or the tiling, so a row's
-// result is bit-identical however many rows share the call.
+// on the input length (and the process's instruction set and AMX switch, fixed per process),
+// never on n, the row index, the thread count or the tiling, so a row's result is bit-identical
+// however many rows share the call.
 #pragma once
 
 #include <cstdint>
