@@ -1,16 +1,18 @@
 // Matrix products on AMX tiles (TDPBF16PS) for activation rows that are exact BF16 values (the
-// QAT emulation's FP8-rounded ones): FP4 and FP8 weights decoded into BF16 (the decoders of
-// matmul_bf16_rows.h, exact: code times a power-of-two scale) 16 rows at a time into a panel of
-// A tiles, activations packed once per call into B tiles (16 rows each), products accumulated in
-// C tiles. Called by the dispatcher (matmul.cc) after its CPU check; compiled with AMX,
-// AVX512-BF16 and AVX512-VBMI flags. Re-entrant: no state; panels live in the caller's scratch.
+// QAT emulation's FP8-rounded ones): FP4 and FP8 weights decoded exactly into BF16 (code times a
+// power-of-two scale; FP4 by the decoders of matmul_bf16_rows.h, FP8 by Fp8BitsRows below) 16
+// rows at a time into A tiles, activations packed once per call into B tiles (up to 16 rows
+// each), products accumulated in C tiles; BF16 weights go to matmul_amx_split.cc. Called by
+// the dispatcher (matmul.cc) after its CPU check; compiled with AMX, AVX512-BF16 and
+// AVX512-VBMI flags. Re-entrant: no state; panels live in the caller's scratch.
 //
 // Reduction order (what batch invariance rests on, measured by bench/amx_bits_probe and
-// checked by matmul_test): y[i, o] is the sum over K in steps of 32 columns, ascending, each
-// step one TDPBF16PS of weight row o's 32 BF16 values against activation row i's, in the tile
-// unit's own order and rounding (which no sequence of FMAs reproduces). Its bits depend on the
-// step width and on the two rows only: not on the tile row o or the tile column i sit in, nor on
-// the tile's other rows, so a row's result is the same alone and in any batch.
+// checked by matmul_amx_test): y[i, o] is the sum over K in steps of 32 columns, ascending,
+// each step one TDPBF16PS of weight row o's 32 BF16 values against activation row i's, in the
+// tile unit's own order and rounding (which no sequence of FMAs reproduces). Its bits depend on
+// the step width and on the two rows only: not on the tile row o or the tile column i sit in,
+// nor on the tile's other rows or its width, so a row's result is the same alone and in any
+// batch.
 #include <immintrin.h>
 
 #include <algorithm>
