@@ -1,28 +1,20 @@
 // The AMX half of the roofline probes (kernels/roofline.h): a loop of TDPBF16PS on register
-// tiles. Compiled with AMX flags; called only where AmxSupported().
+// tiles, configured as the matrix products configure them (gemm/matmul_amx_tiles.h). Compiled
+// with AMX flags; called by MeasureAmxPeak on pool threads, only where AmxSupported(); no state.
 #include <immintrin.h>
 
 #include <cstdint>
 
+#include "kernels/gemm/matmul_amx_tiles.h"
 #include "kernels/roofline.h"
 
 namespace flashserve::kernels::internal {
 
 double TileDotLoop(int64_t iterations) {
-  struct alignas(64) Config {
-    uint8_t palette = 1, start_row = 0;
-    uint8_t reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-  } config;
-  for (int t = 0; t < 8; ++t) {
-    config.colsb[t] = 64;
-    config.rows[t] = 16;
-  }
-  alignas(64) static const uint16_t kOnes[512] = {};  // zero operands: the rate does not depend on values
-  _tile_loadconfig(&config);
-  _tile_loadd(0, kOnes, 64);
-  _tile_loadd(1, kOnes, 64);
+  alignas(64) static const uint16_t kZeros[512] = {};  // zero operands: the rate does not depend on values
+  ConfigureTiles(kBlock, /*split=*/false);  // every tile 16 rows of 64 bytes
+  _tile_loadd(0, kZeros, 64);
+  _tile_loadd(1, kZeros, 64);
   _tile_zero(4);
   _tile_zero(5);
   _tile_zero(6);

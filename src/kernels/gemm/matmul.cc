@@ -1,6 +1,7 @@
 // Matrix-product dispatcher (kernels/gemm/matmul.h, matmul_internal.h): validates the call,
-// picks the instruction set and the in-register (direct) or panel mode, splits output rows
-// (or, where the weight rows are too few, activation rows) over the pool, and holds the
+// picks the instruction set and the in-register (direct) or panel mode, or AMX tiles for the
+// rows they take (MatMulAmx: the row split, packing, the tile kernels' tasks), splits output
+// rows (or, where the weight rows are too few, activation rows) over the pool, and holds the
 // portable kernel used where no vector ISA is available.
 #include <algorithm>
 #include <atomic>
@@ -47,7 +48,7 @@ constexpr int64_t kFp8PairsMinRows = 16;
 constexpr int64_t kFp8RegisterPairsMinRows = 5, kFp8RegisterPairsMaxRows = 8;
 std::atomic<Bf16Dots> bf16_dots{Bf16Dots::kAuto};
 std::atomic<bool> amx_enabled{true};
-constexpr int64_t kAmxTaskRows = 96;  // weight rows per task: whole panels of 48 and of 32 rows
+constexpr int64_t kAmxTaskRows = 96;  // weight rows per task: whole panels of 16 and of 32 rows
 
 // Dequantizes rows [r0, r1) through the lookup tables (the same exact values as
 // DequantizeRows, which goes element by element through Matrix::At).
@@ -388,10 +389,19 @@ class RowParts {
 
 // The arguments for group g of `groups` over a's activation rows (boundaries on multiples of
 // kActivationGroupRows rows, the last group taking the rest).
+struct RowRange {
+  int64_t begin, end;
+};
+
+// Group g of `groups` over n activation rows: boundaries on multiples of kActivationGroupRows,
+// the last group taking the rest.
+RowRange ActivationGroup(int64_t n, int64_t g, int64_t groups) {
+  const int64_t units = n / kActivationGroupRows;
+  return {g * units / groups * kActivationGroupRows, g + 1 == groups ? n : (g + 1) * units / groups * kActivationGroupRows};
+}
+
 MatMulArgs ActivationRows(const MatMulArgs& a, int64_t g, int64_t groups) {
-  const int64_t units = a.n / kActivationGroupRows;
-  const int64_t i0 = g * units / groups * kActivationGroupRows;
-  const int64_t i1 = g + 1 == groups ? a.n : (g + 1) * units / groups * kActivationGroupRows;
+  const auto [i0, i1] = ActivationGroup(a.n, g, groups);
   MatMulArgs part = a;
   part.n = i1 - i0;
   part.x = a.x + i0 * a.ldx;
@@ -474,15 +484,20 @@ bool AmxTakes(const model::Matrix& w) {
 
 namespace {
 
-// Rows of x split by whether every value is an exact, finite BF16 (AMX takes those).
+// The rows of x AMX takes (`tiles`: all of them for BF16 weights, else those whose every value
+// is an exact, finite BF16) and the others, in buffers of the calling thread (reused: no
+// allocation per call once grown).
 struct RowSplit {
-  std::vector<int32_t> exact, other;
+  std::vector<int32_t> tiles, other;
 };
 
-RowSplit SplitRows(const float* x, int64_t n, int64_t ldx, int64_t cols) {
-  RowSplit split;
+const RowSplit& SplitRows(const model::Matrix& w, const float* x, int64_t n, int64_t ldx) {
+  thread_local RowSplit split;
+  split.tiles.clear();
+  split.other.clear();
+  const bool every_row = AmxSplits(w);
   for (int64_t i = 0; i < n; ++i)
-    (Bf16ActivationFieldAvx512(x + i * ldx, 1, ldx, cols) >= 0 ? split.exact : split.other)
+    (every_row || Bf16ActivationFieldAvx512(x + i * ldx, 1, ldx, w.cols) >= 0 ? split.tiles : split.other)
         .push_back(static_cast<int32_t>(i));
   return split;
 }
@@ -540,9 +555,7 @@ void AmxRows(const model::Matrix& w, const float* x, int64_t ldx, const std::vec
   if (const int64_t groups = ActivationRowGroups(w, n, num_tasks, pool.num_threads()); groups > 1) {
     pool.ParallelFor(groups, 1, [&](int64_t g0, int64_t g1) {
       for (int64_t g = g0; g < g1; ++g) {
-        const int64_t units = n / kActivationGroupRows;
-        const int64_t i0 = g * units / groups * kActivationGroupRows;
-        const int64_t i1 = g + 1 == groups ? n : (g + 1) * units / groups * kActivationGroupRows;
+        const auto [i0, i1] = ActivationGroup(n, g, groups);
         const MatMulArgs a = AmxArgs(w, x, ldx, rows.data() + i0, i1 - i0, y, ldy);
         bool first = true;
         MatMulRowsAmx(a, [&](int64_t* r0, int64_t* r1) {
@@ -582,19 +595,13 @@ void MatMulAmx(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, f
     MatMulWithIsa(Isa::kAvx512, w, x, n, ldx, y, ldy, pool);
     return;
   }
-  if (AmxSplits(w)) {  // every row
-    std::vector<int32_t> rows(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) rows[i] = static_cast<int32_t>(i);
-    AmxRows(w, x, ldx, rows, y, ldy, pool);
-    return;
-  }
-  const RowSplit split = SplitRows(x, n, ldx, w.cols);
-  if (split.exact.empty()) {
+  const RowSplit& split = SplitRows(w, x, n, ldx);
+  if (split.tiles.empty()) {
     MatMulWithIsa(Isa::kAvx512, w, x, n, ldx, y, ldy, pool);
     return;
   }
   if (!split.other.empty()) OtherRows(w, x, ldx, split.other, y, ldy, pool);
-  AmxRows(w, x, ldx, split.exact, y, ldy, pool);
+  AmxRows(w, x, ldx, split.tiles, y, ldy, pool);
 }
 
 bool UsesBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx) {

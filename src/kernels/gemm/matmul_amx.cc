@@ -76,7 +76,7 @@ struct Fp8BitsRows {
 
 // Whole panels (16 rows of the matrix) decoded one step at a time by a loop of the source's own,
 // with its pointers set up once per panel, where the source has one (GCC 12 kept the generic
-// loop's cursors in memory and spilled its addresses). With WholeStreamed below, one core, in
+// loop's cursors in memory and spilled its addresses). Streamed as Run does, one core, in
 // L2, n = 1, us per call, generic -> these (the AVX-512 f32 path alongside): FP4 768 x 1024
 // 39.5 -> 31-32 (29-30), FP8 2048 x 512 103-105 -> 87-89 (75-77).
 template <class Src>
@@ -188,59 +188,29 @@ class PanelDecoder {
   uintptr_t next_, end_;
 };
 
-// Decodes each step kAhead steps before its products, into a ring of kRing slots: step s's A
-// tiles, panel j at j * kRing tiles. Tiles(s) gives step s's (decoded before), After(s) decodes
-// step s + kAhead once step s's tile loads are issued. A tile load of lines stored just before
-// waits for them: FP4 768 x 1024 at n = 1, one core, us per call: kAhead 1 about 1.6x kAhead 2
-// (a standalone loop: 55 against 35 cycles per step), kAhead 3 39-40 against kAhead 2's 47-57.
-template <class Src>
+// Decodes each step kAhead steps before its products, into a ring of kRing slots, with
+// decode(s, tiles, panel_stride) (panel j of a step at j * kPanelStride words). Tiles(s) gives
+// step s's (decoded before), After(s) decodes step s + kAhead once step s's tile loads are
+// issued. A tile load of lines stored just before waits for them: FP4 768 x 1024 at n = 1, one
+// core, us per call: kAhead 1 about 1.6x kAhead 2 (a standalone loop: 55 against 35 cycles per
+// step), kAhead 3 39-40 against kAhead 2's 47-57.
+template <class DecodeStep>
 class StreamedPanels {
  public:
   static constexpr int64_t kPanelStride = kRing * kTileWords;
-  StreamedPanels(const PanelDecoder<Src>& decoder, int64_t steps, uint32_t* ring)
-      : decoder_(decoder), steps_(steps), ring_(ring) {
-    for (int64_t s = 0; s < std::min<int64_t>(kAhead, steps); ++s) decoder_.Decode(s, Slot(s), kPanelStride);
+  StreamedPanels(DecodeStep decode, int64_t steps, uint32_t* ring) : decode_(decode), steps_(steps), ring_(ring) {
+    for (int64_t s = 0; s < std::min<int64_t>(kAhead, steps); ++s) decode_(s, Slot(s), kPanelStride);
   }
   const uint32_t* Tiles(int64_t s) const { return Slot(s); }
   void After(int64_t s) const {
-    if (s + kAhead < steps_) decoder_.Decode(s + kAhead, Slot(s + kAhead), kPanelStride);
+    if (s + kAhead < steps_) decode_(s + kAhead, Slot(s + kAhead), kPanelStride);
   }
 
- public:
-  static constexpr int64_t kAhead = 3;
-
  private:
+  static constexpr int64_t kAhead = 3;
   static_assert(kAhead < kRing);
   uint32_t* Slot(int64_t s) const { return ring_ + (s % kRing) * kTileWords; }
-  const PanelDecoder<Src>& decoder_;
-  int64_t steps_;
-  uint32_t* ring_;
-};
-
-// StreamedPanels for one whole panel (PanelSteps): the same ring and order, in a loop the
-// compiler keeps in registers (the generic one's per-panel checks cost it its registers; the
-// numbers are PanelSteps').
-template <class Src>
-class WholeStreamed {
- public:
-  WholeStreamed(const Src& src, const PanelDecoder<Src>& decoder, int64_t steps, uint32_t* ring)
-      : src_(src), decoder_(decoder), cursors_(decoder.cursors()), steps_(steps), ring_(ring) {
-    for (int64_t s = 0; s < std::min<int64_t>(kAhead, steps); ++s) Decode(s);
-  }
-  const uint32_t* Tiles(int64_t s) const { return ring_ + (s % kRing) * kTileWords; }
-  void After(int64_t s) const {
-    if (s + kAhead < steps_) Decode(s + kAhead);
-  }
-
- private:
-  static constexpr int64_t kAhead = StreamedPanels<Src>::kAhead;
-  void Decode(int64_t s) const {
-    decoder_.Prefetch(s);
-    PanelSteps<Src>::Decode(src_, cursors_, s, ring_ + (s % kRing) * kTileWords);
-  }
-  const Src& src_;
-  const PanelDecoder<Src>& decoder_;
-  const typename Src::Cursor* cursors_;
+  DecodeStep decode_;
   int64_t steps_;
   uint32_t* ring_;
 };
@@ -332,14 +302,21 @@ void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scr
   for (int64_t o0 = r0; o0 < r1; o0 += panels * kBlock) {
     const PanelDecoder<Src> decoder(src, o0, r1, panels, steps);
     if (blocks <= 2) {
-      const StreamedPanels<Src> streamed(decoder, steps, buffer);
       if constexpr (PanelSteps<Src>::kHas) {
+        // One whole panel: the source's own loop, which the compiler keeps in registers (the
+        // generic decoder's per-panel checks cost it its registers; PanelSteps has the numbers).
         if (blocks == 1 && decoder.Whole(0)) {
-          MultiplyOneBlock(WholeStreamed<Src>(src, decoder, steps, buffer), x, width, steps, c);
+          const auto whole = [&src, &decoder](int64_t s, uint32_t* tiles, int64_t) {
+            decoder.Prefetch(s);
+            PanelSteps<Src>::Decode(src, decoder.cursors(), s, tiles);
+          };
+          MultiplyOneBlock(StreamedPanels<decltype(whole)>(whole, steps, buffer), x, width, steps, c);
           ScatterTile(a, c, 0, o0, r1 - o0);
           continue;
         }
       }
+      const auto generic = [&decoder](int64_t s, uint32_t* tiles, int64_t stride) { decoder.Decode(s, tiles, stride); };
+      const StreamedPanels<decltype(generic)> streamed(generic, steps, buffer);
       if (blocks == 1) {
         MultiplyOneBlock(streamed, x, width, steps, c);
       } else {
