@@ -15,7 +15,7 @@ using base::ErrorCode;
 base::Result<std::unique_ptr<kvstore::KvStore>> OpenStore(ServeFlags& f, const engine::Model& model) {
   static const base::SystemClock clock;
   FS_ASSIGN_OR_RETURN(f.store.ttl_classes, ParseTtlClasses(f.ttl_spec));
-  f.store.fingerprint = serve::ModelFingerprint(model, f.engine.qat);
+  f.store.fingerprint = serve::ModelFingerprint(model, f.engine);
   f.store.memory_bytes = f.server.prefix_cache_bytes;
   if (f.store.memory_bytes <= 0 && f.store.disk_dir.empty() && f.store.shared_dir.empty())
     return std::unique_ptr<kvstore::KvStore>();

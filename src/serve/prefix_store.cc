@@ -5,6 +5,7 @@
 
 #include "base/log.h"
 #include "engine/state_codec.h"
+#include "kernels/gemm/matmul.h"
 #include "model/config.h"
 
 namespace flashserve::serve {
@@ -102,9 +103,10 @@ void PrefixStore::Persist(const std::string& ns, std::span<const int32_t> tokens
   store_->Put(ObjectKey{ObjectKind::kBoundary, hashes.back()}, std::move(boundary), position, ttl_class);
 }
 
-std::string ModelFingerprint(const engine::Model& model, bool qat) {
+std::string ModelFingerprint(const engine::Model& model, const engine::EngineOptions& options) {
   std::string digest_input = model::ModelConfigToJson(model.config());
-  digest_input += qat ? "|qat" : "|noqat";
+  digest_input += options.qat ? "|qat" : "|noqat";
+  digest_input += "|numerics=" + (options.reference_kernels ? std::string("reference") : kernels::NumericsName());
   digest_input += "|state-v2";
   const model::Checkpoint& ckpt = model.checkpoint();
   for (const std::string& name : ckpt.Names()) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "engine/options.h"
 #include "engine/state.h"
 #include "kv/block_hash.h"
 #include "kvstore/kv_store.h"
@@ -68,7 +69,10 @@ class PrefixStore {
 };
 
 // A digest of everything that makes cached state valid: config, tensor names/dtypes/shapes,
-// sampled tensor bytes, the engine's numerics options and the state format version.
-std::string ModelFingerprint(const engine::Model& model, bool qat);
+// sampled tensor bytes, the engine's numerics (QAT; the reference kernels or which bits the
+// optimized ones give here, kernels::NumericsName) and the state format version. Hosts whose
+// numerics differ (AVX2 and AVX-512, AMX on and off) keep separate objects in a shared
+// directory: a state restored there continues exactly as a cold prefill would.
+std::string ModelFingerprint(const engine::Model& model, const engine::EngineOptions& options);
 
 }  // namespace flashserve::serve

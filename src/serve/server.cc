@@ -40,10 +40,11 @@ const base::Clock& ProcessClock() {
   return clock;
 }
 
-std::unique_ptr<kvstore::KvStore> MemoryStore(const engine::Model& model, bool qat, int64_t bytes) {
+std::unique_ptr<kvstore::KvStore> MemoryStore(const engine::Model& model, const engine::EngineOptions& options,
+                                              int64_t bytes) {
   if (bytes <= 0) return nullptr;
   kvstore::StoreConfig cfg;
-  cfg.fingerprint = ModelFingerprint(model, qat);
+  cfg.fingerprint = ModelFingerprint(model, options);
   cfg.memory_bytes = bytes;
   cfg.io_threads = 1;
   auto store = kvstore::KvStore::Open(cfg, ProcessClock());
@@ -53,7 +54,7 @@ std::unique_ptr<kvstore::KvStore> MemoryStore(const engine::Model& model, bool q
 }  // namespace
 
 Server::Server(const engine::Model& model, const engine::EngineOptions& engine_options, const ServerConfig& config)
-    : Server(model, engine_options, config, MemoryStore(model, engine_options.qat, config.prefix_cache_bytes)) {}
+    : Server(model, engine_options, config, MemoryStore(model, engine_options, config.prefix_cache_bytes)) {}
 
 Server::Server(const engine::Model& model, const engine::EngineOptions& engine_options, const ServerConfig& config,
                std::unique_ptr<kvstore::KvStore> store)
@@ -66,7 +67,7 @@ Server::Server(const engine::Model& model, const engine::EngineOptions& engine_o
   if (config_.max_context <= 0 || config_.max_context > model.config().max_position)
     config_.max_context = model.config().max_position;
   store_ = std::move(store);
-  fingerprint_ = ModelFingerprint(model, engine_options.qat);
+  fingerprint_ = ModelFingerprint(model, engine_options);
   if (store_) prefix_ = std::make_unique<PrefixStore>(model, fingerprint_, store_.get());
   stats_.state_pool_capacity = config_.sched.state_pool_bytes;
   busy_last_seconds_ = base::MonotonicSeconds();

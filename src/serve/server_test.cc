@@ -12,6 +12,8 @@
 
 #include "base/clock.h"
 #include "engine/test_model.h"
+#include "kernels/gemm/matmul.h"
+#include "kernels/simd/isa.h"
 #include "kvstore/kv_store.h"
 
 namespace flashserve::serve {
@@ -296,7 +298,7 @@ namespace {
 
 std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::Clock& clock) {
   kvstore::StoreConfig cfg;
-  cfg.fingerprint = ModelFingerprint(TestModel(), engine::EngineOptions{}.qat);
+  cfg.fingerprint = ModelFingerprint(TestModel(), engine::EngineOptions{});
   cfg.memory_bytes = 64 << 20;
   cfg.disk_dir = dir;
   cfg.disk_bytes = 256 << 20;
@@ -337,6 +339,35 @@ TEST(ServerStoreTest, PrefixSurvivesARestartThroughTheDiskTier) {
   EXPECT_EQ(second.tokens[0], first.tokens[0]);
   EXPECT_EQ(second.logprobs[0], first.logprobs[0]);
   std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace flashserve::serve
+
+namespace flashserve::serve {
+namespace {
+
+// Cached states are only valid where they continue bit for bit: the fingerprint changes with
+// QAT, the reference kernels and, where the CPU has AMX, the AMX switch, and is stable otherwise.
+TEST(ModelFingerprintTest, CarriesTheNumerics) {
+  const engine::EngineOptions base;
+  engine::EngineOptions no_qat = base, reference = base;
+  no_qat.qat = false;
+  reference.reference_kernels = true;
+  const std::string fp = ModelFingerprint(TestModel(), base);
+  EXPECT_EQ(fp, ModelFingerprint(TestModel(), base));
+  EXPECT_NE(fp, ModelFingerprint(TestModel(), no_qat));
+  EXPECT_NE(fp, ModelFingerprint(TestModel(), reference));
+  const bool amx = kernels::AmxOn();
+  kernels::SetAmx(!amx);
+  const std::string flipped = ModelFingerprint(TestModel(), base);
+  kernels::SetAmx(amx);
+  if (kernels::AmxSupported()) {
+    EXPECT_NE(fp, flipped);
+  } else {
+    EXPECT_EQ(fp, flipped) << "without AMX the switch changes no bits";
+  }
+  EXPECT_EQ(kernels::NumericsName().rfind(kernels::IsaName(kernels::BestIsa()), 0), 0u) << kernels::NumericsName();
 }
 
 }  // namespace

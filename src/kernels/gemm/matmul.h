@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "base/thread_pool.h"
 #include "model/matrix.h"
@@ -60,5 +61,10 @@ bool AmxOn();
 // with activations that are exact BF16 values), 3 (BF16 weights: activations split into three
 // exact BF16 parts); cols % 32 == 0, and AmxOn().
 int AmxPasses(const model::Matrix& w, bool exact_bf16_activations);
+
+// Which bits this process's CPU kernels give, as a name: the ISA (IsaName(BestIsa())), with
+// "+amx" where AmxOn(). Processes with equal names compute equal logits and states (the CUDA
+// kernels reproduce "avx512"); a KV store keys its objects by it (serve::ModelFingerprint).
+std::string NumericsName();
 
 }  // namespace flashserve::kernels
