@@ -118,12 +118,16 @@ void CoreAttention(Ops& ops, const Model& model, int layer, const RowBatch& batc
   const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
   const double total_keys = static_cast<double>(s->key_offset[rows]);
   ops.CountWork(4.0 * total_keys * heads * dim, total_keys * dim * sizeof(float));
-  constexpr int kHeadsPerTask = 4;
-  const int groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
+  // A task per row and group of heads: every head of a row where the rows alone keep the
+  // threads busy (its keys then come from memory once and feed all its heads), else groups of
+  // 4 heads so that a few rows still spread over the threads. Each head's result is the same
+  // either way (the kernel's order contract).
+  const int heads_per_task = rows >= 2 * ops.pool().num_threads() ? heads : 4;
+  const int groups = (heads + heads_per_task - 1) / heads_per_task;
   s->o.resize(static_cast<size_t>(rows * heads * dim));
   ops.ForRows(rows * groups, [&](int64_t task) {
     const int64_t r = task / groups;
-    const int h0 = static_cast<int>(task % groups) * kHeadsPerTask, h1 = std::min(heads, h0 + kHeadsPerTask);
+    const int h0 = static_cast<int>(task % groups) * heads_per_task, h1 = std::min(heads, h0 + heads_per_task);
     const float* const* keys = s->keys.data() + s->key_offset[r];
     const int num_keys = static_cast<int>(s->key_offset[r + 1] - s->key_offset[r]);
     const float* q = s->q.data() + r * heads * dim;
