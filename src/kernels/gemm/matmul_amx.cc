@@ -252,12 +252,7 @@ void MultiplyTwoPanels(const APanels& a_panels, int64_t panel_stride, const uint
                        int64_t steps, float* out) {
   static_assert(kBlocks >= 1 && kBlocks <= 2);
   MemoryBarrier();
-  _tile_zero(4);
-  _tile_zero(5);
-  if constexpr (kBlocks > 1) {
-    _tile_zero(6);
-    _tile_zero(7);
-  }
+  ZeroCTiles<2 * kBlocks>();
   for (int64_t s = 0; s < steps; ++s) {
     const uint32_t* a = a_panels.Tiles(s);
     MemoryBarrier();
@@ -275,12 +270,7 @@ void MultiplyTwoPanels(const APanels& a_panels, int64_t panel_stride, const uint
     MemoryBarrier();
     a_panels.After(s);
   }
-  _tile_stored(4, out, 64);
-  _tile_stored(5, out + kTileWords, 64);
-  if constexpr (kBlocks > 1) {
-    _tile_stored(6, out + 2 * kTileWords, 64);
-    _tile_stored(7, out + 3 * kTileWords, 64);
-  }
+  StoreCTiles<2 * kBlocks>(out);
   MemoryBarrier();
 }
 

@@ -94,12 +94,7 @@ void MultiplyPanelPair(const APanel (&panels)[2], const uint32_t* xb, int64_t bl
                        int64_t width, int64_t steps, const uint8_t* next, int64_t next_stride, float* c) {
   const int64_t b_tile = 16 * width;
   MemoryBarrier();
-  _tile_zero(4);
-  _tile_zero(5);
-  if constexpr (kBlocks > 1) {
-    _tile_zero(6);
-    _tile_zero(7);
-  }
+  ZeroCTiles<2 * kBlocks>();
   for (int64_t s = 0; s < steps; ++s) {
     _tile_loadd(0, panels[0].base + s * panels[0].step_bytes, panels[0].stride);
     _tile_loadd(1, panels[1].base + s * panels[1].step_bytes, panels[1].stride);
@@ -117,12 +112,7 @@ void MultiplyPanelPair(const APanel (&panels)[2], const uint32_t* xb, int64_t bl
     if (next != nullptr)
       for (int m = 0; m < 2 * kBlock; ++m) _mm_prefetch(reinterpret_cast<const char*>(next + m * next_stride + 64 * s), _MM_HINT_T1);
   }
-  _tile_stored(4, c, 64);
-  _tile_stored(5, c + kTileWords, 64);
-  if constexpr (kBlocks > 1) {
-    _tile_stored(6, c + 2 * kTileWords, 64);
-    _tile_stored(7, c + 3 * kTileWords, 64);
-  }
+  StoreCTiles<2 * kBlocks>(c);
   MemoryBarrier();
 }
 

@@ -61,6 +61,30 @@ inline __m512i HighHalves(__m512 lo, __m512 hi) {
   return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), _mm512_load_si512(kOdd), _mm512_castps_si512(hi));
 }
 
+// Zeroes the C tiles tmm4 .. tmm(3 + kTiles) (1, 2 or 4: the panel-pair kernels' layouts).
+template <int kTiles>
+inline void ZeroCTiles() {
+  static_assert(kTiles == 1 || kTiles == 2 || kTiles == 4);
+  _tile_zero(4);
+  if constexpr (kTiles > 1) _tile_zero(5);
+  if constexpr (kTiles > 2) {
+    _tile_zero(6);
+    _tile_zero(7);
+  }
+}
+
+// Stores the C tiles tmm4 .. tmm(3 + kTiles) to c, one after another.
+template <int kTiles>
+inline void StoreCTiles(float* c) {
+  static_assert(kTiles == 1 || kTiles == 2 || kTiles == 4);
+  _tile_stored(4, c, 64);
+  if constexpr (kTiles > 1) _tile_stored(5, c + kTileWords, 64);
+  if constexpr (kTiles > 2) {
+    _tile_stored(6, c + 2 * kTileWords, 64);
+    _tile_stored(7, c + 3 * kTileWords, 64);
+  }
+}
+
 // y[rows[i], o0 + m] = tile[m][i - i0] for the activation rows of the block from i0, the
 // weight rows [o0, o0 + count).
 inline void ScatterTile(const MatMulArgs& a, const float* tile, int64_t i0, int64_t o0, int64_t count) {
