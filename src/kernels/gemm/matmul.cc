@@ -464,13 +464,17 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
   });
 }
 
-bool AmxSplits(const model::Matrix& w) {
+bool AmxSplitsEveryRow(const model::Matrix& w) {
   return w.format == model::MatrixFormat::kBF16 && w.cols % 32 == 0 && w.rows > 0;
+}
+
+bool AmxSplits(const model::Matrix& w) {
+  return AmxSplitsEveryRow(w) || (w.format == model::MatrixFormat::kFp8 && AmxTakes(w));
 }
 
 bool AmxTakes(const model::Matrix& w) {
   if (w.cols % 32 != 0 || w.rows == 0) return false;
-  if (AmxSplits(w)) return true;
+  if (AmxSplitsEveryRow(w)) return true;
   if (w.format == model::MatrixFormat::kFp4) {
     const ByteRange range = w.ScaleRange();
     return range.lo >= 2 && range.hi <= 252;  // every e2m1 value times its scale a normal BF16
@@ -484,8 +488,8 @@ bool AmxTakes(const model::Matrix& w) {
 
 namespace {
 
-// The rows of x AMX takes (`tiles`: all of them for BF16 weights, else those whose every value
-// is an exact, finite BF16) and the others, in buffers of the calling thread (reused: no
+// The rows of x AMX takes in one pass (`tiles`: those whose every value is an exact, finite
+// BF16; none for BF16 weights) and the others, in buffers of the calling thread (reused: no
 // allocation per call once grown).
 struct RowSplit {
   std::vector<int32_t> tiles, other;
@@ -495,9 +499,9 @@ const RowSplit& SplitRows(const model::Matrix& w, const float* x, int64_t n, int
   thread_local RowSplit split;
   split.tiles.clear();
   split.other.clear();
-  const bool every_row = AmxSplits(w);
+  const bool every_row = AmxSplitsEveryRow(w);
   for (int64_t i = 0; i < n; ++i)
-    (every_row || Bf16ActivationFieldAvx512(x + i * ldx, 1, ldx, w.cols) >= 0 ? split.tiles : split.other)
+    (!every_row && Bf16ActivationFieldAvx512(x + i * ldx, 1, ldx, w.cols) >= 0 ? split.tiles : split.other)
         .push_back(static_cast<int32_t>(i));
   return split;
 }
@@ -515,7 +519,7 @@ void OtherRows(const model::Matrix& w, const float* x, int64_t ldx, const std::v
 // An AMX call's arguments for activation rows rows[0..n), packed into a buffer of the calling
 // thread (reused across calls).
 MatMulArgs AmxArgs(const model::Matrix& w, const float* x, int64_t ldx, const int32_t* rows, int64_t n, float* y,
-                   int64_t ldy) {
+                   int64_t ldy, bool split, base::ThreadPool& pool) {
   MatMulArgs a = WeightArgs(w);
   a.tile_shift = w.format == model::MatrixFormat::kFp4 ? 0 : Log2IfPowerOfTwo(w.tile_cols);
   a.n = n;
@@ -524,15 +528,23 @@ MatMulArgs AmxArgs(const model::Matrix& w, const float* x, int64_t ldx, const in
   a.amx_rows = rows;
   a.e2m1_bf16 = &GetTables().e2m1_bf16[0][0];
   a.e4m3_bf16 = &GetTables().e4m3_bf16[0][0];
-  const bool split = AmxSplits(w);
+  a.amx_split = split;
   thread_local std::vector<uint32_t> buffer;
   const int64_t words = (split ? kAmxSplitParts : 1) * (n + 15) / 16 * (w.cols / 32) * 256 + 16;  // + alignment
   if (buffer.size() < static_cast<size_t>(words)) buffer.resize(static_cast<size_t>(words));
   uint32_t* packed = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) & ~uintptr_t{63});
-  if (split) {
-    PackAmxSplitActivations(x, ldx, rows, n, w.cols, packed);
-  } else {
-    PackAmxActivations(x, ldx, rows, n, w.cols, w.format == model::MatrixFormat::kFp4, packed);
+  const auto pack = [&](int64_t b0, int64_t b1) {
+    if (split) {
+      PackAmxSplitActivations(x, ldx, rows, n, w.cols, b0, b1, packed);
+    } else {
+      PackAmxActivations(x, ldx, rows, n, w.cols, w.format == model::MatrixFormat::kFp4, b0, b1, packed);
+    }
+  };
+  const int64_t blocks = (n + 15) / 16;
+  if (blocks == 1) {
+    pack(0, 1);
+  } else {  // blocks side by side: one thread packing a prefill's 32 blocks left the others waiting
+    pool.ParallelFor(blocks, 1, pack);
   }
   a.x = reinterpret_cast<const float*>(packed);
   return a;
@@ -545,8 +557,10 @@ float* AmxScratch(const model::Matrix& w) {
   return scratch.data();
 }
 
-void AmxRows(const model::Matrix& w, const float* x, int64_t ldx, const std::vector<int32_t>& rows, float* y,
-             int64_t ldy, base::ThreadPool& pool) {
+// Activation rows `rows` of x on tiles, one pass (exact BF16 rows) or split into three.
+void AmxRows(const model::Matrix& w, const float* x, int64_t ldx, const std::vector<int32_t>& rows, bool split,
+             float* y, int64_t ldy, base::ThreadPool& pool) {
+  if (rows.empty()) return;
   const int64_t n = static_cast<int64_t>(rows.size());
   const int64_t num_tasks = (w.rows + kAmxTaskRows - 1) / kAmxTaskRows;
   // Few weight rows (the router's 64, the mixes'): groups of activation rows side by side, each
@@ -556,7 +570,7 @@ void AmxRows(const model::Matrix& w, const float* x, int64_t ldx, const std::vec
     pool.ParallelFor(groups, 1, [&](int64_t g0, int64_t g1) {
       for (int64_t g = g0; g < g1; ++g) {
         const auto [i0, i1] = ActivationGroup(n, g, groups);
-        const MatMulArgs a = AmxArgs(w, x, ldx, rows.data() + i0, i1 - i0, y, ldy);
+        const MatMulArgs a = AmxArgs(w, x, ldx, rows.data() + i0, i1 - i0, y, ldy, split, pool);
         bool first = true;
         MatMulRowsAmx(a, [&](int64_t* r0, int64_t* r1) {
           *r0 = 0;
@@ -567,7 +581,7 @@ void AmxRows(const model::Matrix& w, const float* x, int64_t ldx, const std::vec
     });
     return;
   }
-  const MatMulArgs a = AmxArgs(w, x, ldx, rows.data(), n, y, ldy);
+  const MatMulArgs a = AmxArgs(w, x, ldx, rows.data(), n, y, ldy, split, pool);
   RowParts parts(w, n, num_tasks, pool.num_threads());
   pool.ParallelFor(parts.parts(), 1, [&](int64_t p0, int64_t p1) {
     float* scratch = AmxScratch(w);
@@ -596,12 +610,16 @@ void MatMulAmx(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, f
     return;
   }
   const RowSplit& split = SplitRows(w, x, n, ldx);
-  if (split.tiles.empty()) {
+  if (split.tiles.empty() && !AmxSplits(w)) {
     MatMulWithIsa(Isa::kAvx512, w, x, n, ldx, y, ldy, pool);
     return;
   }
-  if (!split.other.empty()) OtherRows(w, x, ldx, split.other, y, ldy, pool);
-  AmxRows(w, x, ldx, split.tiles, y, ldy, pool);
+  if (AmxSplits(w)) {
+    AmxRows(w, x, ldx, split.other, true, y, ldy, pool);
+  } else if (!split.other.empty()) {
+    OtherRows(w, x, ldx, split.other, y, ldy, pool);
+  }
+  AmxRows(w, x, ldx, split.tiles, false, y, ldy, pool);
 }
 
 bool UsesBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx) {
@@ -626,8 +644,9 @@ std::string NumericsName() { return std::string(IsaName(BestIsa())) + (AmxOn() ?
 
 int AmxPasses(const model::Matrix& w, bool exact_bf16_activations) {
   if (!AmxOn() || !internal::AmxTakes(w)) return 0;
-  if (internal::AmxSplits(w)) return internal::kAmxSplitParts;
-  return exact_bf16_activations ? 1 : 0;
+  if (internal::AmxSplitsEveryRow(w)) return internal::kAmxSplitParts;
+  if (exact_bf16_activations) return 1;
+  return internal::AmxSplits(w) ? internal::kAmxSplitParts : 0;
 }
 
 bool PrefersFp4LanePairs() { return BestIsa() == Isa::kAvx512; }

@@ -47,8 +47,8 @@ bool Bf16PairsAvailable();
 double Bf16DotRateVsFma();
 
 // AMX tiles (Sapphire Rapids and later): FP4 and FP8 products with activations that are exact
-// BF16 values, and BF16 products with any activations (each split exactly into three BF16
-// parts), run on TDPBF16PS, which sums in its own order: batch-invariant like every path
+// BF16 values, and BF16 and FP8 products with other activations (each split exactly into three
+// BF16 parts), run on TDPBF16PS, which sums in its own order: batch-invariant like every path
 // (a row's bits depend on its own values only), but not the AVX-512 paths' bits, so a process
 // with AMX on computes logits that differ from one with it off in the last bits. On by default
 // where the CPU has it; SetAmx(false) gives the AVX-512 bits (e.g. to compare with the CUDA
@@ -58,8 +58,9 @@ void SetAmx(bool enabled);
 bool AmxOn();
 // How many TDPBF16PS passes products with w take here per weight and activation row on AMX
 // tiles: 0 (not on tiles), 1 (FP4, or FP8 in tiles at least 32 columns wide, scales in range,
-// with activations that are exact BF16 values), 3 (BF16 weights: activations split into three
-// exact BF16 parts); cols % 32 == 0, and AmxOn().
+// with activations that are exact BF16 values), 3 (BF16 weights, and such FP8 weights with
+// other activations: activations split into three exact BF16 parts); cols % 32 == 0, and
+// AmxOn().
 int AmxPasses(const model::Matrix& w, bool exact_bf16_activations);
 
 // Which bits this process's CPU kernels give, as a name: the ISA (IsaName(BestIsa())), with

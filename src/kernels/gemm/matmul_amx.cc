@@ -335,39 +335,58 @@ void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scr
 
 }  // namespace
 
+void DecodeAmxFp8Panel(const MatMulArgs& a, int64_t o0, uint32_t* tiles) {
+  FS_CHECK(a.format == model::MatrixFormat::kFp8, "DecodeAmxFp8Panel takes FP8 weights");
+  const int64_t steps = a.cols / 32;
+  const Fp8BitsRows src{&a};
+  const PanelDecoder<Fp8BitsRows> decoder(src, o0, a.rows, 1, steps);
+  for (int64_t s = 0; s < steps; ++s) decoder.Decode(s, tiles + s * kTileWords, 0);
+}
+
 int64_t AmxScratchFloats(int64_t cols) {
   return (kMaxPanels * std::max<int64_t>(cols / 32, kRing) + kMaxCTiles) * kTileWords + 16;  // + alignment
 }
 
-void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, bool fp4,
-                        uint32_t* out) {
+void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, bool fp4, int64_t b0,
+                        int64_t b1, uint32_t* out) {
   FS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0, "AMX activation tiles must be 64-byte aligned");
-  const int64_t steps = cols / 32, blocks = (n + kBlock - 1) / kBlock, width = BlockWidth(n);
+  const int64_t steps = cols / 32, width = BlockWidth(n);
   if (n == 1 && fp4) {  // one-column tiles: the row's pairs in order
     PackBf16PairsAvx512(x + rows[0] * ldx, 1, ldx, cols, fp4, steps * 16, out);
     return;
   }
-  const int64_t tile_words = 16 * width;
-  std::memset(out + (blocks - 1) * steps * tile_words, 0, sizeof(uint32_t) * steps * tile_words);
+  const int64_t tile_words = 16 * width, block_words = steps * tile_words;
+  // Pairs [16 s, 16 s + 16) of one row: FP4 order, or column order.
+  const auto pairs = [&](int64_t i, int64_t s) {
+    const float* src = x + rows[i] * ldx + 32 * s;
+    if (!fp4) return HighHalves(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16));
+    alignas(64) uint32_t packed[16];
+    PackBf16PairsAvx512(src, 1, ldx, 32, fp4, 16, packed);
+    return _mm512_load_si512(packed);
+  };
   const __m512i pair_rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                _mm512_set1_epi32(static_cast<int>(width)));
-  alignas(64) uint32_t pairs[16];
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t* block = out + (i / kBlock) * steps * tile_words + i % kBlock;
-    for (int64_t s = 0; s < steps; ++s) {
-      const float* src = x + rows[i] * ldx + 32 * s;
-      if (fp4) {
-        PackBf16PairsAvx512(src, 1, ldx, 32, fp4, 16, pairs);
-        _mm512_i32scatter_epi32(block + s * tile_words, pair_rows, _mm512_load_si512(pairs), 4);
-      } else {  // column order
-        _mm512_i32scatter_epi32(block + s * tile_words, pair_rows, HighHalves(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16)), 4);
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t i0 = b * kBlock, count = std::min<int64_t>(kBlock, n - i0);
+    if (count == kBlock) {  // a full block: each step's pairs of 16 rows transposed into its tile
+      for (int64_t s = 0; s < steps; ++s) {
+        __m512i stage[16];
+        for (int i = 0; i < 16; ++i) stage[i] = pairs(i0 + i, s);
+        Transpose16(stage);
+        uint32_t* tile = out + b * block_words + s * tile_words;
+        for (int q = 0; q < 16; ++q) _mm512_store_si512(tile + 16 * q, stage[q]);
       }
+      continue;
     }
+    std::memset(out + b * block_words, 0, sizeof(uint32_t) * block_words);  // columns past n stay zero
+    for (int64_t i = i0; i < i0 + count; ++i)
+      for (int64_t s = 0; s < steps; ++s)
+        _mm512_i32scatter_epi32(out + b * block_words + s * tile_words + i % kBlock, pair_rows, pairs(i, s), 4);
   }
 }
 
 void MatMulRowsAmx(const MatMulArgs& a, const std::function<bool(int64_t*, int64_t*)>& next_rows, float* scratch) {
-  const bool split = a.format == model::MatrixFormat::kBF16;
+  const bool split = a.amx_split;
   ConfigureTiles(BlockWidth(a.n), split);  // once per thread and call: 140 ns with its release
   int64_t r0 = 0, r1 = 0;
   while (next_rows(&r0, &r1)) {

@@ -1,9 +1,11 @@
-// AMX products of BF16 weights (the output head) with f32 activations: every activation is split
+// AMX products of BF16 weights (the output head), and of FP8 weights with activations that are
+// not exact BF16 values (wo_a, whose input is not FP8-rounded), with f32 activations: every activation is split
 // exactly into three BF16 parts, x = h0 + h1 + h2 (the top, middle and bottom 8 bits of its 24-bit
 // significand: h0 = x with its low 16 bits cleared, h1 likewise of x - h0, h2 = x - h0 - h1), so
 // that each product with a weight is exact and one TDPBF16PS per part and step accumulates
 // them: y[i, o] = sum over 32-column steps, ascending, of the parts 0, 1, 2 in that order. The
-// weights are read in place as A tiles (16 rows of 32 BF16 each, one row per matrix row). Like
+// BF16 weights are read in place as A tiles (16 rows of 32 BF16 each, one row per matrix row),
+// FP8 weights decoded exactly into them a panel at a time (DecodeAmxFp8Panel). Like
 // matmul_amx.cc's products, the bits are the tile unit's own and depend only on the two rows, so
 // a row's result is the same in any batch; parts below the normal range (|x| under 2^-110 or so)
 // are flushed to zero by the unit. Called by MatMulRowsAmx (matmul_amx.cc) with its tiles
@@ -56,6 +58,24 @@ APanel CopyTail(const MatMulArgs& a, int64_t o0, int64_t steps, uint32_t* copy) 
       }
     }
   return {reinterpret_cast<const uint8_t*>(copy), kTileWords * 4, 64};
+}
+
+// The panel of weight rows [first, first + 16): BF16 rows in place (a panel past the matrix's
+// end copied, CopyTail), FP8 rows decoded into `buffer` (cols / 32 tiles).
+APanel PanelAt(const MatMulArgs& a, int64_t first, int64_t steps, uint32_t* buffer) {
+  if (a.format == model::MatrixFormat::kFp8) {
+    DecodeAmxFp8Panel(a, first, buffer);
+    return {reinterpret_cast<const uint8_t*>(buffer), kTileWords * 4, 64};
+  }
+  const int64_t row_bytes = a.cols * 2;
+  return first + kBlock <= a.rows ? APanel{a.data + first * row_bytes, 64, row_bytes} : CopyTail(a, first, steps, buffer);
+}
+
+// BF16 rows from `first` for a pass to request one line per row and step, where 16 * `panels`
+// rows are there (FP8 panels are requested by their decoder).
+const uint8_t* RowsAhead(const MatMulArgs& a, int64_t first, int panels) {
+  if (a.format == model::MatrixFormat::kFp8 || first + panels * kBlock > a.rows) return nullptr;
+  return a.data + first * a.cols * 2;
 }
 
 // C (tmm4) = the panel against one block of activations (B tiles of the three parts, tmm1-3),
@@ -124,13 +144,8 @@ void PairedRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   uint32_t* copies = AlignTo64(reinterpret_cast<uint32_t*>(scratch));
   float* c = reinterpret_cast<float*>(copies + 2 * steps * kTileWords);
   for (int64_t o0 = r0; o0 < r1; o0 += 2 * kBlock) {
-    APanel panels[2];
-    for (int j = 0; j < 2; ++j) {
-      const int64_t first = o0 + j * kBlock;
-      panels[j] = first + kBlock <= a.rows ? APanel{a.data + first * row_bytes, 64, row_bytes}
-                                           : CopyTail(a, first, steps, copies + j * steps * kTileWords);
-    }
-    const uint8_t* next = o0 + 4 * kBlock <= a.rows ? a.data + (o0 + 2 * kBlock) * row_bytes : nullptr;
+    const APanel panels[2] = {PanelAt(a, o0, steps, copies), PanelAt(a, o0 + kBlock, steps, copies + steps * kTileWords)};
+    const uint8_t* next = RowsAhead(a, o0 + 2 * kBlock, 2);
     for (int64_t b = 0; b < blocks; b += 2) {
       const uint32_t* xb = x + b * block_words;
       const uint8_t* ahead = b == 0 ? next : nullptr;
@@ -154,14 +169,13 @@ void AmxSplitRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
     return;
   }
   const int64_t steps = a.cols / 32, width = BlockWidth(a.n), blocks = (a.n + kBlock - 1) / kBlock;
-  const int64_t block_words = steps * 16 * width, part_words = blocks * block_words, row_bytes = a.cols * 2;
+  const int64_t block_words = steps * 16 * width, part_words = blocks * block_words;
   const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
   uint32_t* copy = AlignTo64(reinterpret_cast<uint32_t*>(scratch));
   float* c = reinterpret_cast<float*>(copy + steps * kTileWords);
   for (int64_t o0 = r0; o0 < r1; o0 += kBlock) {
-    const APanel panel = o0 + kBlock <= a.rows ? APanel{a.data + o0 * row_bytes, 64, row_bytes}
-                                               : CopyTail(a, o0, steps, copy);
-    const uint8_t* next = o0 + 2 * kBlock <= a.rows ? a.data + (o0 + kBlock) * row_bytes : nullptr;
+    const APanel panel = PanelAt(a, o0, steps, copy);
+    const uint8_t* next = RowsAhead(a, o0 + kBlock, 1);
     for (int64_t b = 0; b < blocks; ++b) {
       MultiplyBlock(panel, x + b * block_words, part_words, width, steps, b == 0 ? next : nullptr, c);
       ScatterTile(a, c, b * kBlock, o0, r1 - o0);
@@ -169,22 +183,41 @@ void AmxSplitRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   }
 }
 
-void PackAmxSplitActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols,
-                             uint32_t* out) {
+void PackAmxSplitActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, int64_t b0,
+                             int64_t b1, uint32_t* out) {
   FS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0, "AMX activation tiles must be 64-byte aligned");
   const int64_t steps = cols / 32, blocks = (n + kBlock - 1) / kBlock, width = BlockWidth(n);
   const int64_t tile_words = 16 * width, block_words = steps * tile_words, part_words = blocks * block_words;
-  for (int p = 0; p < kParts; ++p)  // the last block's columns past n stay zero
-    std::memset(out + p * part_words + (blocks - 1) * block_words, 0, sizeof(uint32_t) * block_words);
   const __m512i pair_rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                                                _mm512_set1_epi32(static_cast<int>(width)));
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = x + rows[i] * ldx;
-    uint32_t* column = out + (i / kBlock) * block_words + i % kBlock;
-    for (int64_t s = 0; s < steps; ++s) {
-      const Parts lo = Split(_mm512_loadu_ps(row + 32 * s)), hi = Split(_mm512_loadu_ps(row + 32 * s + 16));
-      for (int p = 0; p < kParts; ++p)
-        _mm512_i32scatter_epi32(column + p * part_words + s * tile_words, pair_rows, HighHalves(lo.h[p], hi.h[p]), 4);
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t i0 = b * kBlock, count = std::min<int64_t>(kBlock, n - i0);
+    if (count == kBlock) {  // a full block: each step's pairs of 16 rows transposed into its tile
+      for (int64_t s = 0; s < steps; ++s) {
+        __m512i stage[kParts][16];
+        for (int i = 0; i < 16; ++i) {
+          const float* src = x + rows[i0 + i] * ldx + 32 * s;
+          const Parts lo = Split(_mm512_loadu_ps(src)), hi = Split(_mm512_loadu_ps(src + 16));
+          for (int p = 0; p < kParts; ++p) stage[p][i] = HighHalves(lo.h[p], hi.h[p]);
+        }
+        for (int p = 0; p < kParts; ++p) {
+          Transpose16(stage[p]);
+          uint32_t* tile = out + p * part_words + b * block_words + s * tile_words;
+          for (int q = 0; q < 16; ++q) _mm512_store_si512(tile + 16 * q, stage[p][q]);
+        }
+      }
+      continue;
+    }
+    for (int p = 0; p < kParts; ++p)  // the block's columns past n stay zero
+      std::memset(out + p * part_words + b * block_words, 0, sizeof(uint32_t) * block_words);
+    for (int64_t i = i0; i < i0 + count; ++i) {
+      const float* row = x + rows[i] * ldx;
+      uint32_t* column = out + b * block_words + i % kBlock;
+      for (int64_t s = 0; s < steps; ++s) {
+        const Parts lo = Split(_mm512_loadu_ps(row + 32 * s)), hi = Split(_mm512_loadu_ps(row + 32 * s + 16));
+        for (int p = 0; p < kParts; ++p)
+          _mm512_i32scatter_epi32(column + p * part_words + s * tile_words, pair_rows, HighHalves(lo.h[p], hi.h[p]), 4);
+      }
     }
   }
 }

@@ -143,7 +143,9 @@ TEST_F(MatMulAmxTest, DecodesEveryCodeExactly) {
 }
 
 // The engine's contract: a row's output is the same bits whatever else shares the call, on any
-// pool; rows that are not exact BF16 take the AVX-512 paths, and so have their bits, in any batch.
+// pool. Rows that are not exact BF16 take the AVX-512 paths with FP4 weights, and so have their
+// bits, in any batch; with FP8 weights they are split into three exact BF16 parts on the tiles
+// (as close to the fp64 reference as the f32 paths, and bits of their own).
 TEST_F(MatMulAmxTest, RowsAreBitIdenticalWhateverTheBatchAndThreads) {
   std::mt19937 rng(7);
   base::ThreadPool p1(1), p2(2), p3(3);
@@ -156,9 +158,23 @@ TEST_F(MatMulAmxTest, RowsAreBitIdenticalWhateverTheBatchAndThreads) {
     std::vector<float> alone(max_n * c.rows), avx512(c.rows);
     for (int64_t i = 0; i < max_n; ++i)
       MatMulAmx(w.matrix, x.data() + i * ldx, 1, c.cols, alone.data() + i * c.rows, c.rows, p1);
+    ASSERT_EQ(internal::AmxSplits(w.matrix), c.format == MatrixFormat::kFp8) << w.matrix.Describe();
     for (int64_t bad : {7, 31, 32}) {
       internal::MatMulWithIsa(Isa::kAvx512, w.matrix, x.data() + bad * ldx, 1, c.cols, avx512.data(), c.rows, p1);
-      ASSERT_EQ(0, std::memcmp(avx512.data(), alone.data() + bad * c.rows, c.rows * sizeof(float))) << bad;
+      const bool same = std::memcmp(avx512.data(), alone.data() + bad * c.rows, c.rows * sizeof(float)) == 0;
+      if (!internal::AmxSplits(w.matrix)) {
+        ASSERT_TRUE(same) << w.matrix.Describe() << " row " << bad << ": not the AVX-512 bits";
+        continue;
+      }
+      if (c.cols >= 416) {
+        EXPECT_FALSE(same) << w.matrix.Describe() << " row " << bad << ": split rows have the tiles' bits";
+      }
+      std::vector<float> ref(c.rows);
+      MatMulReference(w.matrix, x.data() + bad * ldx, 1, c.cols, ref.data(), c.rows);
+      double max_ref = 1e-6;
+      for (float v : ref) max_ref = std::max(max_ref, std::fabs(static_cast<double>(v)));
+      for (int64_t o = 0; o < c.rows; ++o)
+        ASSERT_NEAR(ref[o], alone[bad * c.rows + o], 2e-6 * max_ref) << w.matrix.Describe() << " row " << bad << " out " << o;
     }
     int differ = 0;  // AMX rows have their own bits
     internal::MatMulWithIsa(Isa::kAvx512, w.matrix, x.data(), 1, c.cols, avx512.data(), c.rows, p1);
@@ -197,16 +213,20 @@ TEST_F(MatMulAmxTest, WeightRowBitsDoNotDependOnTheirTileRow) {
   }
 }
 
-// BF16 weights (the output head) with f32 activations split into three exact BF16 parts: as
-// close to the fp64 reference as the f32 paths, every row's bits the same in any batch and on
-// any pool, a last panel that runs past the matrix's end (37 rows) read correctly.
-TEST_F(MatMulAmxTest, Bf16WeightsTakeEveryRowExactlySplit) {
+// BF16 weights (the output head), and FP8 weights (decoded a panel at a time), with f32
+// activations split into three exact BF16 parts: as close to the fp64 reference as the f32
+// paths, every row's bits the same in any batch (one block, two, a pair and a single one) and
+// on any pool, a last panel that runs past the matrix's end (37 rows) read correctly.
+TEST_F(MatMulAmxTest, SplitActivationsTakeEveryRowExactly) {
   std::mt19937 rng(19);
   base::ThreadPool p1(1), p2(2), p3(3);
   base::ThreadPool* pools[] = {&p1, &p2, &p3};
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 416}, {64, 1024}, {5, 32}}) {
-    TestMatrix tm = MakeTestMatrix(MatrixFormat::kBF16, rows, cols, 1, rng);
-    const model::Matrix& w = tm.matrix;
+  for (const Case& c : {Case{MatrixFormat::kBF16, 37, 416, 1, false}, Case{MatrixFormat::kBF16, 64, 1024, 1, false},
+                        Case{MatrixFormat::kBF16, 5, 32, 1, false}, Case{MatrixFormat::kFp8, 37, 416, 32, false},
+                        Case{MatrixFormat::kFp8, 140, 1024, 128, false}}) {
+    const Weights weights = MakeWeights(c, rng);
+    const model::Matrix& w = weights.matrix;
+    const int64_t rows = c.rows, cols = c.cols;
     ASSERT_EQ(kernels::AmxPasses(w, false), internal::kAmxSplitParts);
     const int64_t max_n = 40, ldx = cols + 3, ldy = rows + 5;
     std::vector<float> x = RandomVector(max_n * ldx, rng), ref(max_n * rows), alone(max_n * rows), avx512(rows);

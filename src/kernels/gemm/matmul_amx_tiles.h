@@ -61,6 +61,33 @@ inline __m512i HighHalves(__m512 lo, __m512 hi) {
   return _mm512_permutex2var_epi16(_mm512_castps_si512(lo), _mm512_load_si512(kOdd), _mm512_castps_si512(hi));
 }
 
+// Transposes 16 vectors of 16 words in place: afterwards r[q] word i is what r[i] word q was
+// (a B tile of 16 activation rows from one vector of pairs per row: 64 shuffles, against 16
+// scatters of 16 words).
+inline void Transpose16(__m512i (&r)[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {  // lane L of t[2i]: words 4L, 4L + 1 of rows 2i, 2i + 1, interleaved
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // lane L of r[4i + c]: word 4L + c of rows 4i .. 4i + 3
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {  // word 4L + c of every row: lane L of r[c], r[4 + c], r[8 + c], r[12 + c]
+    const __m512i ab_lo = _mm512_shuffle_i32x4(r[c], r[4 + c], 0x44), ab_hi = _mm512_shuffle_i32x4(r[c], r[4 + c], 0xEE);
+    const __m512i de_lo = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0x44),
+                  de_hi = _mm512_shuffle_i32x4(r[8 + c], r[12 + c], 0xEE);
+    t[c] = _mm512_shuffle_i32x4(ab_lo, de_lo, 0x88);
+    t[4 + c] = _mm512_shuffle_i32x4(ab_lo, de_lo, 0xDD);
+    t[8 + c] = _mm512_shuffle_i32x4(ab_hi, de_hi, 0x88);
+    t[12 + c] = _mm512_shuffle_i32x4(ab_hi, de_hi, 0xDD);
+  }
+  for (int q = 0; q < 16; ++q) r[q] = t[q];
+}
+
 // Zeroes the C tiles tmm4 .. tmm(3 + kTiles) (1, 2 or 4: the panel-pair kernels' layouts).
 template <int kTiles>
 inline void ZeroCTiles() {

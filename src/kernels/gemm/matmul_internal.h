@@ -63,9 +63,11 @@ struct MatMulArgs {
   // and MXCSR rounds to nearest. Each step is then an FMA of an exact product in the f32
   // path's order.
   bool bf16_pairs = false;
-  // AMX (MatMulRowsAmx): x holds the activations packed into B tiles (PackAmxActivations), n
-  // counts them, and activation i's outputs go to row amx_rows[i] of y.
+  // AMX (MatMulRowsAmx): x holds the activations packed into B tiles (PackAmxActivations, or
+  // with amx_split PackAmxSplitActivations), n counts them, and activation i's outputs go to
+  // row amx_rows[i] of y.
   const int32_t* amx_rows = nullptr;
+  bool amx_split = false;
   int64_t panel_rows = 0;
   int64_t padded_cols = 0;  // panel row stride: cols rounded up to the ISA step
   int64_t n = 0;
@@ -111,8 +113,8 @@ int Bf16ActivationFieldAvx512(const float* x, int64_t n, int64_t ldx, int64_t co
 void PackBf16PairsAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols, bool fp4, int64_t pairs, uint32_t* out);
 // AMX tiles (only callable where AmxSupported()): FP4, and FP8 with tile_cols >= 32 a power of
 // two, with weights that are normal (or zero) BF16 once dequantized (scale bytes as for
-// bf16_pairs) and every activation an exact BF16 (x from PackAmxActivations); or BF16 weights
-// with any activations (x from PackAmxSplitActivations); cols % 32 == 0. Computes the weight-row ranges [r0, r1) that
+// bf16_pairs) and every activation an exact BF16 (x from PackAmxActivations); or (amx_split)
+// BF16 or such FP8 weights with any activations (x from PackAmxSplitActivations); cols % 32 == 0. Computes the weight-row ranges [r0, r1) that
 // next_rows(&r0, &r1) hands out until it returns false, on the calling thread, configuring its
 // tiles once; scratch holds AmxScratchFloats(cols) floats. Its bits are its own
 // (matmul_amx.cc), not the f32 paths'.
@@ -122,17 +124,22 @@ int64_t AmxScratchFloats(int64_t cols);
 // columns, 16 rows of w words, row p holding pair p of each activation row, zero past n: fp4,
 // PackBf16PairsAvx512's FP4 order (columns 2p, 2p + 1 in the high, low half); else column order
 // (2p in the low half). out (64-byte aligned) holds ceil(n / 16) *
-// cols / 32 * 16 * w words.
+// cols / 32 * 16 * w words; this call writes blocks [b0, b1) of them (threads may pack blocks
+// side by side).
 void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, bool fp4,
-                        uint32_t* out);
+                        int64_t b0, int64_t b1, uint32_t* out);
 
-// The BF16 rows [r0, r1) of an AMX call (matmul_amx_split.cc), tiles configured for it.
+// The rows [r0, r1) of an AMX call with split activations (matmul_amx_split.cc; BF16 or FP8
+// weights), tiles configured for it.
 void AmxSplitRows(const MatMulArgs& args, int64_t r0, int64_t r1, float* scratch);
+// FP8 weight rows [o0, o0 + 16) of an AMX call (zero past the matrix) decoded exactly into
+// cols / 32 A tiles of BF16 in column order, one after another from `tiles` (matmul_amx.cc).
+void DecodeAmxFp8Panel(const MatMulArgs& args, int64_t o0, uint32_t* tiles);
 // Rows rows[0..n) of x split into three exact BF16 parts (matmul_amx_split.cc), each packed as
 // PackAmxActivations packs, but pairs in column order (column 2p in the low half); part p's
-// tiles p * ceil(n / 16) * cols / 32 * 16 * min(n, 16) words after the first.
-void PackAmxSplitActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols,
-                             uint32_t* out);
+// tiles p * ceil(n / 16) * cols / 32 * 16 * min(n, 16) words after the first; blocks [b0, b1).
+void PackAmxSplitActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, int64_t b0,
+                             int64_t b1, uint32_t* out);
 constexpr int kAmxSplitParts = 3;
 
 // Vector width in floats of each ISA's accumulators (generic: the portable 16-lane order).
@@ -148,16 +155,20 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
                    int64_t ldy, base::ThreadPool& pool);
 
 // MatMul (kernels/gemm/matmul.h) where AMX is on: products that AMX takes (AmxTakes) run on
-// its tiles for the activation rows that are exact BF16 values, the other rows on the AVX-512
-// paths (each row by a property of its own values, so a row's bits never depend on its
-// batch); BF16 weights on its tiles for every row (split activations); everything else as
-// MatMulWithIsa(kAvx512). Only callable where AmxSupported().
+// its tiles for the activation rows that are exact BF16 values; the other rows with split
+// activations (three passes) for BF16 and FP8 weights (AmxSplits), on the AVX-512 paths for
+// FP4 (each row by a property of its own values, so a row's bits never depend on its batch);
+// everything else as MatMulWithIsa(kAvx512). Only callable where AmxSupported().
 void MatMulAmx(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                base::ThreadPool& pool);
 // Whether AMX takes products with w (format, shape and scale range; not the activations).
 bool AmxTakes(const model::Matrix& w);
-// Whether AMX takes w's products whatever the activations (BF16 weights: split activations).
+// Whether AMX takes w's products whatever the activations, splitting those that are not exact
+// BF16 values (BF16 weights: every row; FP8: rows that are not exact BF16 values). Only where
+// AmxTakes(w).
 bool AmxSplits(const model::Matrix& w);
+// Whether AMX splits every activation row of w's products (BF16 weights), not only inexact ones.
+bool AmxSplitsEveryRow(const model::Matrix& w);
 
 // Whether a call with these activations takes the AVX512-BF16 path (tests, benchmarks).
 bool UsesBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx);
