@@ -6,6 +6,7 @@
 
 #include "base/check.h"
 #include "kernels/norm_rope/norm_rope.h"
+#include "kernels/streams/streams.h"
 
 namespace flashserve::engine {
 namespace {
@@ -42,9 +43,7 @@ void Mixes(Ops& ops, const model::ModelConfig& c, const model::HcWeights& w, int
 
 // out[k] = sum_i weights[i] * x_i[k] for the hc streams of one row.
 void Collapse(const float* x, const float* weights, int hc, int64_t d, float* out) {
-  for (int64_t k = 0; k < d; ++k) out[k] = weights[0] * x[k];
-  for (int i = 1; i < hc; ++i)
-    for (int64_t k = 0; k < d; ++k) out[k] += weights[i] * x[i * d + k];
+  kernels::CollapseStreams(x, hc, d, d, weights, out);
 }
 
 }  // namespace
@@ -112,31 +111,10 @@ void HcCollapse(Ops& ops, const model::ModelConfig& c, const float* x, const flo
 void HcPost(Ops& ops, const model::ModelConfig& c, const HcMix& mix, const float* y, int64_t rows, float* x) {
   const int hc = c.hc_mult;
   const int64_t d = c.hidden_size;
-  // In place, a chunk of columns at a time: every stream's new chunk is computed from the old
-  // chunks (in a small buffer), then written back. Per element the same operations in the same
-  // order as post_j * y + sum_i comb_ij * x_i accumulated over i, one pass over memory.
-  constexpr int64_t kChunk = 64;
-  constexpr int kMaxHc = 16;  // config validation bounds hc_mult
-  FS_CHECK(hc <= kMaxHc, "hc_mult %d above %d", hc, kMaxHc);
+  // In place, one pass over memory (kernels/streams: per element post_j * y + sum_i comb_ij *
+  // x_i accumulated over i, products then adds, on every ISA).
   ops.ForRows(rows, [&](int64_t r) {
-    float* streams = x + r * hc * d;
-    const float* post = mix.post.data() + r * hc;
-    const float* comb = mix.comb.data() + r * hc * hc;
-    const float* yr = y + r * d;
-    float fresh[kMaxHc][kChunk];
-    for (int64_t k0 = 0; k0 < d; k0 += kChunk) {
-      const int64_t len = std::min(kChunk, d - k0);
-      for (int j = 0; j < hc; ++j) {
-        float* out = fresh[j];
-        for (int64_t k = 0; k < len; ++k) out[k] = post[j] * yr[k0 + k];
-        for (int i = 0; i < hc; ++i) {
-          const float cij = comb[i * hc + j];
-          const float* xi = streams + i * d + k0;
-          for (int64_t k = 0; k < len; ++k) out[k] += cij * xi[k];
-        }
-      }
-      for (int j = 0; j < hc; ++j) std::copy(fresh[j], fresh[j] + len, streams + j * d + k0);
-    }
+    kernels::MixStreams(x + r * hc * d, hc, d, d, mix.post.data() + r * hc, mix.comb.data() + r * hc * hc, y + r * d);
   }, kRowsPerChunk);
 }
 

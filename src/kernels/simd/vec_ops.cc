@@ -69,9 +69,30 @@ float GenericFmaLoop(int64_t iterations) {
 
 }  // namespace
 
+void MixStreamsPortable(float* x, int hc, int64_t n, int64_t stride, const float* post, const float* comb,
+                        const float* y) {
+  for (int64_t c = 0; c < n; ++c) {
+    float old[kMaxStreams];
+    for (int i = 0; i < hc; ++i) old[i] = x[i * stride + c];
+    for (int j = 0; j < hc; ++j) {
+      float acc = post[j] * y[c];
+      for (int i = 0; i < hc; ++i) acc += comb[i * hc + j] * old[i];
+      x[j * stride + c] = acc;
+    }
+  }
+}
+
+void CollapsePortable(const float* x, int hc, int64_t n, int64_t stride, const float* w, float* out) {
+  for (int64_t c = 0; c < n; ++c) {
+    float acc = w[0] * x[c];
+    for (int i = 1; i < hc; ++i) acc += w[i] * x[i * stride + c];
+    out[c] = acc;
+  }
+}
+
 const VecOps& GetVecOps(Isa isa) {
-  static const VecOps generic{1,           &GenericDot, &GenericSumSquares, &GenericDots, &GenericWeightedSum,
-                              &GenericScale, &GenericSum, &GenericFmaLoop};
+  static const VecOps generic{1,           &GenericDot, &GenericSumSquares, &GenericDots,     &GenericWeightedSum,
+                              &GenericScale, &GenericSum, &MixStreamsPortable, &CollapsePortable, &GenericFmaLoop};
   FS_CHECK(IsaSupported(isa), "instruction set %s not supported here", IsaName(isa));
   switch (isa) {
     case Isa::kAvx512: return VecOpsAvx512();

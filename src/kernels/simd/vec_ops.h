@@ -14,6 +14,8 @@
 
 namespace flashserve::kernels::simd {
 
+inline constexpr int kMaxStreams = 16;
+
 struct VecOps {
   int lanes;  // floats per vector (generic: 1)
   float (*dot)(const float* a, const float* b, int64_t n);  // sum of a[i] * b[i]
@@ -29,10 +31,24 @@ struct VecOps {
   // out[i] = w[i] * (x[i] * s), or x[i] * s without w; out may alias x.
   void (*scale)(const float* x, const float* w, float s, int64_t n, float* out);
   float (*sum)(const float* x, int64_t n);  // any order; n a multiple of 64 (bandwidth probe)
+  // Streams x_i = x + i * stride (i < hc <= kMaxStreams), columns [0, n), in place:
+  // x_j[c] <- post[j] * y[c] + comb[i * hc + j] * x_i[c] added for i ascending, each a multiply
+  // then an add (no FMA: every ISA gives the generic build's bits).
+  void (*mix_streams)(float* x, int hc, int64_t n, int64_t stride, const float* post, const float* comb,
+                      const float* y);
+  // out[c] = w[0] * x_0[c] + w[i] * x_i[c] added for i = 1 .. hc - 1 ascending (multiply, then
+  // add), x_i = x + i * stride.
+  void (*collapse)(const float* x, int hc, int64_t n, int64_t stride, const float* w, float* out);
   // iterations rounds of 12 independent FMAs (generic: multiply + add) on registers; the
   // result depends on all of them (FMA probe: 2 * 12 * lanes flops per round).
   float (*fma_loop)(int64_t iterations);
 };
+
+// The portable mix_streams and collapse (the generic table's), which the vector ones call for
+// their last columns.
+void MixStreamsPortable(float* x, int hc, int64_t n, int64_t stride, const float* post, const float* comb,
+                        const float* y);
+void CollapsePortable(const float* x, int hc, int64_t n, int64_t stride, const float* w, float* out);
 
 // The primitives for isa, which must be supported (IsaSupported).
 const VecOps& GetVecOps(Isa isa);

@@ -160,6 +160,37 @@ float SumAny(const float* x, int64_t n) {
   return V::Sum(V::Add(V::Add(a0, a1), V::Add(a2, a3)));
 }
 
+// VecOps::mix_streams: a vector of columns at a time, the portable loop for the last ones.
+template <class V>
+void MixStreams(float* x, int hc, int64_t n, int64_t stride, const float* post, const float* comb, const float* y) {
+  using F = typename V::F;
+  int64_t c = 0;
+  for (; c + V::kLanes <= n; c += V::kLanes) {
+    F old[kMaxStreams];
+    for (int i = 0; i < hc; ++i) old[i] = V::Load(x + i * stride + c);
+    const F yv = V::Load(y + c);
+    for (int j = 0; j < hc; ++j) {
+      F acc = V::Mul(V::Set1(post[j]), yv);
+      for (int i = 0; i < hc; ++i) acc = V::Add(acc, V::Mul(V::Set1(comb[i * hc + j]), old[i]));
+      V::Store(x + j * stride + c, acc);
+    }
+  }
+  MixStreamsPortable(x + c, hc, n - c, stride, post, comb, y + c);
+}
+
+// VecOps::collapse, likewise.
+template <class V>
+void Collapse(const float* x, int hc, int64_t n, int64_t stride, const float* w, float* out) {
+  using F = typename V::F;
+  int64_t c = 0;
+  for (; c + V::kLanes <= n; c += V::kLanes) {
+    F acc = V::Mul(V::Set1(w[0]), V::Load(x + c));
+    for (int i = 1; i < hc; ++i) acc = V::Add(acc, V::Mul(V::Set1(w[i]), V::Load(x + i * stride + c)));
+    V::Store(out + c, acc);
+  }
+  CollapsePortable(x + c, hc, n - c, stride, w, out + c);
+}
+
 template <class V>
 float FmaLoop(int64_t iterations) {
   constexpr int kAcc = 12;
@@ -175,8 +206,8 @@ float FmaLoop(int64_t iterations) {
 
 template <class V>
 const VecOps& MakeVecOps() {
-  static const VecOps ops{V::kLanes,     &Dot<V>,   &SumSquares<V>, &Dots<V>, &WeightedSum<V>,
-                          &Scale<V>,     &SumAny<V>, &FmaLoop<V>};
+  static const VecOps ops{V::kLanes, &Dot<V>,    &SumSquares<V>, &Dots<V>,     &WeightedSum<V>,
+                          &Scale<V>,  &SumAny<V>, &MixStreams<V>, &Collapse<V>, &FmaLoop<V>};
   return ops;
 }
 
