@@ -368,6 +368,7 @@ TEST(ModelFingerprintTest, CarriesTheNumerics) {
     EXPECT_EQ(fp, flipped) << "without AMX the switch changes no bits";
   }
   EXPECT_EQ(kernels::NumericsName().rfind(kernels::IsaName(kernels::BestIsa()), 0), 0u) << kernels::NumericsName();
+  EXPECT_NE(kernels::NumericsName().find(" r" + std::to_string(kernels::kNumericsRevision)), std::string::npos);
 }
 
 }  // namespace

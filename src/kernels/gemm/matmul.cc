@@ -640,7 +640,9 @@ void SetAmx(bool enabled) { internal::amx_enabled.store(enabled, std::memory_ord
 
 bool AmxOn() { return internal::amx_enabled.load(std::memory_order_relaxed) && AmxSupported(); }
 
-std::string NumericsName() { return std::string(IsaName(BestIsa())) + (AmxOn() ? "+amx" : ""); }
+std::string NumericsName() {
+  return std::string(IsaName(BestIsa())) + (AmxOn() ? "+amx" : "") + " r" + std::to_string(kNumericsRevision);
+}
 
 int AmxPasses(const model::Matrix& w, bool exact_bf16_activations) {
   if (!AmxOn() || !internal::AmxTakes(w)) return 0;

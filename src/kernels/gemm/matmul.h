@@ -64,8 +64,13 @@ bool AmxOn();
 int AmxPasses(const model::Matrix& w, bool exact_bf16_activations);
 
 // Which bits this process's CPU kernels give, as a name: the ISA (IsaName(BestIsa())), with
-// "+amx" where AmxOn(). Processes with equal names compute equal logits and states (the CUDA
-// kernels reproduce "avx512"); a KV store keys its objects by it (serve::ModelFingerprint).
+// "+amx" where AmxOn(), and the kernels' revision (kNumericsRevision, e.g. "avx512+amx r1").
+// Processes with equal names compute equal logits and states (the CUDA kernels reproduce
+// "avx512"); a KV store keys its objects by it (serve::ModelFingerprint), so that hosts, and
+// versions, whose bits differ never restore each other's states.
 std::string NumericsName();
+// Raised whenever a change gives some kernel's results other bits (a reduction order, a path's
+// choice of rows): stores shared during a rolling upgrade then keep the versions apart.
+inline constexpr int kNumericsRevision = 1;
 
 }  // namespace flashserve::kernels

@@ -139,7 +139,8 @@ void MultiplyPanelPair(const APanel (&panels)[2], const uint32_t* xb, int64_t bl
 // Rows [r0, r1) against more than one block: panel pairs against block pairs.
 void PairedRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   const int64_t steps = a.cols / 32, width = BlockWidth(a.n), blocks = (a.n + kBlock - 1) / kBlock;
-  const int64_t block_words = steps * 16 * width, part_words = blocks * block_words, row_bytes = a.cols * 2;
+  const int64_t block_words = steps * 16 * width, part_words = blocks * block_words;
+  const int64_t next_stride = a.cols * 2;  // BF16 rows: RowsAhead requests none of FP8's
   const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
   uint32_t* copies = AlignTo64(reinterpret_cast<uint32_t*>(scratch));
   float* c = reinterpret_cast<float*>(copies + 2 * steps * kTileWords);
@@ -150,9 +151,9 @@ void PairedRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
       const uint32_t* xb = x + b * block_words;
       const uint8_t* ahead = b == 0 ? next : nullptr;
       if (blocks - b >= 2) {
-        MultiplyPanelPair<2>(panels, xb, block_words, part_words, width, steps, ahead, row_bytes, c);
+        MultiplyPanelPair<2>(panels, xb, block_words, part_words, width, steps, ahead, next_stride, c);
       } else {
-        MultiplyPanelPair<1>(panels, xb, block_words, part_words, width, steps, ahead, row_bytes, c);
+        MultiplyPanelPair<1>(panels, xb, block_words, part_words, width, steps, ahead, next_stride, c);
       }
       for (int g = 0; g < std::min<int64_t>(2, blocks - b); ++g)
         for (int j = 0; j < 2; ++j)
