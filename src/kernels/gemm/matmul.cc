@@ -610,11 +610,12 @@ void MatMulAmx(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, f
     return;
   }
   const RowSplit& split = SplitRows(w, x, n, ldx);
-  if (split.tiles.empty() && !AmxSplits(w)) {
+  const bool splits = AmxSplits(w);
+  if (split.tiles.empty() && !splits) {
     MatMulWithIsa(Isa::kAvx512, w, x, n, ldx, y, ldy, pool);
     return;
   }
-  if (AmxSplits(w)) {
+  if (splits) {
     AmxRows(w, x, ldx, split.other, true, y, ldy, pool);
   } else if (!split.other.empty()) {
     OtherRows(w, x, ldx, split.other, y, ldy, pool);

@@ -24,7 +24,8 @@ namespace {
 
 constexpr int kParts = 3;
 
-// The three parts of 16 activations (exact: each subtraction removes the leading bits).
+// The three parts of 16 activations (exact: each subtraction removes the leading bits). An
+// infinite activation makes its row's outputs NaN (Inf - Inf), as a NaN one does.
 struct Parts {
   __m512 h[kParts];
 };

@@ -43,7 +43,7 @@ inline int64_t BlockWidth(int64_t n) { return std::min<int64_t>(n, kBlock); }
 // columns x `width` activation rows), C (16 weight rows x `width` activation rows, f32). FP4/FP8
 // (matmul_amx.cc): A in tmm0-2, B of one block in tmm3, C in tmm4-7 (more blocks: width 16).
 // Split activations (matmul_amx_split.cc): one block: A in tmm0, B in tmm1-3, C in tmm4; more
-// (width 16, every tile 64 bytes wide): A in tmm0-1, B in tmm2, C in tmm4-7.
+// (width 16, every tile 64 bytes wide): A in tmm0-1, B in tmm2-3, C in tmm4-7.
 inline void ConfigureTiles(int64_t width, bool split) {
   TileConfig config;
   for (int t = 0; t < 8; ++t) {
