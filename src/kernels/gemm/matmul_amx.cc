@@ -2,7 +2,8 @@
 // QAT emulation's FP8-rounded ones): FP4 and FP8 weights decoded exactly into BF16 (code times a
 // power-of-two scale; FP4 by the decoders of matmul_bf16_rows.h, FP8 by Fp8BitsRows below) 16
 // rows at a time into A tiles, activations packed once per call into B tiles (up to 16 rows
-// each), products accumulated in C tiles; BF16 weights go to matmul_amx_split.cc. Called by
+// each), products accumulated in C tiles; BF16 weights, and FP8 rows with other activations
+// (split), go to matmul_amx_split.cc, which takes its FP8 panels from DecodeAmxFp8Panel here. Called by
 // the dispatcher (matmul.cc) after its CPU check; compiled with AMX, AVX512-BF16 and
 // AVX512-VBMI flags. Re-entrant: no state; panels live in the caller's scratch.
 //
@@ -350,39 +351,23 @@ int64_t AmxScratchFloats(int64_t cols) {
 void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_t n, int64_t cols, bool fp4, int64_t b0,
                         int64_t b1, uint32_t* out) {
   FS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0, "AMX activation tiles must be 64-byte aligned");
-  const int64_t steps = cols / 32, width = BlockWidth(n);
+  const int64_t steps = cols / 32;
   if (n == 1 && fp4) {  // one-column tiles: the row's pairs in order
     PackBf16PairsAvx512(x + rows[0] * ldx, 1, ldx, cols, fp4, steps * 16, out);
     return;
   }
-  const int64_t tile_words = 16 * width, block_words = steps * tile_words;
   // Pairs [16 s, 16 s + 16) of one row: FP4 order, or column order.
-  const auto pairs = [&](int64_t i, int64_t s) {
+  const auto pairs = [&](int64_t i, int64_t s, __m512i* v) {
     const float* src = x + rows[i] * ldx + 32 * s;
-    if (!fp4) return HighHalves(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16));
+    if (!fp4) {
+      v[0] = HighHalves(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16));
+      return;
+    }
     alignas(64) uint32_t packed[16];
     PackBf16PairsAvx512(src, 1, ldx, 32, fp4, 16, packed);
-    return _mm512_load_si512(packed);
+    v[0] = _mm512_load_si512(packed);
   };
-  const __m512i pair_rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32(static_cast<int>(width)));
-  for (int64_t b = b0; b < b1; ++b) {
-    const int64_t i0 = b * kBlock, count = std::min<int64_t>(kBlock, n - i0);
-    if (count == kBlock) {  // a full block: each step's pairs of 16 rows transposed into its tile
-      for (int64_t s = 0; s < steps; ++s) {
-        __m512i stage[16];
-        for (int i = 0; i < 16; ++i) stage[i] = pairs(i0 + i, s);
-        Transpose16(stage);
-        uint32_t* tile = out + b * block_words + s * tile_words;
-        for (int q = 0; q < 16; ++q) _mm512_store_si512(tile + 16 * q, stage[q]);
-      }
-      continue;
-    }
-    std::memset(out + b * block_words, 0, sizeof(uint32_t) * block_words);  // columns past n stay zero
-    for (int64_t i = i0; i < i0 + count; ++i)
-      for (int64_t s = 0; s < steps; ++s)
-        _mm512_i32scatter_epi32(out + b * block_words + s * tile_words + i % kBlock, pair_rows, pairs(i, s), 4);
-  }
+  PackBlocks<1>(n, steps, b0, b1, 0, pairs, out);
 }
 
 void MatMulRowsAmx(const MatMulArgs& a, const std::function<bool(int64_t*, int64_t*)>& next_rows, float* scratch) {

@@ -189,39 +189,12 @@ void PackAmxSplitActivations(const float* x, int64_t ldx, const int32_t* rows, i
                              int64_t b1, uint32_t* out) {
   FS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0, "AMX activation tiles must be 64-byte aligned");
   const int64_t steps = cols / 32, blocks = (n + kBlock - 1) / kBlock, width = BlockWidth(n);
-  const int64_t tile_words = 16 * width, block_words = steps * tile_words, part_words = blocks * block_words;
-  const __m512i pair_rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                               _mm512_set1_epi32(static_cast<int>(width)));
-  for (int64_t b = b0; b < b1; ++b) {
-    const int64_t i0 = b * kBlock, count = std::min<int64_t>(kBlock, n - i0);
-    if (count == kBlock) {  // a full block: each step's pairs of 16 rows transposed into its tile
-      for (int64_t s = 0; s < steps; ++s) {
-        __m512i stage[kParts][16];
-        for (int i = 0; i < 16; ++i) {
-          const float* src = x + rows[i0 + i] * ldx + 32 * s;
-          const Parts lo = Split(_mm512_loadu_ps(src)), hi = Split(_mm512_loadu_ps(src + 16));
-          for (int p = 0; p < kParts; ++p) stage[p][i] = HighHalves(lo.h[p], hi.h[p]);
-        }
-        for (int p = 0; p < kParts; ++p) {
-          Transpose16(stage[p]);
-          uint32_t* tile = out + p * part_words + b * block_words + s * tile_words;
-          for (int q = 0; q < 16; ++q) _mm512_store_si512(tile + 16 * q, stage[p][q]);
-        }
-      }
-      continue;
-    }
-    for (int p = 0; p < kParts; ++p)  // the block's columns past n stay zero
-      std::memset(out + p * part_words + b * block_words, 0, sizeof(uint32_t) * block_words);
-    for (int64_t i = i0; i < i0 + count; ++i) {
-      const float* row = x + rows[i] * ldx;
-      uint32_t* column = out + b * block_words + i % kBlock;
-      for (int64_t s = 0; s < steps; ++s) {
-        const Parts lo = Split(_mm512_loadu_ps(row + 32 * s)), hi = Split(_mm512_loadu_ps(row + 32 * s + 16));
-        for (int p = 0; p < kParts; ++p)
-          _mm512_i32scatter_epi32(column + p * part_words + s * tile_words, pair_rows, HighHalves(lo.h[p], hi.h[p]), 4);
-      }
-    }
-  }
+  const auto parts = [&](int64_t i, int64_t s, __m512i* v) {
+    const float* src = x + rows[i] * ldx + 32 * s;
+    const Parts lo = Split(_mm512_loadu_ps(src)), hi = Split(_mm512_loadu_ps(src + 16));
+    for (int p = 0; p < kParts; ++p) v[p] = HighHalves(lo.h[p], hi.h[p]);
+  };
+  PackBlocks<kParts>(n, steps, b0, b1, blocks * steps * 16 * width, parts, out);
 }
 
 }  // namespace flashserve::kernels::internal

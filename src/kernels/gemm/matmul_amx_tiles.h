@@ -1,5 +1,6 @@
 // What the AMX matrix-product files share (matmul_amx.cc, matmul_amx_split.cc): the tile shapes
-// and configuration, the store of a C tile into y, alignment. Internal linkage: included only by
+// and configuration, activations packed into B tiles (PackBlocks), the C tiles zeroed, stored
+// and scattered into y, alignment. Internal linkage: included only by
 // files built with AMX flags. Re-entrant; no state.
 #pragma once
 
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/gemm/matmul_internal.h"
 
@@ -86,6 +88,47 @@ inline void Transpose16(__m512i (&r)[16]) {
     t[12 + c] = _mm512_shuffle_i32x4(ab_hi, de_hi, 0xDD);
   }
   for (int q = 0; q < 16; ++q) r[q] = t[q];
+}
+
+// Blocks [b0, b1) of n activation rows as B tiles of kSets sets, set p's tiles p * set_words
+// words after the first (block b's b * steps tiles after its set's start): row_pairs(i, s, v)
+// gives row i's pairs [16 s, 16 s + 16) of each set in v[0 .. kSets). A full block's 16 rows
+// are transposed into each step's tile; a partial one (fewer rows, narrower tiles of `width`
+// words) is zeroed, then its rows scattered. Blocks are disjoint, so threads may pack them side
+// by side.
+template <int kSets, class RowPairs>
+void PackBlocks(int64_t n, int64_t steps, int64_t b0, int64_t b1, int64_t set_words, const RowPairs& row_pairs,
+                uint32_t* out) {
+  const int64_t width = BlockWidth(n), tile_words = 16 * width, block_words = steps * tile_words;
+  const __m512i pair_rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                               _mm512_set1_epi32(static_cast<int>(width)));
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t i0 = b * kBlock, count = std::min<int64_t>(kBlock, n - i0);
+    uint32_t* block = out + b * block_words;
+    if (count == kBlock) {
+      for (int64_t s = 0; s < steps; ++s) {
+        __m512i stage[kSets][16], v[kSets];
+        for (int i = 0; i < 16; ++i) {
+          row_pairs(i0 + i, s, v);
+          for (int p = 0; p < kSets; ++p) stage[p][i] = v[p];
+        }
+        for (int p = 0; p < kSets; ++p) {
+          Transpose16(stage[p]);
+          uint32_t* tile = block + p * set_words + s * tile_words;
+          for (int q = 0; q < 16; ++q) _mm512_store_si512(tile + 16 * q, stage[p][q]);
+        }
+      }
+      continue;
+    }
+    for (int p = 0; p < kSets; ++p) std::memset(block + p * set_words, 0, sizeof(uint32_t) * block_words);
+    __m512i v[kSets];
+    for (int64_t i = i0; i < i0 + count; ++i)
+      for (int64_t s = 0; s < steps; ++s) {
+        row_pairs(i, s, v);
+        for (int p = 0; p < kSets; ++p)
+          _mm512_i32scatter_epi32(block + p * set_words + s * tile_words + i % kBlock, pair_rows, v[p], 4);
+      }
+  }
 }
 
 // Zeroes the C tiles tmm4 .. tmm(3 + kTiles) (1, 2 or 4: the panel-pair kernels' layouts).

@@ -1,4 +1,4 @@
-// Vector primitives of the CPU kernels (attention, RMSNorm, the roofline probe), one
+// Vector primitives of the CPU kernels (attention, RMSNorm, the mHC streams, the roofline probe), one
 // implementation per instruction set (kernels/simd/isa.h). Internal to the room; pure functions,
 // callable from any thread.
 

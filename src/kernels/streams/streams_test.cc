@@ -1,6 +1,6 @@
 // The stream mix and collapse on every ISA this CPU has give the portable build's bits, in
 // place, for any stream count and length (vector bodies and scalar tails), and equal the plain
-// formula (engine/mhc.h's HcPost and collapse).
+// formula (engine/mhc.h's HcPost and collapse); stream counts out of range are refused.
 #include "kernels/streams/streams.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +50,14 @@ TEST(StreamsTest, EveryIsaGivesThePortableBits) {
             << IsaName(isa) << " hc=" << hc << " n=" << n;
       }
     }
+}
+
+// Stream counts outside 1..16 stop the process with a message, never read past the streams.
+TEST(StreamsTest, RejectsStreamCountsOutOfRange) {
+  std::vector<float> x(17 * 4, 1.0f), post(17, 1.0f), comb(17 * 17, 1.0f), y(4, 1.0f), out(4);
+  EXPECT_DEATH(MixStreams(x.data(), 0, 4, 4, post.data(), comb.data(), y.data()), "0 streams");
+  EXPECT_DEATH(MixStreams(x.data(), 17, 4, 4, post.data(), comb.data(), y.data()), "17 streams");
+  EXPECT_DEATH(CollapseStreams(x.data(), 17, 4, 4, post.data(), out.data()), "17 streams");
 }
 
 }  // namespace
