@@ -120,9 +120,9 @@ void CoreAttention(Ops& ops, const Model& model, int layer, const RowBatch& batc
   ops.CountWork(4.0 * total_keys * heads * dim, total_keys * dim * sizeof(float));
   // A task per row and group of heads: every head of a row where the rows alone keep the
   // threads busy (its keys then come from memory once and feed all its heads), else groups of
-  // 4 heads so that a few rows still spread over the threads. Each head's result is the same
-  // either way (the kernel's order contract).
-  const int heads_per_task = rows >= 2 * ops.pool().num_threads() ? heads : 4;
+  // 8 heads (the AVX-512 kernel's head block) so that a few rows still spread over the threads.
+  // Each head's result is the same either way (the kernel's order contract).
+  const int heads_per_task = rows >= 2 * ops.pool().num_threads() ? heads : 8;
   const int groups = (heads + heads_per_task - 1) / heads_per_task;
   s->o.resize(static_cast<size_t>(rows * heads * dim));
   ops.ForRows(rows * groups, [&](int64_t task) {

@@ -2,8 +2,9 @@
 // of width D over K keys that are also the values, softmax denominators enlarged by
 // exp(sink_h). One query position per call; callers parallelise over positions/heads.
 
-// The vector kernels load each key vector once for a block of 4 heads (logits and weighted
-// values alike), so a call with more heads reads its keys fewer times; each head's result has
+// The vector kernels load each key vector once for a block of heads (8 with AVX-512, 4 with
+// AVX2; logits and weighted values alike), so a call with more heads reads its keys fewer
+// times; each head's result has
 // one fixed order (attention/sink_attention_simd.h) and depends only on (q_h, keys, sink_h)
 // and the process's ISA, never on the head range of the call or how queries are split.
 #pragma once

@@ -172,6 +172,18 @@ void ValueBlock(const AttentionArgs& a, int h0, int j0, int j1, const float* inv
   if (c < a.dim) ValueTile<V, NH, 1>(a, h0, j0, j1, c, a.dim - c, first, last, inv + h0);
 }
 
+// Block<V, NH> for the last `left` heads from h (0 < left < NH + 1), one block.
+template <class V, template <class, int> class Block, int NH, class... Args>
+void RemainderBlock(const AttentionArgs& a, int h, int left, Args... args) {
+  if constexpr (NH > 0) {
+    if (left == NH) {
+      Block<V, NH>::Run(a, h, args...);
+    } else {
+      RemainderBlock<V, Block, NH - 1>(a, h, left, args...);
+    }
+  }
+}
+
 // Calls Block<V, NH>(a, h0, ...) for every head block of kHeads heads (and the remainder).
 template <class V, template <class, int> class Block, class... Args>
 void ForHeadBlocks(const AttentionArgs& a, Args... args) {
@@ -179,12 +191,7 @@ void ForHeadBlocks(const AttentionArgs& a, Args... args) {
   const int heads = a.head_end - a.head_begin;
   int h = 0;
   for (; h + kHeads <= heads; h += kHeads) Block<V, kHeads>::Run(a, h, args...);
-  switch (heads - h) {
-    case 1: Block<V, 1>::Run(a, h, args...); break;
-    case 2: if constexpr (kHeads > 2) Block<V, 2>::Run(a, h, args...); break;
-    case 3: if constexpr (kHeads > 3) Block<V, 3>::Run(a, h, args...); break;
-    default: break;
-  }
+  if (h < heads) RemainderBlock<V, Block, kHeads - 1>(a, h, heads - h, args...);
 }
 
 template <class V, int NH>
@@ -202,7 +209,6 @@ struct Values {
 // The whole call: logits, softmax, weighted values, key chunk by key chunk.
 template <class V>
 void Attend(const AttentionArgs& a) {
-  static_assert(V::kHeadBlock <= 4, "ForHeadBlocks handles remainders of up to 3 heads");
   const int heads = a.head_end - a.head_begin;
   if (a.num_keys == 0) {  // only the sink: a zero output
     float* out = a.out + static_cast<int64_t>(a.head_begin) * a.dim;

@@ -82,11 +82,12 @@ struct Problem {
   }
 };
 
-// Head counts around the 4-head blocks, widths with partial vectors, key counts around the
-// 64-key chunks (and none: the sink alone gives zeros).
+// Head counts around the 4- and 8-head blocks (every remainder of AVX-512's 8), widths with
+// partial vectors, key counts around the 64-key chunks and the 3-key tiles (and none: the sink
+// alone gives zeros).
 TEST(SinkAttentionTest, EveryIsaMatchesReferenceOnAwkwardShapes) {
   std::mt19937 rng(6);
-  for (int heads : {1, 3, 5, 9}) {
+  for (int heads : {1, 2, 3, 4, 5, 6, 7, 9, 16}) {
     for (int dim : {7, 16, 100, 512}) {
       for (int num_keys : {0, 1, 5, 63, 64, 65, 130}) {
         Problem p(heads, dim, num_keys, rng);
