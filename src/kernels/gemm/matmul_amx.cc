@@ -352,21 +352,16 @@ void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_
                         int64_t b1, uint32_t* out) {
   FS_CHECK(reinterpret_cast<uintptr_t>(out) % 64 == 0, "AMX activation tiles must be 64-byte aligned");
   const int64_t steps = cols / 32;
-  if (n == 1 && fp4) {  // one-column tiles: the row's pairs in order
-    PackBf16PairsAvx512(x + rows[0] * ldx, 1, ldx, cols, fp4, steps * 16, out);
-    return;
-  }
   // Pairs [16 s, 16 s + 16) of one row: FP4 order, or column order.
   const auto pairs = [&](int64_t i, int64_t s, __m512i* v) {
     const float* src = x + rows[i] * ldx + 32 * s;
-    if (!fp4) {
-      v[0] = HighHalves(_mm512_loadu_ps(src), _mm512_loadu_ps(src + 16));
-      return;
-    }
-    alignas(64) uint32_t packed[16];
-    PackBf16PairsAvx512(src, 1, ldx, 32, fp4, 16, packed);
-    v[0] = _mm512_load_si512(packed);
+    const __m512 lo = _mm512_loadu_ps(src), hi = _mm512_loadu_ps(src + 16);
+    v[0] = fp4 ? Fp4PairHalves(lo, hi) : HighHalves(lo, hi);
   };
+  if (n == 1) {  // one-column tiles: the row's pairs in order
+    for (int64_t s = 0; s < steps; ++s) pairs(0, s, reinterpret_cast<__m512i*>(out + 16 * s));
+    return;
+  }
   PackBlocks<1>(n, steps, b0, b1, 0, pairs, out);
 }
 
