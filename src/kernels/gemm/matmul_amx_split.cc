@@ -5,7 +5,9 @@
 // that each product with a weight is exact and one TDPBF16PS per part and step accumulates
 // them: y[i, o] = sum over 32-column steps, ascending, of the parts 0, 1, 2 in that order. The
 // BF16 weights are read in place as A tiles (16 rows of 32 BF16 each, one row per matrix row),
-// FP8 weights decoded exactly into them a panel at a time (DecodeAmxFp8Panel). Like
+// FP8 weights decoded exactly into them (matmul_amx_decode.h): a step at a time, a few steps
+// ahead of their products, against up to two activation blocks; a panel at a time, read by every
+// block pair, against more (DecodeAmxFp8Panel). Like
 // matmul_amx.cc's products, the bits are the tile unit's own and depend only on the two rows, so
 // a row's result is the same in any batch; parts below the normal range (|x| under 2^-110 or so)
 // are flushed to zero by the unit. Called by MatMulRowsAmx (matmul_amx.cc) with its tiles
@@ -17,7 +19,7 @@
 #include <cstring>
 
 #include "base/check.h"
-#include "kernels/gemm/matmul_amx_tiles.h"
+#include "kernels/gemm/matmul_amx_decode.h"
 
 namespace flashserve::kernels::internal {
 namespace {
@@ -79,16 +81,69 @@ const uint8_t* RowsAhead(const MatMulArgs& a, int64_t first, int panels) {
   return a.data + first * a.cols * 2;
 }
 
+// Where MultiplyBlock's and MultiplyPanelPair's A tiles are: panel j's tile of step s at
+// Tile(j, s), its rows Stride(j) bytes apart; After(s) runs once step s's tile loads are issued.
+// Here panels read in place (BF16 rows) or decoded in full (APanel), After(s) requesting one line
+// of each of the `ahead` rows from `next` (null: none), what the next panels' step s reads.
+struct InPlaceTiles {
+  APanel panels[2];
+  const uint8_t* next;
+  int64_t next_stride;
+  int ahead;
+  const uint8_t* Tile(int j, int64_t s) const { return panels[j].base + s * panels[j].step_bytes; }
+  int64_t Stride(int j) const { return panels[j].stride; }
+  void After(int64_t s) const {
+    if (next != nullptr)
+      for (int m = 0; m < ahead; ++m) _mm_prefetch(reinterpret_cast<const char*>(next + m * next_stride + 64 * s), _MM_HINT_T1);
+  }
+};
+
+// FP8 panels decoded a few steps ahead of their products into a ring (StreamedPanels): After(s)
+// decodes a later step once step s's tile loads are issued.
+template <class Streamed>
+struct RingTiles {
+  const Streamed& streamed;
+  const uint8_t* Tile(int j, int64_t s) const {
+    return reinterpret_cast<const uint8_t*>(streamed.Tiles(s) + j * Streamed::kPanelStride);
+  }
+  int64_t Stride(int) const { return 64; }
+  void After(int64_t s) const { streamed.After(s); }
+};
+
+// Calls multiply(tiles) with the A tiles of the FP8 panels [o0, o0 + 16 * panels) (rows from r1
+// on zero) decoded a step at a time into `ring` while the products of earlier steps run (RingTiles),
+// not in full before them (wo_a, 256 x 2048 at n = 1, one core: 63-100 us a call decoded in full,
+// against 43-52 on the AVX-512 path).
+template <class Multiply>
+void WithFp8Ring(const MatMulArgs& a, int64_t o0, int64_t r1, int panels, int64_t steps, uint32_t* ring,
+                 const Multiply& multiply) {
+  const Fp8BitsRows src{&a};
+  const PanelDecoder<Fp8BitsRows> decoder(src, o0, r1, panels, steps);
+  if (panels == 1 && decoder.Whole(0)) {  // the panel loop of its own (PanelSteps)
+    const auto whole = [&src, &decoder](int64_t s, uint32_t* tiles, int64_t) {
+      decoder.Prefetch(s);
+      PanelSteps<Fp8BitsRows>::Decode(src, decoder.cursors(), s, tiles);
+    };
+    const StreamedPanels<decltype(whole)> streamed(whole, steps, ring);
+    multiply(RingTiles<decltype(streamed)>{streamed});
+    return;
+  }
+  const auto generic = [&decoder](int64_t s, uint32_t* tiles, int64_t stride) { decoder.Decode(s, tiles, stride); };
+  const StreamedPanels<decltype(generic)> streamed(generic, steps, ring);
+  multiply(RingTiles<decltype(streamed)>{streamed});
+}
+
 // C (tmm4) = the panel against one block of activations (B tiles of the three parts, tmm1-3),
-// stored to c. While it runs, the first block's pass requests the next panel's rows, one line
-// of each per step (what the next panel's step reads).
-void MultiplyBlock(const APanel& panel, const uint32_t* xb, int64_t part_words, int64_t width, int64_t steps,
-                   const uint8_t* next, float* c) {
+// stored to c.
+template <class ATiles>
+void MultiplyBlock(const ATiles& a_tiles, const uint32_t* xb, int64_t part_words, int64_t width, int64_t steps,
+                   float* c) {
   const int64_t b_tile = 16 * width;
   MemoryBarrier();
   _tile_zero(4);
   for (int64_t s = 0; s < steps; ++s) {
-    _tile_loadd(0, panel.base + s * panel.step_bytes, panel.stride);
+    MemoryBarrier();
+    _tile_loadd(0, a_tiles.Tile(0, s), a_tiles.Stride(0));
     const uint32_t* b = xb + s * b_tile;
     _tile_loadd(1, b, 4 * width);
     _tile_loadd(2, b + part_words, 4 * width);
@@ -96,8 +151,8 @@ void MultiplyBlock(const APanel& panel, const uint32_t* xb, int64_t part_words, 
     _tile_dpbf16ps(4, 0, 1);
     _tile_dpbf16ps(4, 0, 2);
     _tile_dpbf16ps(4, 0, 3);
-    if (next != nullptr)
-      for (int m = 0; m < kBlock; ++m) _mm_prefetch(reinterpret_cast<const char*>(next + m * panel.stride + 64 * s), _MM_HINT_T1);
+    MemoryBarrier();
+    a_tiles.After(s);
   }
   _tile_stored(4, c, 64);
   MemoryBarrier();
@@ -108,17 +163,17 @@ void MultiplyBlock(const APanel& panel, const uint32_t* xb, int64_t part_words, 
 // stored to c in that order. Per part, four independent products (two with one block) reuse
 // each loaded tile twice: a chain of products into one C tile waits for each product's result
 // (one panel against one block, its three parts in a row: 23-25% of the tile peak on one core,
-// n = 32). Each C tile still sums steps ascending, parts 0, 1, 2 within a step. The first block
-// pair's pass requests the next pair's rows (`next`, 32 rows), one line of each per step.
-template <int kBlocks>
-void MultiplyPanelPair(const APanel (&panels)[2], const uint32_t* xb, int64_t block_words, int64_t part_words,
-                       int64_t width, int64_t steps, const uint8_t* next, int64_t next_stride, float* c) {
+// n = 32). Each C tile still sums steps ascending, parts 0, 1, 2 within a step.
+template <int kBlocks, class ATiles>
+void MultiplyPanelPair(const ATiles& a_tiles, const uint32_t* xb, int64_t block_words, int64_t part_words,
+                       int64_t width, int64_t steps, float* c) {
   const int64_t b_tile = 16 * width;
   MemoryBarrier();
   ZeroCTiles<2 * kBlocks>();
   for (int64_t s = 0; s < steps; ++s) {
-    _tile_loadd(0, panels[0].base + s * panels[0].step_bytes, panels[0].stride);
-    _tile_loadd(1, panels[1].base + s * panels[1].step_bytes, panels[1].stride);
+    MemoryBarrier();
+    _tile_loadd(0, a_tiles.Tile(0, s), a_tiles.Stride(0));
+    _tile_loadd(1, a_tiles.Tile(1, s), a_tiles.Stride(1));
     for (int p = 0; p < kParts; ++p) {
       const uint32_t* b = xb + p * part_words + s * b_tile;
       _tile_loadd(2, b, 4 * width);
@@ -130,35 +185,52 @@ void MultiplyPanelPair(const APanel (&panels)[2], const uint32_t* xb, int64_t bl
         _tile_dpbf16ps(7, 1, 3);
       }
     }
-    if (next != nullptr)
-      for (int m = 0; m < 2 * kBlock; ++m) _mm_prefetch(reinterpret_cast<const char*>(next + m * next_stride + 64 * s), _MM_HINT_T1);
+    MemoryBarrier();
+    a_tiles.After(s);
   }
   StoreCTiles<2 * kBlocks>(c);
   MemoryBarrier();
 }
 
-// Rows [r0, r1) against more than one block: panel pairs against block pairs.
+// y for the panel pair from o0 and the block pair from block b (one block where b is the last),
+// from c (MultiplyPanelPair's order).
+void ScatterPair(const MatMulArgs& a, const float* c, int64_t blocks, int64_t b, int64_t o0, int64_t r1) {
+  for (int g = 0; g < std::min<int64_t>(2, blocks - b); ++g)
+    for (int j = 0; j < 2; ++j)
+      ScatterTile(a, c + (2 * g + j) * kTileWords, (b + g) * kBlock, o0 + j * kBlock, r1 - o0 - j * kBlock);
+}
+
+// Rows [r0, r1) against more than one block: panel pairs against block pairs. FP8 panels against
+// one block pair are decoded as their products run (WithFp8Ring); against more, in full once and
+// read by every pair.
 void PairedRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   const int64_t steps = a.cols / 32, width = BlockWidth(a.n), blocks = (a.n + kBlock - 1) / kBlock;
   const int64_t block_words = steps * 16 * width, part_words = blocks * block_words;
-  const int64_t next_stride = a.cols * 2;  // BF16 rows: RowsAhead requests none of FP8's
   const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
-  uint32_t* copies = AlignTo64(reinterpret_cast<uint32_t*>(scratch));
-  float* c = reinterpret_cast<float*>(copies + 2 * steps * kTileWords);
+  uint32_t* copies = AlignTo64(reinterpret_cast<uint32_t*>(scratch));  // copies, or FP8's ring
+  float* c = reinterpret_cast<float*>(copies + 2 * std::max<int64_t>(steps, kRing) * kTileWords);
+  const auto pair = [&](const auto& tiles, int64_t b) {
+    if (blocks - b >= 2) {
+      MultiplyPanelPair<2>(tiles, x + b * block_words, block_words, part_words, width, steps, c);
+    } else {
+      MultiplyPanelPair<1>(tiles, x + b * block_words, block_words, part_words, width, steps, c);
+    }
+  };
+  if (a.format == model::MatrixFormat::kFp8 && blocks <= 2) {
+    WarmPanels(Fp8BitsRows{&a}, r0, 2);
+    for (int64_t o0 = r0; o0 < r1; o0 += 2 * kBlock) {
+      WithFp8Ring(a, o0, r1, 2, steps, copies, [&](const auto& tiles) { pair(tiles, 0); });
+      ScatterPair(a, c, blocks, 0, o0, r1);
+    }
+    return;
+  }
   for (int64_t o0 = r0; o0 < r1; o0 += 2 * kBlock) {
     const APanel panels[2] = {PanelAt(a, o0, steps, copies), PanelAt(a, o0 + kBlock, steps, copies + steps * kTileWords)};
     const uint8_t* next = RowsAhead(a, o0 + 2 * kBlock, 2);
     for (int64_t b = 0; b < blocks; b += 2) {
-      const uint32_t* xb = x + b * block_words;
-      const uint8_t* ahead = b == 0 ? next : nullptr;
-      if (blocks - b >= 2) {
-        MultiplyPanelPair<2>(panels, xb, block_words, part_words, width, steps, ahead, next_stride, c);
-      } else {
-        MultiplyPanelPair<1>(panels, xb, block_words, part_words, width, steps, ahead, next_stride, c);
-      }
-      for (int g = 0; g < std::min<int64_t>(2, blocks - b); ++g)
-        for (int j = 0; j < 2; ++j)
-          ScatterTile(a, c + (2 * g + j) * kTileWords, (b + g) * kBlock, o0 + j * kBlock, r1 - o0 - j * kBlock);
+      // BF16 rows: the first pass requests the next pair's rows (FP8's decoder requests its own).
+      pair(InPlaceTiles{{panels[0], panels[1]}, b == 0 ? next : nullptr, a.cols * 2, 2 * kBlock}, b);
+      ScatterPair(a, c, blocks, b, o0, r1);
     }
   }
 }
@@ -170,18 +242,22 @@ void AmxSplitRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
     PairedRows(a, r0, r1, scratch);
     return;
   }
-  const int64_t steps = a.cols / 32, width = BlockWidth(a.n), blocks = (a.n + kBlock - 1) / kBlock;
-  const int64_t block_words = steps * 16 * width, part_words = blocks * block_words;
+  // One block: its B tiles, each part's steps * width * 16 words after the one before.
+  const int64_t steps = a.cols / 32, width = BlockWidth(a.n), part_words = steps * 16 * width;
   const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
-  uint32_t* copy = AlignTo64(reinterpret_cast<uint32_t*>(scratch));
-  float* c = reinterpret_cast<float*>(copy + steps * kTileWords);
+  uint32_t* copy = AlignTo64(reinterpret_cast<uint32_t*>(scratch));  // a tail's copy, or FP8's ring
+  float* c = reinterpret_cast<float*>(copy + std::max<int64_t>(steps, kRing) * kTileWords);
+  const bool fp8 = a.format == model::MatrixFormat::kFp8;
+  if (fp8) WarmPanels(Fp8BitsRows{&a}, r0, 1);
   for (int64_t o0 = r0; o0 < r1; o0 += kBlock) {
-    const APanel panel = PanelAt(a, o0, steps, copy);
-    const uint8_t* next = RowsAhead(a, o0 + kBlock, 1);
-    for (int64_t b = 0; b < blocks; ++b) {
-      MultiplyBlock(panel, x + b * block_words, part_words, width, steps, b == 0 ? next : nullptr, c);
-      ScatterTile(a, c, b * kBlock, o0, r1 - o0);
+    const auto multiply = [&](const auto& tiles) { MultiplyBlock(tiles, x, part_words, width, steps, c); };
+    if (fp8) {
+      WithFp8Ring(a, o0, r1, 1, steps, copy, multiply);
+    } else {
+      const APanel panel = PanelAt(a, o0, steps, copy);
+      multiply(InPlaceTiles{{panel, panel}, RowsAhead(a, o0 + kBlock, 1), panel.stride, kBlock});
     }
+    ScatterTile(a, c, 0, o0, r1 - o0);
   }
 }
 
