@@ -8,7 +8,11 @@
 // FP4 expert, FP8 query and BF16 head shapes) filling MB megabytes, more than the last-level
 // cache, multiplied one after another on --threads threads, so that every call streams its
 // weights from DRAM; prints GB/s of weights read per path.
-// usage: amx_ab_bench [--ns 1,2,8] [--reps 400] [--fp8-rows 8192] [--cold MB] [--threads N]
+// --inexact: activations that are not exact BF16 values (as wo_a's input), so that FP8 takes the
+// split tiles (three passes) and FP4 the AVX-512 path on both sides; --fp8-cols sets the FP8
+// shape's columns (wo_a's group slice: --fp8-rows 256 --fp8-cols 2048).
+// usage: amx_ab_bench [--ns 1,2,8] [--reps 400] [--fp8-rows 8192] [--fp8-cols 512] [--inexact]
+//                     [--cold MB] [--threads N]
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -58,10 +62,11 @@ struct BenchMatrix {
 // Fastest seconds of `reps` runs of products of every matrix in `ws` with n random activation
 // rows that are exact BF16 values, per path ([0] AVX-512, [1] AMX), the paths alternating.
 std::array<double, 2> FastestAB(const std::vector<flashserve::model::Matrix>& ws, int64_t n, int reps,
-                                ThreadPool& pool, std::mt19937& rng) {
+                                bool inexact, ThreadPool& pool, std::mt19937& rng) {
   const flashserve::model::Matrix& w0 = ws.front();
   std::vector<float> x = kernels::RandomVector(n * w0.cols, rng), y(static_cast<size_t>(n * w0.rows));
-  for (float& v : x) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
+  if (!inexact)
+    for (float& v : x) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
   std::array<double, 2> best = {1e30, 1e30};
   for (int rep = 0; rep < reps; ++rep)
     for (int amx = 0; amx < 2; ++amx) {
@@ -103,12 +108,22 @@ std::vector<flashserve::model::Matrix> ColdCopies(const flashserve::model::Matri
 int main(int argc, char** argv) {
   std::vector<int64_t> ns = {1, 2, 4, 8, 16, 48};
   int reps = 400;
-  int64_t fp8_rows = 8192, cold_mb = 0;
+  int64_t fp8_rows = 8192, fp8_cols = 512, cold_mb = 0;
+  bool inexact = false;
   int threads = 1;
+  for (int i = 1; i < argc; ++i) {  // the one flag without a value
+    if (std::strcmp(argv[i], "--inexact") == 0) {
+      inexact = true;
+      for (int j = i; j + 1 < argc; ++j) argv[j] = argv[j + 1];
+      --argc;
+      --i;
+    }
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--ns") == 0) ns = ParseList(argv[i + 1]);
     if (std::strcmp(argv[i], "--reps") == 0) reps = std::max(1, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--fp8-rows") == 0) fp8_rows = std::max<int64_t>(16, std::atoll(argv[i + 1]));
+    if (std::strcmp(argv[i], "--fp8-cols") == 0) fp8_cols = std::max<int64_t>(128, std::atoll(argv[i + 1]) / 128 * 128);
     if (std::strcmp(argv[i], "--cold") == 0) cold_mb = std::max<int64_t>(1, std::atoll(argv[i + 1]));
     if (std::strcmp(argv[i], "--threads") == 0) threads = std::max(1, std::atoi(argv[i + 1]));
   }
@@ -123,7 +138,7 @@ int main(int argc, char** argv) {
     int64_t rows, cols;
     int tile;
   };
-  std::vector<Shape> shapes = {{MatrixFormat::kFp4, 768, 1024, 32}, {MatrixFormat::kFp8, fp8_rows, 512, 128}};
+  std::vector<Shape> shapes = {{MatrixFormat::kFp4, 768, 1024, 32}, {MatrixFormat::kFp8, fp8_rows, fp8_cols, 128}};
   if (cold_mb > 0) {
     shapes.push_back({MatrixFormat::kBF16, 129280, 1024, 1});
     std::printf("%d thread(s), weights streamed from DRAM (%ld MB of copies), fastest of %d sweeps each\n", threads,
@@ -131,13 +146,14 @@ int main(int argc, char** argv) {
   } else {
     std::printf("%d thread(s), fastest of %d alternating calls each, us per call\n", threads, reps);
   }
+  if (inexact) std::printf("activations not exact BF16: FP8 on the split tiles, FP4 on the AVX-512 path on both sides\n");
   for (const Shape& c : shapes) {
     const BenchMatrix m(c.format, c.rows, c.cols, c.tile, rng);
     std::vector<uint8_t> store;
     const std::vector<flashserve::model::Matrix> ws =
         cold_mb > 0 ? ColdCopies(m.w, cold_mb << 20, store) : std::vector<flashserve::model::Matrix>{m.w};
     for (int64_t n : ns) {
-      const std::array<double, 2> best = FastestAB(ws, n, reps, pool, rng);
+      const std::array<double, 2> best = FastestAB(ws, n, reps, inexact, pool, rng);
       if (cold_mb > 0) {
         const double bytes = static_cast<double>(ws.size()) * static_cast<double>(m.w.StoredBytes());
         std::printf("%-26s x%-4zu n=%-3ld AMX %6.1f GB/s   AVX-512 %6.1f GB/s\n", m.w.Describe().c_str(), ws.size(),
