@@ -60,7 +60,8 @@ struct BenchMatrix {
 };
 
 // Fastest seconds of `reps` runs of products of every matrix in `ws` with n random activation
-// rows that are exact BF16 values, per path ([0] AVX-512, [1] AMX), the paths alternating.
+// rows (exact BF16 values unless `inexact`), per path ([0] AVX-512, [1] AMX), the paths
+// alternating.
 std::array<double, 2> FastestAB(const std::vector<flashserve::model::Matrix>& ws, int64_t n, int reps,
                                 bool inexact, ThreadPool& pool, std::mt19937& rng) {
   const flashserve::model::Matrix& w0 = ws.front();

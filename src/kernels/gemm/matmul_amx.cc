@@ -3,7 +3,7 @@
 // power-of-two scale; the decoders of matmul_amx_decode.h) 16 rows at a time into A tiles,
 // activations packed once per call into B tiles (up to 16 rows each), products accumulated in C
 // tiles; BF16 weights, and FP8 rows with other activations (split), go to matmul_amx_split.cc,
-// which decodes FP8 with the same decoders (and whole panels by DecodeAmxFp8Panel here). Called
+// which decodes FP8 with the same decoders. Called
 // by the dispatcher (matmul.cc) after its CPU check; compiled with AMX, AVX512-BF16 and
 // AVX512-VBMI flags. Re-entrant: no state; panels live in the caller's scratch.
 //
@@ -25,8 +25,6 @@
 
 namespace flashserve::kernels::internal {
 namespace {
-
-constexpr int kMaxCTiles = 4;   // C tiles per pass
 
 // Panels decoded in full beforehand.
 struct WholePanels {
@@ -89,8 +87,8 @@ void MultiplyTwoPanels(const APanels& a_panels, int64_t panel_stride, const uint
 
 // Weight rows [r0, r1) against every activation block: with one block (n <= 16), panels of 16
 // rows; with more, panels of 32 rows against pairs of blocks (2 x 2 C tiles). Up to two blocks,
-// each step's tiles are decoded just before their products, into a ring of kRing slots that
-// stays in L1; more blocks read a whole decoded panel (in L2) once per pair of blocks.
+// each step's tiles are decoded a few steps before their products, into a ring of kRing slots
+// that stays in L1 (StreamedPanels); more blocks read a whole decoded panel (in L2) once per pair of blocks.
 template <class Src>
 void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   const int64_t steps = a.cols / 32, width = BlockWidth(a.n), x_stride = steps * 16 * width;
@@ -146,14 +144,6 @@ void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scr
 
 }  // namespace
 
-void DecodeAmxFp8Panel(const MatMulArgs& a, int64_t o0, uint32_t* tiles) {
-  FS_CHECK(a.format == model::MatrixFormat::kFp8, "DecodeAmxFp8Panel takes FP8 weights");
-  const int64_t steps = a.cols / 32;
-  const Fp8BitsRows src{&a};
-  const PanelDecoder<Fp8BitsRows> decoder(src, o0, a.rows, 1, steps);
-  for (int64_t s = 0; s < steps; ++s) decoder.Decode(s, tiles + s * kTileWords, 0);
-}
-
 int64_t AmxScratchFloats(int64_t cols) {
   return (kMaxPanels * std::max<int64_t>(cols / 32, kRing) + kMaxCTiles) * kTileWords + 16;  // + alignment
 }
@@ -169,6 +159,7 @@ void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_
     v[0] = fp4 ? Fp4PairHalves(lo, hi) : HighHalves(lo, hi);
   };
   if (n == 1) {  // one-column tiles: the row's pairs in order
+    if (b0 >= b1) return;
     for (int64_t s = 0; s < steps; ++s) pairs(0, s, reinterpret_cast<__m512i*>(out + 16 * s));
     return;
   }

@@ -19,6 +19,7 @@ namespace flashserve::kernels::internal {
 namespace {  // internal linkage: each including file gets its own copy, built with its flags
 
 constexpr int kMaxPanels = 2;   // weight panels (16 rows each) decoded at a time
+constexpr int kMaxCTiles = 4;   // C tiles per pass (AmxScratchFloats: the panels' tiles, then these)
 constexpr int kLead = 1;  // panels between the one decoded and the one prefetched
 constexpr int kRing = 4;        // steps of decoded tiles in flight where decoding streams
 
@@ -67,7 +68,7 @@ struct Fp8BitsRows {
 
 // Whole panels (16 rows of the matrix) decoded one step at a time by a loop of the source's own,
 // with its pointers set up once per panel, where the source has one (GCC 12 kept the generic
-// loop's cursors in memory and spilled its addresses). Streamed as Run does, one core, in
+// loop's cursors in memory and spilled its addresses). Streamed as matmul_amx.cc's Run does, one core, in
 // L2, n = 1, us per call, generic -> these (the AVX-512 f32 path alongside): FP4 768 x 1024
 // 39.5 -> 31-32 (29-30), FP8 2048 x 512 103-105 -> 87-89 (75-77).
 template <class Src>

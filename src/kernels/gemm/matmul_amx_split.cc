@@ -7,7 +7,7 @@
 // BF16 weights are read in place as A tiles (16 rows of 32 BF16 each, one row per matrix row),
 // FP8 weights decoded exactly into them (matmul_amx_decode.h): a step at a time, a few steps
 // ahead of their products, against up to two activation blocks; a panel at a time, read by every
-// block pair, against more (DecodeAmxFp8Panel). Like
+// block pair, against more (PanelAt). Like
 // matmul_amx.cc's products, the bits are the tile unit's own and depend only on the two rows, so
 // a row's result is the same in any batch; parts below the normal range (|x| under 2^-110 or so)
 // are flushed to zero by the unit. Called by MatMulRowsAmx (matmul_amx.cc) with its tiles
@@ -64,10 +64,13 @@ APanel CopyTail(const MatMulArgs& a, int64_t o0, int64_t steps, uint32_t* copy) 
 }
 
 // The panel of weight rows [first, first + 16): BF16 rows in place (a panel past the matrix's
-// end copied, CopyTail), FP8 rows decoded into `buffer` (cols / 32 tiles).
+// end copied, CopyTail), FP8 rows decoded in full into `buffer` (cols / 32 tiles, zero past the
+// matrix's end).
 APanel PanelAt(const MatMulArgs& a, int64_t first, int64_t steps, uint32_t* buffer) {
   if (a.format == model::MatrixFormat::kFp8) {
-    DecodeAmxFp8Panel(a, first, buffer);
+    const Fp8BitsRows src{&a};  // outlives the decoder, which keeps a reference
+    const PanelDecoder<Fp8BitsRows> decoder(src, first, a.rows, 1, steps);
+    for (int64_t s = 0; s < steps; ++s) decoder.Decode(s, buffer + s * kTileWords, 0);
     return {reinterpret_cast<const uint8_t*>(buffer), kTileWords * 4, 64};
   }
   const int64_t row_bytes = a.cols * 2;
@@ -207,8 +210,9 @@ void PairedRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   const int64_t steps = a.cols / 32, width = BlockWidth(a.n), blocks = (a.n + kBlock - 1) / kBlock;
   const int64_t block_words = steps * 16 * width, part_words = blocks * block_words;
   const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
+  static_assert(kMaxPanels == 2 && kMaxCTiles >= 4, "AmxScratchFloats: two panels' tiles, then four C tiles");
   uint32_t* copies = AlignTo64(reinterpret_cast<uint32_t*>(scratch));  // copies, or FP8's ring
-  float* c = reinterpret_cast<float*>(copies + 2 * std::max<int64_t>(steps, kRing) * kTileWords);
+  float* c = reinterpret_cast<float*>(copies + kMaxPanels * std::max<int64_t>(steps, kRing) * kTileWords);
   const auto pair = [&](const auto& tiles, int64_t b) {
     if (blocks - b >= 2) {
       MultiplyPanelPair<2>(tiles, x + b * block_words, block_words, part_words, width, steps, c);
@@ -255,7 +259,7 @@ void AmxSplitRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
       WithFp8Ring(a, o0, r1, 1, steps, copy, multiply);
     } else {
       const APanel panel = PanelAt(a, o0, steps, copy);
-      multiply(InPlaceTiles{{panel, panel}, RowsAhead(a, o0 + kBlock, 1), panel.stride, kBlock});
+      multiply(InPlaceTiles{{panel, panel}, RowsAhead(a, o0 + kBlock, 1), a.cols * 2, kBlock});
     }
     ScatterTile(a, c, 0, o0, r1 - o0);
   }

@@ -213,17 +213,18 @@ TEST_F(MatMulAmxTest, WeightRowBitsDoNotDependOnTheirTileRow) {
   }
 }
 
-// BF16 weights (the output head), and FP8 weights (decoded a panel at a time), with f32
-// activations split into three exact BF16 parts: as close to the fp64 reference as the f32
-// paths, every row's bits the same in any batch (one block, two, a pair and a single one) and
-// on any pool, a last panel that runs past the matrix's end (37 rows) read correctly.
+// BF16 weights (the output head), and FP8 weights (decoded as the products run against up to
+// two blocks, a panel at a time against more), with f32 activations split into three exact
+// BF16 parts: as close to the fp64 reference as the f32 paths, every row's bits the same in any
+// batch (one block, two, a pair and a single one) and on any pool, a last panel that runs past
+// the matrix's end (37 rows) read correctly, fewer steps than the ring runs ahead (64 columns).
 TEST_F(MatMulAmxTest, SplitActivationsTakeEveryRowExactly) {
   std::mt19937 rng(19);
   base::ThreadPool p1(1), p2(2), p3(3);
   base::ThreadPool* pools[] = {&p1, &p2, &p3};
   for (const Case& c : {Case{MatrixFormat::kBF16, 37, 416, 1, false}, Case{MatrixFormat::kBF16, 64, 1024, 1, false},
                         Case{MatrixFormat::kBF16, 5, 32, 1, false}, Case{MatrixFormat::kFp8, 37, 416, 32, false},
-                        Case{MatrixFormat::kFp8, 140, 1024, 128, false}}) {
+                        Case{MatrixFormat::kFp8, 140, 1024, 128, false}, Case{MatrixFormat::kFp8, 21, 64, 32, false}}) {
     const Weights weights = MakeWeights(c, rng);
     const model::Matrix& w = weights.matrix;
     const int64_t rows = c.rows, cols = c.cols;

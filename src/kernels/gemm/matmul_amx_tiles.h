@@ -19,7 +19,8 @@ constexpr int kBlock = 16;       // weight rows per A tile; activation rows per 
 constexpr int kTileWords = 256;  // 32-bit words per tile: 16 rows of 64 bytes
 
 // The asm of the tile loads and the TDPBF16PS macros declares no memory operands: a barrier
-// keeps every store to a panel or to the packed activations before the loads that read it.
+// keeps every store to a panel or to the packed activations before the loads that read it, and
+// a ring slot's next decode after the loads of its previous contents.
 inline void MemoryBarrier() { asm volatile("" ::: "memory"); }
 
 // Tile rows that straddle two cache lines load at a fraction of the rate (FP4 768 x 1024, n = 1,
@@ -38,12 +39,13 @@ struct alignas(64) TileConfig {
 
 // Activation rows per B and C tile: all of them below 16 (one narrow block), else 16. Narrow B
 // tiles keep a decode's working set in L1 (n = 1: 2 KiB of activation tiles, not 32, beside
-// the FP4 tables' 16 KiB and the ring's 12 KiB).
+// the FP4 tables' 16 KiB and the ring's 4 KiB per panel).
 inline int64_t BlockWidth(int64_t n) { return std::min<int64_t>(n, kBlock); }
 
 // Every tile 16 rows: A (weights, 16 rows x 32 BF16: 64 bytes), B (activations, 16 pairs of
 // columns x `width` activation rows), C (16 weight rows x `width` activation rows, f32). FP4/FP8
-// (matmul_amx.cc): A in tmm0-2, B of one block in tmm3, C in tmm4-7 (more blocks: width 16).
+// (matmul_amx.cc): one block: A in tmm0, B in tmm3, C in tmm4; more (width 16): A in tmm0-1, B
+// in tmm2-3, C in tmm4-7.
 // Split activations (matmul_amx_split.cc): one block: A in tmm0, B in tmm1-3, C in tmm4; more
 // (width 16, every tile 64 bytes wide): A in tmm0-1, B in tmm2-3, C in tmm4-7.
 inline void ConfigureTiles(int64_t width, bool split) {

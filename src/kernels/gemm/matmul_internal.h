@@ -132,9 +132,6 @@ void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_
 // The rows [r0, r1) of an AMX call with split activations (matmul_amx_split.cc; BF16 or FP8
 // weights), tiles configured for it.
 void AmxSplitRows(const MatMulArgs& args, int64_t r0, int64_t r1, float* scratch);
-// FP8 weight rows [o0, o0 + 16) of an AMX call (zero past the matrix) decoded exactly into
-// cols / 32 A tiles of BF16 in column order, one after another from `tiles` (matmul_amx.cc).
-void DecodeAmxFp8Panel(const MatMulArgs& args, int64_t o0, uint32_t* tiles);
 // Rows rows[0..n) of x split into three exact BF16 parts (matmul_amx_split.cc), each packed as
 // PackAmxActivations packs, but pairs in column order (column 2p in the low half); part p's
 // tiles p * ceil(n / 16) * cols / 32 * 16 * min(n, 16) words after the first; blocks [b0, b1).
