@@ -88,7 +88,8 @@ void MultiplyTwoPanels(const APanels& a_panels, int64_t panel_stride, const uint
 // Weight rows [r0, r1) against every activation block: with one block (n <= 16), panels of 16
 // rows; with more, panels of 32 rows against pairs of blocks (2 x 2 C tiles). Up to two blocks,
 // each step's tiles are decoded a few steps before their products, into a ring of kRing slots
-// that stays in L1 (StreamedPanels); more blocks read a whole decoded panel (in L2) once per pair of blocks.
+// that stays in L1 (StreamedPanels); more blocks read a whole decoded panel (in L2) once per
+// pair of blocks, decoded as the first pair's products run (PanelsDecodedAhead).
 template <class Src>
 void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   const int64_t steps = a.cols / 32, width = BlockWidth(a.n), x_stride = steps * 16 * width;
@@ -122,11 +123,15 @@ void Run(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, float* scr
         MultiplyTwoPanels<2>(streamed, streamed.kPanelStride, x, x_stride, steps, c);
       }
     } else {
-      for (int64_t s = 0; s < steps; ++s) decoder.Decode(s, buffer + s * kTileWords, steps * kTileWords);
+      // The first pass (two blocks: there are more) decodes the panels as its products run.
+      const auto generic = [&decoder](int64_t s, uint32_t* tiles, int64_t stride) { decoder.Decode(s, tiles, stride); };
+      const PanelsDecodedAhead<decltype(generic)> first(generic, steps, steps * kTileWords, buffer);
       const WholePanels whole{buffer};
       for (int64_t b = 0; b < blocks; b += 2) {
         const int group = blocks - b >= 2 ? 2 : 1;
-        if (group == 2) {
+        if (b == 0) {
+          MultiplyTwoPanels<2>(first, steps * kTileWords, x, x_stride, steps, c);
+        } else if (group == 2) {
           MultiplyTwoPanels<2>(whole, steps * kTileWords, x + b * x_stride, x_stride, steps, c);
         } else {
           MultiplyTwoPanels<1>(whole, steps * kTileWords, x + b * x_stride, x_stride, steps, c);

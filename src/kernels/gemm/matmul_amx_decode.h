@@ -22,6 +22,7 @@ constexpr int kMaxPanels = 2;   // weight panels (16 rows each) decoded at a tim
 constexpr int kMaxCTiles = 4;   // C tiles per pass (AmxScratchFloats: the panels' tiles, then these)
 constexpr int kLead = 1;  // panels between the one decoded and the one prefetched
 constexpr int kRing = 4;        // steps of decoded tiles in flight where decoding streams
+constexpr int kDecodeAhead = 3;  // steps between a step's decoding and its products (StreamedPanels)
 
 // FP8 rows decoded by arithmetic into BF16 (the table decoder of matmul_bf16_rows.h reads four
 // 64-byte tables per 32 weights: FP8 8192 x 512 at n = 1 ran 3x slower than the f32 path). With
@@ -199,12 +200,35 @@ class StreamedPanels {
   }
 
  private:
-  static constexpr int64_t kAhead = 3;
+  static constexpr int64_t kAhead = kDecodeAhead;
   static_assert(kAhead < kRing);
   uint32_t* Slot(int64_t s) const { return ring_ + (s % kRing) * kTileWords; }
   DecodeStep decode_;
   int64_t steps_;
   uint32_t* ring_;
+};
+
+// Panels decoded in full into `panels` (panel j's step s at j * panel_stride + s * 256 words),
+// each step kDecodeAhead steps before the first pass's products reach it, so that decoding
+// overlaps them; later passes read the panels as decoded (prefill: 48 rows and more against one
+// panel pair).
+template <class DecodeStep>
+class PanelsDecodedAhead {
+ public:
+  PanelsDecodedAhead(DecodeStep decode, int64_t steps, int64_t panel_stride, uint32_t* panels)
+      : decode_(decode), steps_(steps), panel_stride_(panel_stride), panels_(panels) {
+    for (int64_t s = 0; s < std::min<int64_t>(kDecodeAhead, steps); ++s) decode_(s, Step(s), panel_stride_);
+  }
+  const uint32_t* Tiles(int64_t s) const { return Step(s); }
+  void After(int64_t s) const {
+    if (s + kDecodeAhead < steps_) decode_(s + kDecodeAhead, Step(s + kDecodeAhead), panel_stride_);
+  }
+
+ private:
+  uint32_t* Step(int64_t s) const { return panels_ + s * kTileWords; }
+  DecodeStep decode_;
+  int64_t steps_, panel_stride_;
+  uint32_t* panels_;
 };
 
 // Requests the rows of a task's first `panels` panels from r0 into L2 (PanelDecoder requests
