@@ -2,7 +2,8 @@
 // matmul_amx_split.cc (split activations): FP4 and FP8 weight rows decoded exactly into BF16
 // one step (32 columns) of a 16-row panel at a time (Fp8BitsRows, PanelSteps, PanelDecoder),
 // streamed through a ring of decoded steps a few steps ahead of their products
-// (StreamedPanels), and the first panels of a task requested ahead (WarmPanels). Internal
+// (StreamedPanels) or into whole panels the same way (PanelsDecodedAhead), and the first panels
+// of a task requested ahead (WarmPanels). Internal
 // linkage: included only by files built with AMX, AVX512-BF16 and AVX512-VBMI flags.
 // Re-entrant; no state.
 #pragma once
