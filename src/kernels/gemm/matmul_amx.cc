@@ -67,17 +67,9 @@ void MultiplyTwoPanels(const APanels& a_panels, int64_t panel_stride, const uint
   for (int64_t s = 0; s < steps; ++s) {
     const uint32_t* a = a_panels.Tiles(s);
     MemoryBarrier();
-    const uint32_t* b = xb + s * kTileWords;
-    _tile_loadd(2, b, 64);
     _tile_loadd(0, a, 64);
-    _tile_dpbf16ps(4, 0, 2);
     _tile_loadd(1, a + panel_stride, 64);
-    _tile_dpbf16ps(5, 1, 2);
-    if constexpr (kBlocks > 1) {
-      _tile_loadd(3, b + x_stride, 64);
-      _tile_dpbf16ps(6, 0, 3);
-      _tile_dpbf16ps(7, 1, 3);
-    }
+    PanelPairProducts<kBlocks>(xb + s * kTileWords, x_stride);
     MemoryBarrier();
     a_panels.After(s);
   }

@@ -162,32 +162,21 @@ void MultiplyBlock(const ATiles& a_tiles, const uint32_t* xb, int64_t part_words
 }
 
 // More than one block (n > 16): C tiles (tmm 4 + 2b + j) of panels j = 0, 1 (A: tmm0-1) against
-// kBlocks blocks of activations from xb (block b's B tile of each part in turn in tmm 2 + b),
-// stored to c in that order. Per part, four independent products (two with one block) reuse
+// kBlocks blocks of activations from xb (16 rows wide; block b's B tile of each part in turn in
+// tmm 2 + b, PanelPairProducts), stored to c in that order. Per part, four independent products (two with one block) reuse
 // each loaded tile twice: a chain of products into one C tile waits for each product's result
 // (one panel against one block, its three parts in a row: 23-25% of the tile peak on one core,
 // n = 32). Each C tile still sums steps ascending, parts 0, 1, 2 within a step.
 template <int kBlocks, class ATiles>
 void MultiplyPanelPair(const ATiles& a_tiles, const uint32_t* xb, int64_t block_words, int64_t part_words,
-                       int64_t width, int64_t steps, float* c) {
-  const int64_t b_tile = 16 * width;
+                       int64_t steps, float* c) {
   MemoryBarrier();
   ZeroCTiles<2 * kBlocks>();
   for (int64_t s = 0; s < steps; ++s) {
     MemoryBarrier();
     _tile_loadd(0, a_tiles.Tile(0, s), a_tiles.Stride(0));
     _tile_loadd(1, a_tiles.Tile(1, s), a_tiles.Stride(1));
-    for (int p = 0; p < kParts; ++p) {
-      const uint32_t* b = xb + p * part_words + s * b_tile;
-      _tile_loadd(2, b, 4 * width);
-      _tile_dpbf16ps(4, 0, 2);
-      _tile_dpbf16ps(5, 1, 2);
-      if constexpr (kBlocks > 1) {
-        _tile_loadd(3, b + block_words, 4 * width);
-        _tile_dpbf16ps(6, 0, 3);
-        _tile_dpbf16ps(7, 1, 3);
-      }
-    }
+    for (int p = 0; p < kParts; ++p) PanelPairProducts<kBlocks>(xb + p * part_words + s * kTileWords, block_words);
     MemoryBarrier();
     a_tiles.After(s);
   }
@@ -215,9 +204,9 @@ void PairedRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   float* c = reinterpret_cast<float*>(copies + kMaxPanels * std::max<int64_t>(steps, kRing) * kTileWords);
   const auto pair = [&](const auto& tiles, int64_t b) {
     if (blocks - b >= 2) {
-      MultiplyPanelPair<2>(tiles, x + b * block_words, block_words, part_words, width, steps, c);
+      MultiplyPanelPair<2>(tiles, x + b * block_words, block_words, part_words, steps, c);
     } else {
-      MultiplyPanelPair<1>(tiles, x + b * block_words, block_words, part_words, width, steps, c);
+      MultiplyPanelPair<1>(tiles, x + b * block_words, block_words, part_words, steps, c);
     }
   };
   if (a.format == model::MatrixFormat::kFp8 && blocks <= 2) {

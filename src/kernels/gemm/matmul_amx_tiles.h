@@ -156,6 +156,23 @@ inline void ZeroCTiles() {
   }
 }
 
+// The products of the A tiles in tmm0-1 (two weight panels) with kBlocks B tiles of 16
+// activation rows (64-byte rows), b's in tmm2 and, with two blocks, b + block_words's in tmm3,
+// accumulated into the C tile of panel j and block g, tmm(4 + 2g + j): each loaded B tile feeds
+// two independent products.
+template <int kBlocks>
+inline void PanelPairProducts(const uint32_t* b, int64_t block_words) {
+  static_assert(kBlocks == 1 || kBlocks == 2);
+  _tile_loadd(2, b, 64);
+  _tile_dpbf16ps(4, 0, 2);
+  _tile_dpbf16ps(5, 1, 2);
+  if constexpr (kBlocks > 1) {
+    _tile_loadd(3, b + block_words, 64);
+    _tile_dpbf16ps(6, 0, 3);
+    _tile_dpbf16ps(7, 1, 3);
+  }
+}
+
 // Stores the C tiles tmm4 .. tmm(3 + kTiles) to c, one after another.
 template <int kTiles>
 inline void StoreCTiles(float* c) {
