@@ -1,7 +1,8 @@
 // What the AMX matrix-product files share (matmul_amx.cc, matmul_amx_split.cc): the tile shapes
-// and configuration, activations packed into B tiles (PackBlocks), the C tiles zeroed, stored
-// and scattered into y, alignment. Internal linkage: included only by
-// files built with AMX flags. Re-entrant; no state.
+// and configuration, activations packed into B tiles (PackBlocks), a panel pair's products
+// against one or two blocks (PanelPairProducts), the C tiles zeroed, stored and scattered into
+// y, alignment. Internal linkage: included only by files built with AMX flags. Re-entrant; no
+// state.
 #pragma once
 
 #include <immintrin.h>
