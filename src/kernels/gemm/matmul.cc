@@ -495,14 +495,28 @@ struct RowSplit {
   std::vector<int32_t> tiles, other;
 };
 
-const RowSplit& SplitRows(const model::Matrix& w, const float* x, int64_t n, int64_t ldx) {
+// The rows are checked on the pool from kPooledCheckRows on (prefill: 512 rows of up to 8192
+// values, each product's check otherwise on the calling thread while the others wait).
+constexpr int64_t kPooledCheckRows = 64;
+
+const RowSplit& SplitRows(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, base::ThreadPool& pool) {
   thread_local RowSplit split;
+  thread_local std::vector<uint8_t> exact;
   split.tiles.clear();
   split.other.clear();
-  const bool every_row = AmxSplitsEveryRow(w);
-  for (int64_t i = 0; i < n; ++i)
-    (!every_row && Bf16ActivationFieldAvx512(x + i * ldx, 1, ldx, w.cols) >= 0 ? split.tiles : split.other)
-        .push_back(static_cast<int32_t>(i));
+  exact.assign(static_cast<size_t>(n), 0);
+  if (!AmxSplitsEveryRow(w)) {
+    uint8_t* flags = exact.data();  // the calling thread's buffer (workers have their own thread_locals)
+    const auto check = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) flags[i] = Bf16ActivationFieldAvx512(x + i * ldx, 1, ldx, w.cols) >= 0;
+    };
+    if (n >= kPooledCheckRows) {
+      pool.ParallelFor(n, 16, check);
+    } else {
+      check(0, n);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) (exact[static_cast<size_t>(i)] ? split.tiles : split.other).push_back(static_cast<int32_t>(i));
   return split;
 }
 
@@ -609,7 +623,7 @@ void MatMulAmx(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, f
     MatMulWithIsa(Isa::kAvx512, w, x, n, ldx, y, ldy, pool);
     return;
   }
-  const RowSplit& split = SplitRows(w, x, n, ldx);
+  const RowSplit& split = SplitRows(w, x, n, ldx, pool);
   const bool splits = AmxSplits(w);
   if (split.tiles.empty() && !splits) {
     MatMulWithIsa(Isa::kAvx512, w, x, n, ldx, y, ldy, pool);

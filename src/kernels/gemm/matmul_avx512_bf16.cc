@@ -120,25 +120,41 @@ double Bf16DotRateVsFmaAvx512() {
   return fma / dot;
 }
 
+// Per 16 values with bits v and magnitude bits u: the low 16 bits ORed (zero: exact BF16), the
+// largest u (from 0x7F800000: inf or NaN), and the least u - 1 (zero wraps past every nonzero
+// value). Two sets of accumulators per row, for two vectors per iteration; no mask registers in
+// the loop (3 x 1024 values: 320 -> 220 ns).
 int Bf16ActivationFieldAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF), low_mask = _mm512_set1_epi32(0xFFFF);
-  __m512i low = _mm512_setzero_si512(), max = _mm512_setzero_si512(), min = _mm512_set1_epi32(-1);
+  const __m512i one = _mm512_set1_epi32(1);
+  __m512i below = _mm512_set1_epi32(-1);
   for (int64_t i = 0; i < n; ++i) {
     const float* row = x + i * ldx;
-    for (int64_t c = 0; c < cols; c += 16) {
+    __m512i low[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, max[2] = {low[0], low[0]};
+    __m512i least[2] = {below, below};
+    const auto add = [&](int k, __m512i v) {
+      low[k] = _mm512_ternarylogic_epi32(low[k], v, low_mask, 0xF8);  // a | (b & c)
+      const __m512i u = _mm512_and_si512(v, abs_mask);
+      max[k] = _mm512_max_epu32(max[k], u);
+      least[k] = _mm512_min_epu32(least[k], _mm512_sub_epi32(u, one));
+    };
+    int64_t c = 0;
+    for (; c + 32 <= cols; c += 32) {
+      add(0, _mm512_loadu_si512(row + c));
+      add(1, _mm512_loadu_si512(row + c + 16));
+    }
+    for (; c < cols; c += 16) {
       const __mmask16 in = cols - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - c)) - 1);
-      const __m512i u = _mm512_and_si512(_mm512_maskz_loadu_epi32(in, row + c), abs_mask);
-      low = _mm512_or_si512(low, _mm512_and_si512(u, low_mask));
-      max = _mm512_max_epu32(max, u);
-      min = _mm512_mask_min_epu32(min, _mm512_test_epi32_mask(u, u), min, u);  // nonzero values only
+      add(0, _mm512_maskz_loadu_epi32(in, row + c));
     }
     // Not BF16, or inf / NaN: f32 activations show it in their first row.
-    if (_mm512_reduce_or_epi32(low) != 0 || static_cast<uint32_t>(_mm512_reduce_max_epu32(max)) >= 0x7F800000u)
-      return -1;
+    const __m512i l = _mm512_or_si512(low[0], low[1]), m = _mm512_max_epu32(max[0], max[1]);
+    if (_mm512_test_epi32_mask(l, l) != 0 || _mm512_cmpge_epu32_mask(m, _mm512_set1_epi32(0x7F800000)) != 0) return -1;
+    below = _mm512_min_epu32(below, _mm512_min_epu32(least[0], least[1]));
   }
-  const uint32_t least = static_cast<uint32_t>(_mm512_reduce_min_epu32(min));
+  const uint32_t least = static_cast<uint32_t>(_mm512_reduce_min_epu32(below));
   if (least == 0xFFFFFFFFu) return 255;  // all zero
-  const int field = static_cast<int>(least >> 23);
+  const int field = static_cast<int>((least + 1) >> 23);
   return field >= 1 ? field : -1;
 }
 

@@ -564,6 +564,45 @@ TEST(MatMulTest, Bf16PairPathsOnlyWhereExact) {
 
 // kAuto follows the measured rate (once per process, so every call agrees); kOn and kOff
 // override it, kOn only where the CPU has the instruction.
+// The activation check that sends rows to the BF16-pair and AMX paths, against a scalar
+// statement of it: the exponent field of the least nonzero |x| (255: all zero), or -1 unless
+// every value is a finite, exact BF16, zero or normal. Rows with one odd value anywhere (every
+// position, across the two-vector loop and the masked tail), several rows, both signs.
+TEST(MatMulTest, Bf16ActivationFieldMatchesItsDefinition) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 here";
+  const auto reference = [](const std::vector<float>& x, int64_t n, int64_t ldx, int64_t cols) {
+    uint32_t least = 0xFFFFFFFFu;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t c = 0; c < cols; ++c) {
+        const uint32_t u = std::bit_cast<uint32_t>(x[i * ldx + c]) & 0x7FFFFFFFu;
+        if ((u & 0xFFFFu) != 0 || u >= 0x7F800000u) return -1;
+        if (u != 0) least = std::min(least, u);
+      }
+    if (least == 0xFFFFFFFFu) return 255;
+    return least >> 23 >= 1 ? static_cast<int>(least >> 23) : -1;
+  };
+  std::mt19937 rng(41);
+  const uint32_t odd[] = {0x3F800001u, 0x7F800000u, 0xFFC00000u, 0x00010000u, 0x80800000u, 0x00800000u, 0x80000000u,
+                          0x0u, 0x7F7F0000u};
+  int checked = 0;
+  for (int64_t cols : {1, 15, 16, 17, 31, 32, 33, 48, 95, 1024})
+    for (int64_t n : {1, 3}) {
+      const int64_t ldx = cols + 2;
+      for (uint32_t value : odd)
+        for (int64_t at = 0; at < n * cols; at += std::max<int64_t>(1, cols / 5)) {
+          std::vector<float> x = RandomVector(n * ldx, rng);
+          for (float& v : x) v = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & 0xFFFF0000u);
+          x[at / cols * ldx + at % cols] = std::bit_cast<float>(value);
+          ASSERT_EQ(reference(x, n, ldx, cols), internal::Bf16ActivationFieldAvx512(x.data(), n, ldx, cols))
+              << "cols " << cols << " n " << n << " value " << std::hex << value << std::dec << " at " << at;
+          ++checked;
+        }
+      std::vector<float> zeros(n * ldx, 0.0f);
+      EXPECT_EQ(255, internal::Bf16ActivationFieldAvx512(zeros.data(), n, ldx, cols));
+    }
+  EXPECT_GT(checked, 1000);
+}
+
 TEST(MatMulTest, Bf16DotsFollowTheMeasuredRateUnlessForced) {
   const bool has = IsaSupported(Isa::kAvx512) && Avx512Bf16Supported();
   const double rate = Bf16DotRateVsFma();
