@@ -516,7 +516,8 @@ const RowSplit& SplitRows(const model::Matrix& w, const float* x, int64_t n, int
       check(0, n);
     }
   }
-  for (int64_t i = 0; i < n; ++i) (exact[static_cast<size_t>(i)] ? split.tiles : split.other).push_back(static_cast<int32_t>(i));
+  for (int64_t i = 0; i < n; ++i)
+    (exact[static_cast<size_t>(i)] ? split.tiles : split.other).push_back(static_cast<int32_t>(i));
   return split;
 }
 
