@@ -7,7 +7,8 @@
 // one per task, as the engine runs routed experts (lines marked *: time per matrix).
 //
 // Then SinkAttention (the engine's head counts and key counts) and RmsNorm on one thread for
-// every instruction set the CPU has.
+// every instruction set the CPU has, and the engine's decode attention with its keys streamed
+// from DRAM against in cache (--only "attention cold" for that line alone).
 //
 // usage: matmul_bench [--threads N] [--passes P] [--only SUBSTRING-OF-A-CONFIG] [--ns 1,8,32]
 //                     [--qat-x 0|1] [--bf16-dot 0|1] [--amx 0|1] [--fp4-lane-pairs 0|1] [--hot 0|1]
@@ -237,6 +238,38 @@ void BenchAttentionAndNorm(const std::string& only) {
   }
 }
 
+// One thread, the best instruction set: the engine's decode attention (16 heads of 512 over
+// 192 keys) with its keys streamed from DRAM (600 positions' keys, 236 MB, one position after
+// another as an engine thread takes them), against the same calls over one position's keys in
+// cache; us per call, best of 6 sweeps.
+void BenchAttentionCold() {
+  const int dim = 512, heads = 16, keys_per_call = 192, calls = 600;
+  uint64_t seed = 9;
+  auto random = [&] { return static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f; };
+  std::vector<float> q(heads * dim), sinks(heads), out(heads * dim), scratch(keys_per_call);
+  std::vector<float> keys(static_cast<size_t>(calls) * keys_per_call * dim);
+  for (auto& v : q) v = random() * 0.1f;
+  for (auto& v : sinks) v = random();
+  for (auto& v : keys) v = random();
+  std::vector<const float*> ptrs(keys.size() / dim);
+  for (size_t j = 0; j < ptrs.size(); ++j) ptrs[j] = keys.data() + j * dim;
+  const Isa isa = flashserve::kernels::BestIsa();
+  double best[2] = {1e30, 1e30};  // cold, in cache
+  for (int sweep = 0; sweep < 6; ++sweep)
+    for (int hot = 0; hot < 2; ++hot) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int c = 0; c < calls; ++c)
+        flashserve::kernels::SinkAttentionWithIsa(isa, q.data(), 0, heads, dim, ptrs.data() + (hot ? 0 : c) * keys_per_call,
+                                                  keys_per_call, sinks.data(), 0.044f, out.data(), scratch.data());
+      best[hot] = std::min(best[hot], std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  const double flops = 4.0 * heads * keys_per_call * dim;
+  std::printf("\nattention, %s, one thread, %d heads x %d over %d keys: from DRAM %.1f us per call (%.1f GFLOP/s, "
+              "%.1f GB/s of keys), in cache %.1f us (%.1f GFLOP/s)\n", flashserve::kernels::IsaName(isa), heads, dim,
+              keys_per_call, best[0] / calls * 1e6, flops * calls / best[0] * 1e-9,
+              4.0 * keys_per_call * dim * calls / best[0] * 1e-9, best[1] / calls * 1e6, flops * calls / best[1] * 1e-9);
+}
+
 std::vector<int64_t> ParseList(const char* text) {
   std::vector<int64_t> out;
   for (const char* p = text; *p != '\0';) {
@@ -343,5 +376,6 @@ int main(int argc, char** argv) {
     BenchMatMul(c, ns.empty() ? c.ns : ns, passes, bandwidth, peak, pool);
   }
   BenchAttentionAndNorm(only);
+  if (std::string("attention cold").find(only) != std::string::npos) BenchAttentionCold();
   return 0;
 }
