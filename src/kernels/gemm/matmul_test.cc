@@ -562,12 +562,10 @@ TEST(MatMulTest, Bf16PairPathsOnlyWhereExact) {
   _mm_setcsr(csr);
 }
 
-// kAuto follows the measured rate (once per process, so every call agrees); kOn and kOff
-// override it, kOn only where the CPU has the instruction.
 // The activation check that sends rows to the BF16-pair and AMX paths, against a scalar
 // statement of it: the exponent field of the least nonzero |x| (255: all zero), or -1 unless
-// every value is a finite, exact BF16, zero or normal. Rows with one odd value anywhere (every
-// position, across the two-vector loop and the masked tail), several rows, both signs.
+// every value is a finite, exact BF16, zero or normal. Rows with one odd value at positions spread
+// over them (the two-vector loop and the masked tail), one and three rows, both signs.
 TEST(MatMulTest, Bf16ActivationFieldMatchesItsDefinition) {
   if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 here";
   const auto reference = [](const std::vector<float>& x, int64_t n, int64_t ldx, int64_t cols) {
@@ -603,6 +601,8 @@ TEST(MatMulTest, Bf16ActivationFieldMatchesItsDefinition) {
   EXPECT_GT(checked, 1000);
 }
 
+// kAuto follows the measured rate (once per process, so every call agrees); kOn and kOff
+// override it, kOn only where the CPU has the instruction.
 TEST(MatMulTest, Bf16DotsFollowTheMeasuredRateUnlessForced) {
   const bool has = IsaSupported(Isa::kAvx512) && Avx512Bf16Supported();
   const double rate = Bf16DotRateVsFma();
