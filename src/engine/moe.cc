@@ -16,32 +16,48 @@ float SqrtSoftplus(float x) {
   return std::sqrt(sp);
 }
 
-// y = W2(SwiGLU(W1 x, W3 x) * weight) for n rows of x; weights may be null (all 1).
-// Buffers are the calling thread's own, so experts can run concurrently.
-void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights& e, const float* x, int64_t n,
-               const float* row_weights, float* y) {
+// y = W2(SwiGLU(W1 x, W3 x) * weight) for n rows of x; weights may be null (all 1). x_rounded:
+// x is already rounded to FP8 (Ops::RoundRowsToFp8), as W1 and W3 need. Buffers are the calling
+// thread's own, so experts can run concurrently.
+void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights& e, const float* x, bool x_rounded,
+               int64_t n, const float* row_weights, float* y) {
   const int64_t d = c.hidden_size, f = c.moe_inter_dim;
   thread_local std::vector<float> gate, up;
   gate.resize(static_cast<size_t>(n * f));
   up.resize(static_cast<size_t>(n * f));
-  ops.LinearPair(e.w1, e.w3, x, n, d, gate.data(), up.data(), f);
+  if (x_rounded) {
+    ops.LinearPairOfRounded(e.w1, e.w3, x, n, d, gate.data(), up.data(), f);
+  } else {
+    ops.LinearPair(e.w1, e.w3, x, n, d, gate.data(), up.data(), f);
+  }
   const float limit = static_cast<float>(c.swiglu_limit);
   // Pointers, not the thread_local names: the rows may run on other pool threads.
   float* g = gate.data();
   const float* u = up.data();
+  // W2's input rounded in place right after each row's SwiGLU (where W2 rounds it), not copied
+  // and rounded by Linear.
+  const bool round = ops.RoundsInput(e.w2);
   ops.ForRows(n, [&](int64_t r) {
     kernels::SwiGlu(g + r * f, u + r * f, f, limit, row_weights ? row_weights[r] : 1.0f, g + r * f);
+    if (round) ops.RoundRowsToFp8(g + r * f, 1, f, f);
   }, 8);
-  ops.Linear(e.w2, g, n, f, y, d);
+  if (round) {
+    ops.LinearOfRounded(e.w2, g, n, f, y, d);
+  } else {
+    ops.Linear(e.w2, g, n, f, y, d);
+  }
 }
+
+bool RoundsBoth(const Ops& ops, const model::ExpertWeights& e) { return ops.RoundsInput(e.w1) && ops.RoundsInput(e.w3); }
 
 // Groups rows by expert (each expert's weights read once per call) and fills
 // s->expert_out[row * k + slot]. Experts run concurrently, each on one thread (a row's result
 // does not depend on which thread computes it), taken one at a time, those with the most rows
 // first, so that the last ones leave little idle time. With `shared_alongside`, the shared
-// expert is one more such task (the first, being the largest), writing s->shared.
-void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, const float* h, int64_t rows,
-                      MoeScratch* s, bool shared_alongside) {
+// expert is one more such task (the first, being the largest), writing s->shared. hq: h
+// rounded to FP8 (or null), the input of experts whose W1 and W3 round it (RoundsBoth).
+void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, const float* h,
+                      const float* hq, int64_t rows, MoeScratch* s, bool shared_alongside) {
   Ops::ScopedPhase t(ops, Phase::kExperts);
   const int num_experts = c.num_routed_experts, k = c.num_experts_per_token;
   const int64_t d = c.hidden_size;
@@ -57,21 +73,30 @@ void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWei
   const int64_t first = shared_alongside ? 1 : 0;
   ops.ForTasks(first + static_cast<int64_t>(active.size()), [&](int64_t task) {
     if (task < first) {
-      RunExpert(ops, c, w.shared, h, rows, nullptr, s->shared.data());
+      const bool rounded = hq && RoundsBoth(ops, w.shared);
+      RunExpert(ops, c, w.shared, rounded ? hq : h, rounded, rows, nullptr, s->shared.data());
       return;
     }
     const int e = active[static_cast<size_t>(task - first)];
+    const model::ExpertWeights& expert = w.experts[static_cast<size_t>(e)];
+    const bool rounded = hq && RoundsBoth(ops, expert);
+    const float* src = rounded ? hq : h;
     const auto& slots = s->assignments[static_cast<size_t>(e)];
     const int64_t n = static_cast<int64_t>(slots.size());
+    if (n == 1) {  // one row (most experts at small batches): in place, no gather or scatter
+      const float weight = s->weights[slots[0]];
+      RunExpert(ops, c, expert, src + (slots[0] / k) * d, rounded, 1, &weight, s->expert_out.data() + slots[0] * d);
+      return;
+    }
     thread_local std::vector<float> gathered, row_weights, expert_y;
     gathered.resize(static_cast<size_t>(n * d));
     row_weights.resize(static_cast<size_t>(n));
     expert_y.resize(static_cast<size_t>(n * d));
     for (int64_t j = 0; j < n; ++j) {
-      std::memcpy(gathered.data() + j * d, h + (slots[j] / k) * d, sizeof(float) * d);
+      std::memcpy(gathered.data() + j * d, src + (slots[j] / k) * d, sizeof(float) * d);
       row_weights[j] = s->weights[slots[j]];
     }
-    RunExpert(ops, c, w.experts[static_cast<size_t>(e)], gathered.data(), n, row_weights.data(), expert_y.data());
+    RunExpert(ops, c, expert, gathered.data(), rounded, n, row_weights.data(), expert_y.data());
     for (int64_t j = 0; j < n; ++j)
       std::memcpy(s->expert_out.data() + slots[j] * d, expert_y.data() + j * d, sizeof(float) * d);
   });
@@ -122,13 +147,20 @@ void RunMoe(Ops& ops, const model::ModelConfig& c, const model::MoeWeights& w, b
     }, 8);
   }
   s->shared.resize(static_cast<size_t>(rows * d));
+  // Every expert a row goes to rounds it to FP8 the same way (QAT): once here, not per expert.
+  const float* hq = nullptr;
+  if (ops.qat() && (RoundsBoth(ops, w.shared) || RoundsBoth(ops, w.experts.front()))) {
+    Ops::ScopedPhase t(ops, Phase::kExperts);
+    hq = ops.RoundToFp8(h, rows, d, d, s->rounded);
+  }
   // Decode: the shared expert is one more one-thread task beside the routed ones (Ops::SideBySide;
   // the routed tasks keep the other threads busy); prefill gives it all threads.
   const bool shared_alongside = rows <= Ops::kSideBySideRows;
-  RunRoutedExperts(ops, c, w, h, rows, s, shared_alongside);
+  RunRoutedExperts(ops, c, w, h, hq, rows, s, shared_alongside);
   if (!shared_alongside) {
     Ops::ScopedPhase t(ops, Phase::kShared);
-    RunExpert(ops, c, w.shared, h, rows, nullptr, s->shared.data());
+    const bool rounded = hq && RoundsBoth(ops, w.shared);
+    RunExpert(ops, c, w.shared, rounded ? hq : h, rounded, rows, nullptr, s->shared.data());
   }
   Ops::ScopedPhase t(ops, Phase::kExperts);
   ops.ForRows(rows, [&](int64_t r) {

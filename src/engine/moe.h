@@ -16,6 +16,7 @@ namespace flashserve::engine {
 
 struct MoeScratch {
   std::vector<float> logits, weights, expert_out, shared;
+  std::vector<float> rounded;  // the MoE input rounded to FP8 once for every expert (QAT)
   std::vector<int32_t> selected;
   std::vector<std::vector<int64_t>> assignments;  // per expert: row * k + slot
 };

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "base/check.h"
 #include "kernels/gemm/matmul.h"
 #include "kernels/norm_rope/norm_rope.h"
 #include "kernels/quant/fake_quant.h"
@@ -66,6 +67,21 @@ void Ops::LinearPair(const model::Matrix& a, const model::Matrix& b, const float
   const float* q = RoundToFp8(x, n, ldx, a.cols, rounded);
   Product(a, q, n, a.cols, ya, ldy, true);
   Product(b, q, n, a.cols, yb, ldy, true);
+}
+
+void Ops::RoundRowsToFp8(float* x, int64_t n, int64_t ld, int64_t cols) {
+  ForRows(n, [&](int64_t i) { kernels::FakeQuantFp8(x + i * ld, cols, 128); }, 8);
+}
+
+void Ops::LinearOfRounded(const model::Matrix& w, const float* q, int64_t n, int64_t ldq, float* y, int64_t ldy) {
+  FS_DCHECK(RoundsInput(w), "LinearOfRounded: a matrix whose input is not rounded");
+  if (n > 0) Product(w, q, n, ldq, y, ldy, true);
+}
+
+void Ops::LinearPairOfRounded(const model::Matrix& a, const model::Matrix& b, const float* q, int64_t n, int64_t ldq,
+                              float* ya, float* yb, int64_t ldy) {
+  LinearOfRounded(a, q, n, ldq, ya, ldy);
+  LinearOfRounded(b, q, n, ldq, yb, ldy);
 }
 
 OpStats Ops::stats() const {

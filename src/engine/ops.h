@@ -54,6 +54,22 @@ class Ops {
   void LinearPair(const model::Matrix& a, const model::Matrix& b, const float* x, int64_t n, int64_t ldx, float* ya,
                   float* yb, int64_t ldy);
 
+  // Whether Linear rounds its input to FP8 for w (QAT on, an FP8/FP4 weight, act_quant).
+  bool RoundsInput(const model::Matrix& w, bool act_quant = true) const {
+    return options_.qat && act_quant && w.quantized();
+  }
+  // n rows of x (stride ldx) rounded to FP8 per 128 channels into buffer (stride cols), as
+  // Linear rounds its input for a matrix of `cols` columns; RoundRowsToFp8 in place. Reentrant,
+  // as Linear.
+  const float* RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer);
+  void RoundRowsToFp8(float* x, int64_t n, int64_t ld, int64_t cols);
+  // Linear and LinearPair for an input already rounded (RoundToFp8, RoundRowsToFp8), for matrices whose
+  // RoundsInput holds: the same results without rounding again (the MoE rounds its input once
+  // for all the experts a row goes to). Reentrant, as Linear.
+  void LinearOfRounded(const model::Matrix& w, const float* q, int64_t n, int64_t ldq, float* y, int64_t ldy);
+  void LinearPairOfRounded(const model::Matrix& a, const model::Matrix& b, const float* q, int64_t n, int64_t ldq,
+                           float* ya, float* yb, int64_t ldy);
+
   // Row-wise RMSNorm of n rows of `dim` (row stride ld); w may be null.
   void RmsNormRows(const float* x, const float* w, int64_t n, int64_t dim, int64_t ld, float eps, float* out,
                    int64_t ld_out);
@@ -119,12 +135,8 @@ class Ops {
   }
 
  private:
-  // Whether Linear rounds its input to FP8 for w (QAT on, FP8/FP4 weights, act_quant).
-  bool RoundsInput(const model::Matrix& w, bool act_quant) const { return options_.qat && act_quant && w.quantized(); }
   // The product itself, counted; `rounded`: x is FP8-rounded (so AMX may take it).
   void Product(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy, bool rounded);
-  // n rows of x (stride ldx) rounded to FP8 per 128 channels into buffer (stride cols).
-  const float* RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer);
 
   // With profiling on, adds work to the current phase's counters. Thread-safe.
   void CountPhaseWork(double flops, double bytes) {
