@@ -17,7 +17,7 @@ float SqrtSoftplus(float x) {
 }
 
 // y = W2(SwiGLU(W1 x, W3 x) * weight) for n rows of x; weights may be null (all 1). x_rounded:
-// x is already rounded to FP8 (Ops::RoundRowsToFp8), as W1 and W3 need. Buffers are the calling
+// x is already rounded to FP8 (Ops::RoundToFp8), as W1 and W3 need. Buffers are the calling
 // thread's own, so experts can run concurrently.
 void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights& e, const float* x, bool x_rounded,
                int64_t n, const float* row_weights, float* y) {
@@ -48,7 +48,10 @@ void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights
   }
 }
 
-bool RoundsBoth(const Ops& ops, const model::ExpertWeights& e) { return ops.RoundsInput(e.w1) && ops.RoundsInput(e.w3); }
+// Whether the expert's W1 and W3 both take their input rounded to FP8 (so RunExpert may be given it so).
+bool RoundsBoth(const Ops& ops, const model::ExpertWeights& e) {
+  return ops.RoundsInput(e.w1) && ops.RoundsInput(e.w3);
+}
 
 // Groups rows by expert (each expert's weights read once per call) and fills
 // s->expert_out[row * k + slot]. Experts run concurrently, each on one thread (a row's result

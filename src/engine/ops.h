@@ -63,9 +63,9 @@ class Ops {
   // as Linear.
   const float* RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer);
   void RoundRowsToFp8(float* x, int64_t n, int64_t ld, int64_t cols);
-  // Linear and LinearPair for an input already rounded (RoundToFp8, RoundRowsToFp8), for matrices whose
-  // RoundsInput holds: the same results without rounding again (the MoE rounds its input once
-  // for all the experts a row goes to). Reentrant, as Linear.
+  // Linear and LinearPair for an input already rounded (RoundToFp8, RoundRowsToFp8), for
+  // matrices whose RoundsInput holds: the same results without rounding again (the MoE rounds
+  // its input once for all the experts a row goes to). Reentrant, as Linear.
   void LinearOfRounded(const model::Matrix& w, const float* q, int64_t n, int64_t ldq, float* y, int64_t ldy);
   void LinearPairOfRounded(const model::Matrix& a, const model::Matrix& b, const float* q, int64_t n, int64_t ldq,
                            float* ya, float* yb, int64_t ldy);
