@@ -64,9 +64,7 @@ void Ops::LinearPair(const model::Matrix& a, const model::Matrix& b, const float
     return;
   }
   thread_local std::vector<float> rounded;  // not Linear's scratch: it outlives the calls below
-  const float* q = RoundToFp8(x, n, ldx, a.cols, rounded);
-  Product(a, q, n, a.cols, ya, ldy, true);
-  Product(b, q, n, a.cols, yb, ldy, true);
+  LinearPairOfRounded(a, b, RoundToFp8(x, n, ldx, a.cols, rounded), n, a.cols, ya, yb, ldy);
 }
 
 void Ops::RoundRowsToFp8(float* x, int64_t n, int64_t ld, int64_t cols) {

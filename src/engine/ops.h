@@ -1,6 +1,8 @@
 // The engine's numeric primitives over rows of activations, dispatching to the optimized or
 // the reference kernels and applying the QAT activation quantization where the model's
-// reference does. Engine thread only (owns scratch buffers).
+// reference does. Called by the engine's forward pass (attention, compressors, indexer, MoE,
+// mHC, head). Owned and driven by the engine thread; the products and roundings (Linear,
+// LinearPair, RoundToFp8, ...) are reentrant from its pool's tasks (thread-local scratch).
 #pragma once
 
 #include <array>
