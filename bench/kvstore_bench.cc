@@ -2,11 +2,12 @@
 // engine's codec on a generated model with V4-Flash's layer mix; (2) the disk's sequential read
 // bandwidth, cold cache, buffered and O_DIRECT (and O_DIRECT while a core copies memory);
 // (3) restore throughput from L2 (Fetch into L1), cold and warm cache, with the device's request
-// sizes and busy time, against plain reads and unchecked direct batches of the same files;
-// (4) index rebuild rate at Open. Prints; asserts nothing.
+// sizes and busy time, against plain reads and unchecked direct batches of the same files, and
+// paired Fetch by Fetch with sequential reads of the same size; (4) index rebuild rate at Open. Prints; asserts nothing.
 //
 //   kvstore_bench [--dir DIR] [--objects N] [--object-bytes B] [--index-objects N]
 //                 [--io-threads T] [--batch K] [--rounds R] [--skip-model] [--direct-io] [--streams S]
+//                 [--cold-metadata]
 // Cold cache = posix_fadvise(DONTNEED) on every file after syncfs (no root needed); as root,
 // also every clean page and inode through /proc/sys/vm/drop_caches.
 #include <fcntl.h>
@@ -46,6 +47,7 @@ struct Flags {
   int64_t objects = 2048;
   int64_t object_bytes = 0;  // 0 = the measured V4-Flash block size
   int64_t index_objects = 100000;
+  bool cold_metadata = false;  // --cold-metadata: whole-pass restores start without cached inodes
   int io_threads = kvstore::DefaultIoThreads();  // the store's default
   int batch = 32;            // objects per Fetch: 32 blocks = a 4096-token prefix
   int rounds = 3;
@@ -167,26 +169,48 @@ double SeqReadBandwidth(const std::string& path) {
   return static_cast<double>(total) / secs;
 }
 
-// The same with O_DIRECT into 2 MiB-aligned huge-page memory (one request per read, no page
-// cache): bytes per second, or 0 where the file system refuses direct I/O.
+// Reads a file with O_DIRECT in 4 MiB requests into 2 MiB-aligned huge-page memory (one
+// request per read, no page cache), a span at a time from where the last one stopped.
+class DirectSeqReader {
+ public:
+  static constexpr size_t kChunk = size_t{4} << 20, kHuge = size_t{2} << 20;
+  explicit DirectSeqReader(const std::string& path) {
+    raw_ = ::mmap(nullptr, kChunk + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw_ == MAP_FAILED) return;
+    buf_ = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw_) + kHuge - 1) & ~(uintptr_t{kHuge} - 1));
+    ::madvise(buf_, kChunk, MADV_HUGEPAGE);
+    std::memset(buf_, 0, kChunk);
+    fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  }
+  ~DirectSeqReader() {
+    if (fd_ >= 0) ::close(fd_);
+    if (raw_ != MAP_FAILED) ::munmap(raw_, kChunk + kHuge);
+  }
+  bool ok() const { return fd_ >= 0; }
+  // Reads whole requests until `total` bytes of the file have been read since it was opened (or
+  // its end); returns the bytes this call read.
+  int64_t ReadUntil(int64_t total) {
+    const int64_t before = done_;
+    for (ssize_t n; done_ < total && (n = ::read(fd_, buf_, kChunk)) > 0;) done_ += n;
+    return done_ - before;
+  }
+
+ private:
+  int64_t done_ = 0;
+  void* raw_ = MAP_FAILED;
+  char* buf_ = nullptr;
+  int fd_ = -1;
+};
+
+// The whole file that way, cold: bytes per second, or 0 where the file system refuses direct I/O.
 double SeqReadDirectBandwidth(const std::string& path) {
-  constexpr size_t kChunk = size_t{4} << 20, kHuge = size_t{2} << 20;
   DropCache(path);
   DropAllCachesIfRoot();
-  void* raw = ::mmap(nullptr, kChunk + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return 0;
-  char* buf = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(raw) + kHuge - 1) & ~(uintptr_t{kHuge} - 1));
-  ::madvise(buf, kChunk, MADV_HUGEPAGE);
-  std::memset(buf, 0, kChunk);
-  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-  int64_t total = 0;
+  DirectSeqReader reader(path);
+  if (!reader.ok()) return 0;
   const double t0 = Now();
-  if (fd >= 0) {
-    for (ssize_t n; (n = ::read(fd, buf, kChunk)) > 0;) total += n;
-    ::close(fd);
-  }
+  const int64_t total = reader.ReadUntil(int64_t{1} << 62);
   const double secs = Now() - t0;
-  ::munmap(raw, kChunk + kHuge);
   return total > 0 ? static_cast<double>(total) / secs : 0;
 }
 
@@ -342,6 +366,38 @@ double Restore(kvstore::KvStore& store, int64_t n, int batch, int64_t object_byt
   return static_cast<double>(n * object_bytes) / (Now() - t0);
 }
 
+// A cold restore Fetch by Fetch, each preceded by a direct sequential read of as many bytes of
+// the plain file (continuing where the last stopped), so that both rates come from the same
+// moments of the disk (a virtual disk's rate moved 2x within a minute here). Single stream.
+struct PairedRates {
+  double restore = 0, sequential = 0;  // bytes per second; sequential 0 without direct I/O
+};
+PairedRates PairedRestore(kvstore::KvStore& store, const std::string& seq_path, int64_t n, int batch,
+                          int64_t object_bytes) {
+  // Only the plain file's pages: dropping every cache here would also drop the inodes the
+  // store's index scan just read, and each Fetch would read them back between its data reads.
+  DropCache(seq_path);
+  DirectSeqReader reader(seq_path);
+  double restore_secs = 0, seq_secs = 0;
+  int64_t seq_bytes = 0;
+  for (int64_t first = 0; first < n; first += batch) {
+    std::vector<kvstore::ObjectKey> keys;
+    for (int64_t i = first; i < std::min(n, first + batch); ++i) keys.push_back(BenchKey(i));
+    if (reader.ok()) {
+      const double t0 = Now();
+      seq_bytes += reader.ReadUntil((first + static_cast<int64_t>(keys.size())) * object_bytes);
+      seq_secs += Now() - t0;
+    }
+    std::promise<std::vector<bool>> done;
+    const double t0 = Now();
+    store.Fetch(keys, [&](std::vector<bool> got) { done.set_value(std::move(got)); });
+    done.get_future().get();
+    restore_secs += Now() - t0;
+  }
+  return {static_cast<double>(n * object_bytes) / restore_secs,
+          seq_secs > 0 ? static_cast<double>(seq_bytes) / seq_secs : 0};
+}
+
 void WriteStore(const Flags& f, const std::string& root, const base::Clock& clock) {
   const int64_t total = f.objects * f.object_bytes;
   auto store = OpenStore(root, total * 2, int64_t{256} << 20, f.io_threads, clock);
@@ -375,7 +431,7 @@ void BenchRestore(const Flags& f, const std::string& dir) {
   const std::string seq = WriteSeqFile(dir, total);
   WriteStore(f, root, clock);
   SyncAndDropTree(root);
-  std::vector<double> ratios, plain_ratios;
+  std::vector<double> ratios, plain_ratios, paired_ratios;
   for (int round = 0; round < f.rounds; ++round) {
     // The disk's sequential read: the faster of a buffered and a direct single-stream read.
     const double seq_buffered = SeqReadBandwidth(seq);
@@ -384,6 +440,9 @@ void BenchRestore(const Flags& f, const std::string& dir) {
     SyncAndDropTree(root);
     auto store = OpenStore(root, total * 2, int64_t{256} << 20, f.io_threads, clock);
     const kvstore::TierStats indexed = store->Stats().tiers[1];
+    // The objects' inodes and directories out of the caches too (as root), as in a store whose
+    // objects have not been touched for long: each Fetch then reads them back.
+    if (f.cold_metadata) DropAllCachesIfRoot();
     const double prior = store->PredictFetchSeconds(kvstore::Tier::kDisk, f.batch * f.object_bytes);
     int64_t found = 0;
     const DeviceReads before = ReadDeviceStats(root);
@@ -394,23 +453,42 @@ void BenchRestore(const Flags& f, const std::string& dir) {
     const double plain = PlainFileRead(root, f.objects, f.io_threads);
     const double direct_batches = DirectBatchRead(root, f.objects, f.batch, f.io_threads);
     const double seq_direct_busy = SeqReadDirectUnderMemoryTraffic(seq);
+    SyncAndDropTree(root);
+    PairedRates paired;
+    std::string paired_requests;
+    {
+      auto cold_store = OpenStore(root, total * 2, int64_t{256} << 20, f.io_threads, clock);
+      const DeviceReads paired_before = ReadDeviceStats(root);
+      paired = PairedRestore(*cold_store, seq, f.objects, f.batch, f.object_bytes);
+      paired_requests = DescribeRequests(paired_before, ReadDeviceStats(root));
+      cold_store->Close();
+    }
+    if (paired.sequential > 0) paired_ratios.push_back(paired.restore / paired.sequential);
     ratios.push_back(cold / disk_bw);
     plain_ratios.push_back(cold / plain);
     std::printf("round %d: sequential read (1 stream, cold, 4 MiB reads) buffered %.2f GB/s, direct %.2f GB/s; "
                 "restore (cold) %.2f GB/s = %.0f%% of the faster (%s); "
                 "plain read() of the object files %.2f GB/s (restore = %.0f%% of that); direct batches of them, "
                 "unchecked: %.2f GB/s; direct sequential read with a core copying memory: %.2f GB/s; %lld/%lld found; "
-                "index at open %.0f objects/s; Fetch of %d objects: predicted %.4f s (prior %.4f), observed %.4f s\n",
+                "index at open %.0f objects/s; Fetch of %d objects: predicted %.4f s (prior %.4f), observed %.4f s; "
+                "paired (a direct sequential read of as many bytes before each Fetch): restore %.2f GB/s, "
+                "sequential %.2f GB/s = %.0f%% (%s, the sequential reads included)\n",
                 round + 1, seq_buffered / 1e9, seq_direct / 1e9, cold / 1e9, 100 * cold / disk_bw, requests.c_str(),
                 plain / 1e9, 100 * cold / plain, direct_batches / 1e9, seq_direct_busy / 1e9,
                 static_cast<long long>(found), static_cast<long long>(f.objects),
                 static_cast<double>(indexed.indexed_objects) / indexed.index_seconds, f.batch, predicted, prior,
-                static_cast<double>(f.batch * f.object_bytes) / cold);
+                static_cast<double>(f.batch * f.object_bytes) / cold, paired.restore / 1e9, paired.sequential / 1e9,
+                paired.sequential > 0 ? 100 * paired.restore / paired.sequential : 0.0, paired_requests.c_str());
   }
   std::sort(ratios.begin(), ratios.end());
   std::sort(plain_ratios.begin(), plain_ratios.end());
   std::printf("median restore / sequential read: %.0f%%; median restore / plain file reads: %.0f%%\n",
               100 * ratios[ratios.size() / 2], 100 * plain_ratios[plain_ratios.size() / 2]);
+  if (!paired_ratios.empty()) {
+    std::sort(paired_ratios.begin(), paired_ratios.end());
+    std::printf("median paired restore / sequential read: %.0f%% (rounds: %.0f%% .. %.0f%%)\n",
+                100 * paired_ratios[paired_ratios.size() / 2], 100 * paired_ratios.front(), 100 * paired_ratios.back());
+  }
   auto store = OpenStore(root, total * 2, int64_t{256} << 20, f.io_threads, clock);
   int64_t found = 0;
   Restore(*store, f.objects, f.batch, f.object_bytes, &found);  // warm the page cache
@@ -446,6 +524,14 @@ void BenchIndex(const Flags& f, const std::string& dir) {
 
 }  // namespace
 
+constexpr char kUsage[] =
+    "usage: kvstore_bench [--dir DIR] [--objects N] [--object-bytes B] [--index-objects N] [--io-threads T]\n"
+    "                     [--batch K] [--rounds R] [--skip-model] [--direct-io] [--streams S] [--cold-metadata]\n"
+    "Bytes per token of V4-Flash-shaped state, restore from L2 against the disk's sequential read\n"
+    "(whole passes, and paired Fetch by Fetch), index rebuild rate. --cold-metadata: the whole passes\n"
+    "start with the objects' inodes evicted too (as root). Writes about 2 x objects x\n"
+    "object-bytes under DIR (default: a new directory under /tmp) and removes what it wrote.\n";
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows when redirected to a file
   Flags f;
@@ -462,9 +548,12 @@ int main(int argc, char** argv) {
     else if (a == "--skip-model") f.skip_model = true;
     else if (a == "--direct-io") f.direct_io = g_direct_io = true;
     else if (a == "--streams") g_streams = std::max(1, std::stoi(next()));
+    else if (a == "--cold-metadata") f.cold_metadata = true;
     else {
-      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      return 2;
+      const bool help = a == "--help" || a == "-h";
+      if (!help) std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      std::fprintf(help ? stdout : stderr, "%s", kUsage);
+      return help ? 0 : 2;
     }
   }
   std::string dir = f.dir;
