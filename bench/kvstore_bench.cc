@@ -3,7 +3,8 @@
 // bandwidth, cold cache, buffered and O_DIRECT (and O_DIRECT while a core copies memory);
 // (3) restore throughput from L2 (Fetch into L1), cold and warm cache, with the device's request
 // sizes and busy time, against plain reads and unchecked direct batches of the same files, and
-// paired Fetch by Fetch with sequential reads of the same size; (4) index rebuild rate at Open. Prints; asserts nothing.
+// paired Fetch by Fetch with sequential reads of the same size; (4) index rebuild rate at Open.
+// Prints; asserts nothing.
 //
 //   kvstore_bench [--dir DIR] [--objects N] [--object-bytes B] [--index-objects N]
 //                 [--io-threads T] [--batch K] [--rounds R] [--skip-model] [--direct-io] [--streams S]
@@ -371,6 +372,7 @@ double Restore(kvstore::KvStore& store, int64_t n, int batch, int64_t object_byt
 // moments of the disk (a virtual disk's rate moved 2x within a minute here). Single stream.
 struct PairedRates {
   double restore = 0, sequential = 0;  // bytes per second; sequential 0 without direct I/O
+  int64_t found = 0;                   // objects the Fetches returned
 };
 PairedRates PairedRestore(kvstore::KvStore& store, const std::string& seq_path, int64_t n, int batch,
                           int64_t object_bytes) {
@@ -379,7 +381,7 @@ PairedRates PairedRestore(kvstore::KvStore& store, const std::string& seq_path, 
   DropCache(seq_path);
   DirectSeqReader reader(seq_path);
   double restore_secs = 0, seq_secs = 0;
-  int64_t seq_bytes = 0;
+  int64_t seq_bytes = 0, found = 0;
   for (int64_t first = 0; first < n; first += batch) {
     std::vector<kvstore::ObjectKey> keys;
     for (int64_t i = first; i < std::min(n, first + batch); ++i) keys.push_back(BenchKey(i));
@@ -391,11 +393,12 @@ PairedRates PairedRestore(kvstore::KvStore& store, const std::string& seq_path, 
     std::promise<std::vector<bool>> done;
     const double t0 = Now();
     store.Fetch(keys, [&](std::vector<bool> got) { done.set_value(std::move(got)); });
-    done.get_future().get();
+    const std::vector<bool> got = done.get_future().get();
     restore_secs += Now() - t0;
+    found += std::count(got.begin(), got.end(), true);
   }
   return {static_cast<double>(n * object_bytes) / restore_secs,
-          seq_secs > 0 ? static_cast<double>(seq_bytes) / seq_secs : 0};
+          seq_secs > 0 ? static_cast<double>(seq_bytes) / seq_secs : 0, found};
 }
 
 void WriteStore(const Flags& f, const std::string& root, const base::Clock& clock) {
@@ -472,13 +475,14 @@ void BenchRestore(const Flags& f, const std::string& dir) {
                 "unchecked: %.2f GB/s; direct sequential read with a core copying memory: %.2f GB/s; %lld/%lld found; "
                 "index at open %.0f objects/s; Fetch of %d objects: predicted %.4f s (prior %.4f), observed %.4f s; "
                 "paired (a direct sequential read of as many bytes before each Fetch): restore %.2f GB/s, "
-                "sequential %.2f GB/s = %.0f%% (%s, the sequential reads included)\n",
+                "sequential %.2f GB/s = %.0f%% (%lld/%lld found; %s, the sequential reads included)\n",
                 round + 1, seq_buffered / 1e9, seq_direct / 1e9, cold / 1e9, 100 * cold / disk_bw, requests.c_str(),
                 plain / 1e9, 100 * cold / plain, direct_batches / 1e9, seq_direct_busy / 1e9,
                 static_cast<long long>(found), static_cast<long long>(f.objects),
                 static_cast<double>(indexed.indexed_objects) / indexed.index_seconds, f.batch, predicted, prior,
                 static_cast<double>(f.batch * f.object_bytes) / cold, paired.restore / 1e9, paired.sequential / 1e9,
-                paired.sequential > 0 ? 100 * paired.restore / paired.sequential : 0.0, paired_requests.c_str());
+                paired.sequential > 0 ? 100 * paired.restore / paired.sequential : 0.0,
+                static_cast<long long>(paired.found), static_cast<long long>(f.objects), paired_requests.c_str());
   }
   std::sort(ratios.begin(), ratios.end());
   std::sort(plain_ratios.begin(), plain_ratios.end());
