@@ -175,6 +175,8 @@ double SeqReadBandwidth(const std::string& path) {
 class DirectSeqReader {
  public:
   static constexpr size_t kChunk = size_t{4} << 20, kHuge = size_t{2} << 20;
+  DirectSeqReader(const DirectSeqReader&) = delete;
+  DirectSeqReader& operator=(const DirectSeqReader&) = delete;
   explicit DirectSeqReader(const std::string& path) {
     raw_ = ::mmap(nullptr, kChunk + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (raw_ == MAP_FAILED) return;
@@ -369,19 +371,23 @@ double Restore(kvstore::KvStore& store, int64_t n, int batch, int64_t object_byt
 
 // A cold restore Fetch by Fetch, each preceded by a direct sequential read of as many bytes of
 // the plain file (continuing where the last stopped), so that both rates come from the same
-// moments of the disk (a virtual disk's rate moved 2x within a minute here). Single stream.
+// moments of the disk (a virtual disk's rate moved about 3x within minutes: docs/benchmarks.md,
+// KV store, the Zen 4 VM). Single stream.
 struct PairedRates {
-  double restore = 0, sequential = 0;  // bytes per second; sequential 0 without direct I/O
-  int64_t found = 0;                   // objects the Fetches returned
+  double restore = 0;     // bytes of the objects found per second of Fetch
+  double sequential = 0;  // bytes per second; 0 where the file system refuses O_DIRECT
+  int64_t found = 0;      // objects the Fetches returned
+  DeviceReads fetch_reads;  // the device's reads during the Fetches only (`at`: their seconds)
 };
-PairedRates PairedRestore(kvstore::KvStore& store, const std::string& seq_path, int64_t n, int batch,
-                          int64_t object_bytes) {
+PairedRates PairedRestore(kvstore::KvStore& store, const std::string& store_dir, const std::string& seq_path,
+                          int64_t n, int batch, int64_t object_bytes) {
   // Only the plain file's pages: dropping every cache here would also drop the inodes the
   // store's index scan just read, and each Fetch would read them back between its data reads.
   DropCache(seq_path);
   DirectSeqReader reader(seq_path);
   double restore_secs = 0, seq_secs = 0;
   int64_t seq_bytes = 0, found = 0;
+  DeviceReads fetch_reads;
   for (int64_t first = 0; first < n; first += batch) {
     std::vector<kvstore::ObjectKey> keys;
     for (int64_t i = first; i < std::min(n, first + batch); ++i) keys.push_back(BenchKey(i));
@@ -391,14 +397,21 @@ PairedRates PairedRestore(kvstore::KvStore& store, const std::string& seq_path, 
       seq_secs += Now() - t0;
     }
     std::promise<std::vector<bool>> done;
+    const DeviceReads before = ReadDeviceStats(store_dir);
     const double t0 = Now();
     store.Fetch(keys, [&](std::vector<bool> got) { done.set_value(std::move(got)); });
     const std::vector<bool> got = done.get_future().get();
     restore_secs += Now() - t0;
+    const DeviceReads after = ReadDeviceStats(store_dir);
+    fetch_reads.requests += after.requests - before.requests;
+    fetch_reads.merged += after.merged - before.merged;
+    fetch_reads.sectors += after.sectors - before.sectors;
+    fetch_reads.busy_ms += after.busy_ms - before.busy_ms;
+    fetch_reads.at += after.at - before.at;
     found += std::count(got.begin(), got.end(), true);
   }
-  return {static_cast<double>(n * object_bytes) / restore_secs,
-          seq_secs > 0 ? static_cast<double>(seq_bytes) / seq_secs : 0, found};
+  return {static_cast<double>(found * object_bytes) / restore_secs,
+          seq_secs > 0 ? static_cast<double>(seq_bytes) / seq_secs : 0, found, fetch_reads};
 }
 
 void WriteStore(const Flags& f, const std::string& root, const base::Clock& clock) {
@@ -461,28 +474,28 @@ void BenchRestore(const Flags& f, const std::string& dir) {
     std::string paired_requests;
     {
       auto cold_store = OpenStore(root, total * 2, int64_t{256} << 20, f.io_threads, clock);
-      const DeviceReads paired_before = ReadDeviceStats(root);
-      paired = PairedRestore(*cold_store, seq, f.objects, f.batch, f.object_bytes);
-      paired_requests = DescribeRequests(paired_before, ReadDeviceStats(root));
+      paired = PairedRestore(*cold_store, root, seq, f.objects, f.batch, f.object_bytes);
+      paired_requests = DescribeRequests(DeviceReads{}, paired.fetch_reads);
       cold_store->Close();
     }
+    const std::string paired_ratio =
+        paired.sequential > 0 ? fmt::format("{:.0f}%", 100 * paired.restore / paired.sequential) : "n/a (no O_DIRECT)";
     if (paired.sequential > 0) paired_ratios.push_back(paired.restore / paired.sequential);
     ratios.push_back(cold / disk_bw);
     plain_ratios.push_back(cold / plain);
-    std::printf("round %d: sequential read (1 stream, cold, 4 MiB reads) buffered %.2f GB/s, direct %.2f GB/s; "
+    std::printf("round %d%s: sequential read (1 stream, cold, 4 MiB reads) buffered %.2f GB/s, direct %.2f GB/s; "
                 "restore (cold) %.2f GB/s = %.0f%% of the faster (%s); "
                 "plain read() of the object files %.2f GB/s (restore = %.0f%% of that); direct batches of them, "
                 "unchecked: %.2f GB/s; direct sequential read with a core copying memory: %.2f GB/s; %lld/%lld found; "
                 "index at open %.0f objects/s; Fetch of %d objects: predicted %.4f s (prior %.4f), observed %.4f s; "
                 "paired (a direct sequential read of as many bytes before each Fetch): restore %.2f GB/s, "
-                "sequential %.2f GB/s = %.0f%% (%lld/%lld found; %s, the sequential reads included)\n",
-                round + 1, seq_buffered / 1e9, seq_direct / 1e9, cold / 1e9, 100 * cold / disk_bw, requests.c_str(),
+                "sequential %.2f GB/s = %s (%lld/%lld found; during the Fetches: %s)\n",
+                round + 1, f.cold_metadata ? " (objects' inodes evicted before the restore)" : "", seq_buffered / 1e9, seq_direct / 1e9, cold / 1e9, 100 * cold / disk_bw, requests.c_str(),
                 plain / 1e9, 100 * cold / plain, direct_batches / 1e9, seq_direct_busy / 1e9,
                 static_cast<long long>(found), static_cast<long long>(f.objects),
                 static_cast<double>(indexed.indexed_objects) / indexed.index_seconds, f.batch, predicted, prior,
                 static_cast<double>(f.batch * f.object_bytes) / cold, paired.restore / 1e9, paired.sequential / 1e9,
-                paired.sequential > 0 ? 100 * paired.restore / paired.sequential : 0.0,
-                static_cast<long long>(paired.found), static_cast<long long>(f.objects), paired_requests.c_str());
+                paired_ratio.c_str(), static_cast<long long>(paired.found), static_cast<long long>(f.objects), paired_requests.c_str());
   }
   std::sort(ratios.begin(), ratios.end());
   std::sort(plain_ratios.begin(), plain_ratios.end());
@@ -531,6 +544,7 @@ void BenchIndex(const Flags& f, const std::string& dir) {
 constexpr char kUsage[] =
     "usage: kvstore_bench [--dir DIR] [--objects N] [--object-bytes B] [--index-objects N] [--io-threads T]\n"
     "                     [--batch K] [--rounds R] [--skip-model] [--direct-io] [--streams S] [--cold-metadata]\n"
+    "                     [--help]\n"
     "Bytes per token of V4-Flash-shaped state, restore from L2 against the disk's sequential read\n"
     "(whole passes, and paired Fetch by Fetch), index rebuild rate. --cold-metadata: the whole passes\n"
     "start with the objects' inodes evicted too (as root). Writes about 2 x objects x\n"
@@ -539,27 +553,39 @@ constexpr char kUsage[] =
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows when redirected to a file
   Flags f;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--dir") f.dir = next();
-    else if (a == "--objects") f.objects = std::stoll(next());
-    else if (a == "--object-bytes") f.object_bytes = std::stoll(next());
-    else if (a == "--index-objects") f.index_objects = std::stoll(next());
-    else if (a == "--io-threads") f.io_threads = std::stoi(next());
-    else if (a == "--batch") f.batch = std::stoi(next());
-    else if (a == "--rounds") f.rounds = std::max(1, std::stoi(next()));
-    else if (a == "--skip-model") f.skip_model = true;
-    else if (a == "--direct-io") f.direct_io = g_direct_io = true;
-    else if (a == "--streams") g_streams = std::max(1, std::stoi(next()));
-    else if (a == "--cold-metadata") f.cold_metadata = true;
-    else {
-      const bool help = a == "--help" || a == "-h";
-      if (!help) std::fprintf(stderr, "unknown flag %s\n", a.c_str());
-      std::fprintf(help ? stdout : stderr, "%s", kUsage);
-      return help ? 0 : 2;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      const std::string a = argv[i];
+      auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+      if (a == "--dir") f.dir = next();
+      else if (a == "--objects") f.objects = std::stoll(next());
+      else if (a == "--object-bytes") f.object_bytes = std::stoll(next());
+      else if (a == "--index-objects") f.index_objects = std::stoll(next());
+      else if (a == "--io-threads") f.io_threads = std::stoi(next());
+      else if (a == "--batch") f.batch = std::max(1, std::stoi(next()));
+      else if (a == "--rounds") f.rounds = std::max(1, std::stoi(next()));
+      else if (a == "--skip-model") f.skip_model = true;
+      else if (a == "--direct-io") f.direct_io = g_direct_io = true;
+      else if (a == "--streams") g_streams = std::max(1, std::stoi(next()));
+      else if (a == "--cold-metadata") f.cold_metadata = true;
+      else {
+        const bool help = a == "--help" || a == "-h";
+        if (!help) std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+        std::fprintf(help ? stdout : stderr, "%s", kUsage);
+        return help ? 0 : 2;
+      }
     }
+  } catch (const std::exception&) {  // std::stoi / std::stoll: a missing or non-numeric value
+    std::fprintf(stderr, "bad flag value\n%s", kUsage);
+    return 2;
   }
+  if (f.objects < 1 || f.object_bytes < 0 || f.index_objects < 1 || f.io_threads < 1) {
+    std::fprintf(stderr, "--objects, --index-objects and --io-threads must be positive, --object-bytes not negative\n%s",
+                 kUsage);
+    return 2;
+  }
+  if (f.cold_metadata && ::geteuid() != 0)
+    std::fprintf(stderr, "--cold-metadata needs root (/proc/sys/vm/drop_caches): the objects' inodes stay cached\n");
   std::string dir = f.dir;
   if (dir.empty()) {
     std::string pattern = "/tmp/fs_kvstore_bench_XXXXXX";
