@@ -490,7 +490,8 @@ void BenchRestore(const Flags& f, const std::string& dir) {
                 "index at open %.0f objects/s; Fetch of %d objects: predicted %.4f s (prior %.4f), observed %.4f s; "
                 "paired (a direct sequential read of as many bytes before each Fetch): restore %.2f GB/s, "
                 "sequential %.2f GB/s = %s (%lld/%lld found; during the Fetches: %s)\n",
-                round + 1, f.cold_metadata ? " (objects' inodes evicted before the restore)" : "", seq_buffered / 1e9, seq_direct / 1e9, cold / 1e9, 100 * cold / disk_bw, requests.c_str(),
+                round + 1, f.cold_metadata ? " (the whole pass with the objects' inodes evicted first)" : "",
+                seq_buffered / 1e9, seq_direct / 1e9, cold / 1e9, 100 * cold / disk_bw, requests.c_str(),
                 plain / 1e9, 100 * cold / plain, direct_batches / 1e9, seq_direct_busy / 1e9,
                 static_cast<long long>(found), static_cast<long long>(f.objects),
                 static_cast<double>(indexed.indexed_objects) / indexed.index_seconds, f.batch, predicted, prior,
