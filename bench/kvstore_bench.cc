@@ -5,10 +5,7 @@
 // sizes and busy time, against plain reads and unchecked direct batches of the same files, and
 // paired Fetch by Fetch with sequential reads of the same size; (4) index rebuild rate at Open.
 // Prints; asserts nothing.
-//
-//   kvstore_bench [--dir DIR] [--objects N] [--object-bytes B] [--index-objects N]
-//                 [--io-threads T] [--batch K] [--rounds R] [--skip-model] [--direct-io] [--streams S]
-//                 [--cold-metadata]
+// Flags: `kvstore_bench --help` (kUsage below).
 // Cold cache = posix_fadvise(DONTNEED) on every file after syncfs (no root needed); as root,
 // also every clean page and inode through /proc/sys/vm/drop_caches.
 #include <fcntl.h>
@@ -221,7 +218,15 @@ double SeqReadDirectBandwidth(const std::string& path) {
 // the device holding dir: how large the requests a method produces are. Zeros where unreadable.
 struct DeviceReads {
   int64_t requests = 0, merged = 0, sectors = 0, busy_ms = 0;
-  double at = 0;  // when read (monotonic seconds)
+  double at = 0;  // when read (monotonic seconds); in a sum of intervals, their seconds
+  // Adds the reads between two readings (a sum over intervals, for DescribeRequests({}, sum)).
+  void AddInterval(const DeviceReads& before, const DeviceReads& after) {
+    requests += after.requests - before.requests;
+    merged += after.merged - before.merged;
+    sectors += after.sectors - before.sectors;
+    busy_ms += after.busy_ms - before.busy_ms;
+    at += after.at - before.at;
+  }
 };
 DeviceReads ReadDeviceStats(const std::string& dir) {
   DeviceReads d;
@@ -402,12 +407,7 @@ PairedRates PairedRestore(kvstore::KvStore& store, const std::string& store_dir,
     store.Fetch(keys, [&](std::vector<bool> got) { done.set_value(std::move(got)); });
     const std::vector<bool> got = done.get_future().get();
     restore_secs += Now() - t0;
-    const DeviceReads after = ReadDeviceStats(store_dir);
-    fetch_reads.requests += after.requests - before.requests;
-    fetch_reads.merged += after.merged - before.merged;
-    fetch_reads.sectors += after.sectors - before.sectors;
-    fetch_reads.busy_ms += after.busy_ms - before.busy_ms;
-    fetch_reads.at += after.at - before.at;
+    fetch_reads.AddInterval(before, ReadDeviceStats(store_dir));
     found += std::count(got.begin(), got.end(), true);
   }
   return {static_cast<double>(found * object_bytes) / restore_secs,
@@ -496,7 +496,8 @@ void BenchRestore(const Flags& f, const std::string& dir) {
                 static_cast<long long>(found), static_cast<long long>(f.objects),
                 static_cast<double>(indexed.indexed_objects) / indexed.index_seconds, f.batch, predicted, prior,
                 static_cast<double>(f.batch * f.object_bytes) / cold, paired.restore / 1e9, paired.sequential / 1e9,
-                paired_ratio.c_str(), static_cast<long long>(paired.found), static_cast<long long>(f.objects), paired_requests.c_str());
+                paired_ratio.c_str(), static_cast<long long>(paired.found), static_cast<long long>(f.objects),
+                paired_requests.c_str());
   }
   std::sort(ratios.begin(), ratios.end());
   std::sort(plain_ratios.begin(), plain_ratios.end());
@@ -581,8 +582,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (f.objects < 1 || f.object_bytes < 0 || f.index_objects < 1 || f.io_threads < 1) {
-    std::fprintf(stderr, "--objects, --index-objects and --io-threads must be positive, --object-bytes not negative\n%s",
-                 kUsage);
+    std::fprintf(stderr, "%s%s",
+                 "--objects, --index-objects and --io-threads must be positive, --object-bytes not negative\n", kUsage);
     return 2;
   }
   if (f.cold_metadata && ::geteuid() != 0)
