@@ -42,7 +42,7 @@ double ThreadCpuSeconds() {
 
 }  // namespace
 
-double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes, int passes) {
+std::vector<double> MemoryBandwidthWindows(base::ThreadPool& pool, int64_t bytes, int passes) {
   FS_CHECK(bytes >= kWindowChunks * kChunkFloats * 4 && passes >= 1, "bandwidth probe: %ld bytes, %d passes",
            static_cast<long>(bytes), passes);
   const simd::VecOps& ops = simd::GetVecOps(BestIsa());
@@ -53,8 +53,9 @@ double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes, int passes)
     std::fill(data + c0 * kChunkFloats, data + c1 * kChunkFloats, 1.0f);
   });
   std::vector<float> sums(static_cast<size_t>(num_chunks));
-  double best = 0.0;
   const int64_t num_windows = num_chunks / kWindowChunks;
+  std::vector<double> rates;
+  rates.reserve(static_cast<size_t>(passes * num_windows));
   for (int64_t window = 0; window < passes * num_windows; ++window) {
     const int64_t first = (window % num_windows) * kWindowChunks;
     const auto start = std::chrono::steady_clock::now();
@@ -63,9 +64,14 @@ double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes, int passes)
     });
     const double seconds = Seconds(start);
     FS_CHECK(sums[first] == static_cast<float>(kChunkFloats), "bandwidth probe read wrong data");
-    best = std::max(best, static_cast<double>(kWindowChunks * kChunkFloats * 4) / seconds * 1e-9);
+    rates.push_back(static_cast<double>(kWindowChunks * kChunkFloats * 4) / seconds * 1e-9);
   }
-  return best;
+  return rates;
+}
+
+double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes, int passes) {
+  const std::vector<double> rates = MemoryBandwidthWindows(pool, bytes, passes);
+  return *std::max_element(rates.begin(), rates.end());
 }
 
 FmaProbe ProbeFma(base::ThreadPool& pool, int passes) {

@@ -17,13 +17,20 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "base/thread_pool.h"
 
 namespace flashserve::kernels {
 
-// Read bandwidth in GB/s (1e9 bytes per second) over a buffer of `bytes`, all pool threads.
+// Read bandwidth in GB/s (1e9 bytes per second) over a buffer of `bytes`, all pool threads:
+// the best window of MemoryBandwidthWindows.
 double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes = int64_t{512} << 20, int passes = 2);
+
+// The GB/s of every window of the probe above, in the order read (`passes` sweeps of bytes / 64 MiB
+// windows). bench/bandwidth_bench prints their spread over a longer time: on a shared host the
+// best window can be well above what the machine sustains.
+std::vector<double> MemoryBandwidthWindows(base::ThreadPool& pool, int64_t bytes, int passes);
 
 // f32 FMA throughput in GFLOP/s (an FMA counts 2 flops per lane), all pool threads, with the
 // vector ISA of BestIsa() (the generic build: separate multiply and add).

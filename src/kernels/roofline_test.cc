@@ -23,6 +23,16 @@ TEST(RooflineTest, BandwidthIsAPlausibleRate) {
   EXPECT_LT(gbs, 1e5);    // and slower than 100 TB/s
 }
 
+TEST(RooflineTest, BandwidthWindowsAreOnePerWindowAndPass) {
+  base::ThreadPool pool(2);
+  const std::vector<double> rates = MemoryBandwidthWindows(pool, int64_t{128} << 20, 3);  // 2 windows x 3
+  ASSERT_EQ(rates.size(), 6u);
+  for (double gbs : rates) {
+    EXPECT_TRUE(std::isfinite(gbs));
+    EXPECT_GT(gbs, 0.1);
+  }
+}
+
 TEST(RooflineTest, FmaPeakIsAPlausibleRate) {
   base::ThreadPool pool(2);
   const double gflops = MeasureFmaPeak(pool, 1);
