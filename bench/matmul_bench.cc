@@ -118,6 +118,7 @@ WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, in
       m.scale = m.data + data_bytes;
     }
     m.SetScaleRange();
+    m.SetExponentRange();  // BF16, as the loader does for the head
     set.matrices.push_back(m);
   }
   return set;

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "kernels/gemm/matmul.h"
+#include "model/number_formats.h"
 
 namespace flashserve::engine {
 
@@ -14,6 +15,11 @@ using base::Status;
 
 namespace {
 int ResolveThreads(int n) { return n > 0 ? n : 0; }
+
+// Each value rounded to the nearest BF16 (ties to even), in place.
+void RoundToBf16(float* x, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) x[i] = model::Bf16ToFloat(model::FloatToBf16(x[i]));
+}
 }  // namespace
 
 void RowAngles::Compute(const kernels::RopeTable& table, const std::vector<int64_t>& pos) {
@@ -112,6 +118,11 @@ void Engine::Head(const model::HcWeights& hc, const std::vector<float>& norm, co
     HcHead(ops_, c, hc, gathered.data(), n, head_in_.data(), &head_mix_);
   }
   ops_.RmsNormRows(head_in_.data(), norm.data(), n, d, d, static_cast<float>(c.norm_eps), head_in_.data(), d);
+  // With QAT on, the final norm's output in BF16, as REF casts a norm's output to the activation
+  // dtype before its fp32 head (v4-architecture.md sections 3.1 and 4.5): the BF16 head's
+  // products are then exact BF16 x BF16, which the AVX512-BF16 kernels compute with dot
+  // products in the f32 path's order (kernels/gemm: MatMulArgs::bf16_pairs). QAT off keeps f32.
+  if (ops_.qat()) RoundToBf16(head_in_.data(), n * d);
   ops_.Linear(model_.weights().head, head_in_.data(), n, d, logits, c.vocab_size);
 }
 

@@ -5,7 +5,8 @@ namespace flashserve::engine {
 
 struct EngineOptions {
   // Quantization-aware-training emulation: FP8 activation quantization before FP8/FP4 GEMMs,
-  // FP8 round trip of raw and compressed KV, Hadamard + FP4 for the indexer (on by default).
+  // FP8 round trip of raw and compressed KV, Hadamard + FP4 for the indexer, and the output
+  // head's input rounded to BF16 as REF casts it (on by default).
   bool qat = true;
   // Use the naive reference kernels (fp64 accumulation, one thread) instead of the optimized ones.
   bool reference_kernels = false;

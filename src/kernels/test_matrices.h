@@ -72,6 +72,7 @@ inline TestMatrix MakeTestMatrix(model::MatrixFormat format, int64_t rows, int64
   }
   m.data = t.data.data();
   m.scale = t.scale.empty() ? nullptr : t.scale.data();
+  m.SetExponentRange();  // BF16, as the loader does for the head (the BF16-pair path needs it)
   return t;
 }
 

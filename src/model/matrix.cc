@@ -57,6 +57,21 @@ void Matrix::SetScaleRange() {
   scale_hi = r.hi;
 }
 
+void Matrix::SetExponentRange() {
+  if (format != MatrixFormat::kBF16) return;
+  const uint16_t* v = reinterpret_cast<const uint16_t*>(data);
+  const int64_t count = rows * cols;
+  int lo = 255, hi = 0;
+  for (int64_t i = 0; i < count; ++i) {  // zeros (either sign) count as neither
+    const int field = (v[i] >> 7) & 0xFF;
+    const bool nonzero = (v[i] & 0x7FFF) != 0;
+    lo = std::min(lo, nonzero ? field : 255);
+    hi = std::max(hi, nonzero ? field : 0);
+  }
+  exp_lo = lo == 255 && hi == 0 ? 0 : lo;
+  exp_hi = hi;
+}
+
 float Matrix::At(int64_t r, int64_t c) const {
   const uint8_t* row = data + r * RowBytes();
   switch (format) {

@@ -35,6 +35,10 @@ struct Matrix {
   // The smallest and largest scale byte where known (set at load by SetScaleRange; -1: not
   // known, and ScaleRange scans the scales on each call).
   int scale_lo = -1, scale_hi = -1;
+  // BF16: the smallest and largest exponent field of the nonzero elements where known (set by
+  // SetExponentRange; -1: not known). The AVX512-BF16 products take BF16 weights only where
+  // known, so that they can rule out subnormal products without scanning the weights per call.
+  int exp_lo = -1, exp_hi = -1;
   Fp4Layout fp4_layout = Fp4Layout::kCheckpoint;
 
   bool valid() const { return data != nullptr; }
@@ -55,6 +59,8 @@ struct Matrix {
   ByteRange ScaleRange() const;
   // Scans the scale bytes once and records their range.
   void SetScaleRange();
+  // BF16: scans the elements once and records exp_lo and exp_hi (both 0 where all are zero).
+  void SetExponentRange();
   // Exact value of element (r, c) (reference path and tests).
   float At(int64_t r, int64_t c) const;
   // FP4: the 4-bit code of element (r, c), in either layout.

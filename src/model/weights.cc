@@ -163,6 +163,7 @@ Result<ModelWeights> LoadModelWeights(const Checkpoint& ckpt, const ModelConfig&
   int64_t v = config.vocab_size, d = config.hidden_size;
   FS_ASSIGN_OR_RETURN(w.embed, reader.Linear("embed", v, d, LinearKind::kFloatOnly));
   FS_ASSIGN_OR_RETURN(w.head, reader.Linear("head", v, d, LinearKind::kFloatOnly));
+  w.head.SetExponentRange();  // BF16: lets the head's products use BF16 dot products (kernels/gemm)
   FS_ASSIGN_OR_RETURN(w.norm, reader.Floats("norm.weight", {d}));
   if (!config.is_v41()) FS_RETURN_IF_ERROR(loader.Hc("hc_head_", config.hc_mult, 1, &w.hc_head));
   w.layers.resize(plan.size());

@@ -41,6 +41,7 @@ constexpr int64_t kMinPartWork = int64_t{1} << 17;  // weights x max(2, n): abou
 // against 136 us for 768 x 1024, 2.2 against 2.6 ms for 4096 x 4096; n = 512: 53 against 98 ms).
 constexpr int64_t kFp4PairsMinRows = 1;
 constexpr int64_t kFp8PairsMinRows = 16;
+constexpr int64_t kBf16PairsMinRows = 1;
 // FP8 decoded in registers into BF16 pairs for one pass of wide tiles (5-8 rows, cols a multiple
 // of 32, tiles at least 32 columns wide), where eight rows share each decode (Zen 4, one thread, cold: 768 x 1024 at n = 8 90
 // against 137 us, 4096 x 4096 2.04-2.09 against 2.65 ms; n = 6 -13%, n = 5 -2%; n = 4 3-7% and
@@ -194,9 +195,9 @@ bool Bf16DotsOn() {
 
 // Whether the call may take the AVX512-BF16 path (MatMulArgs::bf16_pairs). The smallest
 // activation's quantum is 2^(field - 134) and the smallest weight's 2^(s_lo - 128) (FP4: half
-// of e2m1's step, times the scale) or 2^(s_lo - 136) (FP8: the e4m3 subnormal step): their
-// product must be at least 2^-126. fp8_range: the FP8 scale range PrepareArgs has measured
-// (FP4 scales are measured here, once the activations qualify).
+// of e2m1's step, times the scale), 2^(s_lo - 136) (FP8: the e4m3 subnormal step) or
+// 2^(exp_lo - 134) (BF16): their product must be at least 2^-126. fp8_range: the FP8 scale
+// range PrepareArgs has measured (FP4 scales are measured here, once the activations qualify).
 bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n, int64_t ldx, bool fp8_vector,
                      ByteRange fp8_range) {
   const bool fp4 = w.format == model::MatrixFormat::kFp4 && n >= kFp4PairsMinRows;
@@ -204,8 +205,9 @@ bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n,
                    (n >= kFp8PairsMinRows ||
                     (n >= kFp8RegisterPairsMinRows && n <= kFp8RegisterPairsMaxRows && w.cols % 32 == 0 &&
                      w.tile_cols >= 32));  // one scale per 32 columns in registers
-  if ((!fp4 && !fp8) || (fp4 && w.cols % 32 != 0) || isa != Isa::kAvx512 ||
-      !Bf16DotsOn()) {
+  const bool bf16 = w.format == model::MatrixFormat::kBF16 && n >= kBf16PairsMinRows && w.cols % 32 == 0 &&
+                    w.exp_lo >= 1 && w.exp_hi <= 254;  // normal and finite, and known
+  if ((!fp4 && !fp8 && !bf16) || (fp4 && w.cols % 32 != 0) || isa != Isa::kAvx512 || !Bf16DotsOn()) {
     return false;
   }
 #if defined(__x86_64__) || defined(__i386__)
@@ -213,6 +215,7 @@ bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n,
 #endif
   const int field = Bf16ActivationFieldAvx512(x, n, ldx, w.cols);
   if (field < 0) return false;
+  if (bf16) return field == 255 || field - 134 + w.exp_lo - 134 >= -126;
   const ByteRange range = fp4 ? w.ScaleRange() : fp8_range;
   const int min_scale = fp4 ? 2 : 10, max_scale = fp4 ? 252 : 246, weight_quantum = range.lo - (fp4 ? 128 : 136);
   return range.lo >= min_scale && range.hi <= max_scale && (field == 255 || field - 134 + weight_quantum >= -126);
@@ -311,7 +314,7 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   const bool fp4 = w.format == model::MatrixFormat::kFp4;
   a.bf16_pairs = ChooseBf16Pairs(isa, w, x, n, ldx, a.fp8_vector, range);
   if (a.bf16_pairs) {
-    if (!fp4) {  // FP8: in registers below the panels' row count, else panels; weights scaled in full
+    if (w.format == model::MatrixFormat::kFp8) {  // in registers below the panels' row count, else panels; weights scaled in full
       a.direct = n < kFp8PairsMinRows;
       a.fp8_scale_x = a.fp8_prescale = a.fp8_low = false;
       a.fp8_fold = tables.e8m0_x256;

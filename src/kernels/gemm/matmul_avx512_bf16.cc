@@ -1,7 +1,7 @@
 // Matrix products with AVX512-BF16 (VDPBF16PS) for activations that are exact BF16 values
 // (FP8-rounded by the QAT emulation), with the register tiles of matmul_avx512.cc: FP4 decoded
-// in registers into BF16 pairs, FP8 too for one pass of wide tiles (the decoders in
-// matmul_bf16_rows.h), else dequantized into panels of BF16 pairs. Each lane adds its two products in the f32 paths' order, so the bits
+// in registers into BF16 pairs, FP8 too for one pass of wide tiles, BF16 weights rearranged in
+// registers (the decoders in matmul_bf16_rows.h), else dequantized into panels of BF16 pairs. Each lane adds its two products in the f32 paths' order, so the bits
 // are theirs (see MatMulArgs::bf16_pairs). Called by the dispatcher (matmul.cc) after its CPU
 // check; compiled with AVX512-BF16 and AVX512-VBMI flags.
 // Re-entrant: no state; panels live in the caller's scratch.
@@ -22,6 +22,12 @@ namespace {
 template <Fp4Indices kHow>
 [[gnu::noinline]] void Fp4Pairs(const MatMulArgs& args, const MatMulArgs& pairs, int64_t row_begin, int64_t row_end) {
   gemm::Rows<Tiles>(Fp4PairRows<kHow>{&args}, pairs, row_begin, row_end);
+}
+
+[[gnu::noinline]] void Bf16Pairs(const MatMulArgs& args, int64_t row_begin, int64_t row_end) {
+  MatMulArgs pairs = args;
+  pairs.cols = args.ldx;  // the tiles run over pair columns
+  gemm::Rows<Tiles>(Bf16PairRows{&args}, pairs, row_begin, row_end);
 }
 
 // A panel of rows already in BF16 pairs (stride ld pairs, zero-padded).
@@ -190,6 +196,8 @@ void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row
     } else {
       Fp4Pairs<Fp4Indices::kMultishift>(args, pairs, row_begin, row_end);
     }
+  } else if (args.format == model::MatrixFormat::kBF16) {
+    Bf16Pairs(args, row_begin, row_end);
   } else if (args.direct) {
     MatMulArgs pairs = args;
     pairs.cols = args.ldx;  // the tiles run over pair columns

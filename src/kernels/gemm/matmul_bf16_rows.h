@@ -1,7 +1,7 @@
 // The BF16 weight decoders of the AVX-512 BF16 and AMX matrix products, as internal-linkage
 // code included only by translation units built with AVX512-BF16 and AVX512-VBMI flags
 // (matmul_avx512_bf16.cc, matmul_amx.cc): FP4 and FP8 rows decoded in registers into BF16
-// pairs (one 32-bit lane per two columns, the one the f32 path adds first in the high half),
+// pairs, BF16 rows rearranged into them (one 32-bit lane per two columns, the one the f32 path adds first in the high half),
 // the register-tile shapes, VDPBF16PS, and the packing of two f32 vectors into pairs.
 // Re-entrant; no state.
 #pragma once
@@ -199,6 +199,36 @@ struct Fp8PairRows {
   }
   const uint8_t* RowStart(int64_t r) const { return a->data + (r < a->rows ? r : a->rows) * a->cols; }
   int64_t RowBytes() const { return a->cols; }
+};
+
+// Rows of a BF16 matrix (cols a multiple of 32) rearranged in registers into pairs: pair l of
+// each 32 columns g is columns g + l (high half) and g + 16 + l, as in Fp8PairRows, so that
+// lane l adds column g + l, then g + 16 + l: the order of the f32 path's 16-lane steps
+// (gemm::Half16Rows). One VPERMW per 32 weights, where the f32 path widens and shifts twice.
+struct Bf16PairRows {
+  using F = __m512;
+  static constexpr int kStep = 16;  // pair columns per Load: 32 columns, 64 bytes
+  static constexpr int kStepBytes = 64;
+  static constexpr bool kScalesX = false;
+  static constexpr int kDecodeCost = 1;
+  static F Dot(F w, F x, F acc) { return DotPairs(w, x, acc); }
+  // VPERMW control: word 2l + 1 (the high half of lane l) is element l, word 2l element 16 + l.
+  static __m512i Spread() {
+    alignas(64) static constexpr uint16_t kSpread[32] = {16, 0, 17, 1, 18, 2, 19, 3, 20, 4, 21, 5, 22, 6, 23, 7,
+                                                        24, 8, 25, 9, 26, 10, 27, 11, 28, 12, 29, 13, 30, 14, 31, 15};
+    return _mm512_load_si512(kSpread);
+  }
+  struct Cursor {
+    const uint16_t* p;
+    void Load(int64_t k, F* w) const {
+      w[0] = _mm512_castsi512_ps(_mm512_permutexvar_epi16(Spread(), _mm512_loadu_si512(p + 2 * k)));
+    }
+    void Tail(int64_t, int, F* w) const { w[0] = _mm512_setzero_ps(); }  // cols % 32 == 0: never
+  };
+  const MatMulArgs* a;
+  Cursor Row(int64_t r) const { return {reinterpret_cast<const uint16_t*>(a->data) + r * a->cols}; }
+  const uint8_t* RowStart(int64_t r) const { return a->data + (r < a->rows ? r : a->rows) * a->cols * 2; }
+  int64_t RowBytes() const { return a->cols * 2; }
 };
 
 // Two vectors of exact BF16 values (f32) -> one of pairs: lane l = hi[l] (high half), lo[l].

@@ -54,11 +54,13 @@ struct MatMulArgs {
   const float* fp8_fold_low = nullptr;  // [256] 2^(s-7)
   int fp8_scale_lo = 0, fp8_scale_hi = 0;  // the range of the scale bytes
   // AVX512-BF16 (MatMulRowsAvx512Bf16): FP4 decoded in registers, FP8 (fp8_vector) in registers
-  // for 5-8 rows (direct) or in panels for n >= 16, all into BF16 pairs; x holds the activations as BF16 pairs (one 32-bit lane per
+  // for 5-8 rows (direct) or in panels for n >= 16, BF16 weights (cols a multiple of 32, their
+  // exponent range known: model::Matrix::SetExponentRange) rearranged in registers, all into
+  // BF16 pairs; x holds the activations as BF16 pairs (one 32-bit lane per
   // two columns, the one the f32 path adds first in the high half; ldx counts pairs; cols
   // stays the real count). Chosen only where it gives the f32 paths' bits: every activation is
   // an exact, finite BF16 (FP8-rounded activations are), every dequantized weight a normal (or
-  // zero) BF16 (FP4 scale bytes in [2, 252], FP8 in [10, 246]), every product a multiple of at
+  // zero) BF16 (FP4 scale bytes in [2, 252], FP8 in [10, 246], BF16 exponent fields in [1, 254]), every product a multiple of at
   // least 2^-126 (so no product or running sum is subnormal: the instruction flushes those),
   // and MXCSR rounds to nearest. Each step is then an FMA of an exact product in the f32
   // path's order.

@@ -381,14 +381,15 @@ TEST(MatMulTest, Bf16PairPathsGiveTheF32PathsBits) {
                         {MatrixFormat::kFp4, 100, 2048, 32}, {MatrixFormat::kFp4, 300, 1024, 32},
                         {MatrixFormat::kFp8, 37, 416, 32},  {MatrixFormat::kFp8, 140, 1024, 128},
                         {MatrixFormat::kFp8, 61, 200, 32},  {MatrixFormat::kFp8, 300, 512, 128},
-                        {MatrixFormat::kFp8, 40, 256, 16}};
+                        {MatrixFormat::kFp8, 40, 256, 16},  {MatrixFormat::kBF16, 37, 416, 1},
+                        {MatrixFormat::kBF16, 5, 64, 1},    {MatrixFormat::kBF16, 300, 1024, 1}};
   for (const Case& c : cases) {
     TestMatrix tm = MakeTestMatrix(c.format, c.rows, c.cols, c.tile, rng);
     const model::Matrix& w = tm.matrix;
     const int64_t max_n = 80, bad = 70, ldx = c.cols + 3;
     std::vector<float> x = Bf16Vector(max_n * ldx, rng);
     x[bad * ldx + 5] = 0.1f;  // not a BF16 value: calls holding this row take the f32 path
-    const int64_t min_n = c.format == MatrixFormat::kFp4 ? 1 : 16;
+    const int64_t min_n = c.format == MatrixFormat::kFp8 ? 16 : 1;
     ASSERT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data(), min_n, ldx)) << w.Describe();
     ASSERT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data() + (bad - 19) * ldx, 20, ldx)) << w.Describe();
     for (int64_t n : {1, 2, 3, 5, 6, 7, 8, 9, 16, 17, 20, 33, 40, 65, 70}) {
@@ -560,6 +561,28 @@ TEST(MatMulTest, Bf16PairPathsOnlyWhereExact) {
   _mm_setcsr((csr & ~0x6000u) | 0x6000u);  // round toward zero: the instruction would not
   EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, w, x.data(), 3, 256));
   _mm_setcsr(csr);
+  // BF16 weights: from one row, where the columns come in whole groups of 32 and the weights'
+  // exponent range is known, normal and finite, and no product is finer than 2^-126.
+  TestMatrix bf16 = MakeTestMatrix(MatrixFormat::kBF16, 24, 256, 1, rng);
+  EXPECT_TRUE(internal::UsesBf16Pairs(Isa::kAvx512, bf16.matrix, x.data(), 1, 256));
+  model::Matrix unknown = bf16.matrix;
+  unknown.exp_lo = unknown.exp_hi = -1;
+  check_fallback(x, unknown, "BF16 exponent range not known");
+  TestMatrix bf16_200 = MakeTestMatrix(MatrixFormat::kBF16, 24, 200, 1, rng);
+  EXPECT_FALSE(internal::UsesBf16Pairs(Isa::kAvx512, bf16_200.matrix, x.data(), 3, 200));
+  TestMatrix subnormal = bf16;
+  subnormal.matrix.data = subnormal.data.data();
+  reinterpret_cast<uint16_t*>(subnormal.data.data())[7] = 0x0001;  // the least BF16 subnormal
+  subnormal.matrix.SetExponentRange();
+  EXPECT_EQ(subnormal.matrix.exp_lo, 0);
+  check_fallback(x, subnormal.matrix, "a subnormal BF16 weight");
+  v = x;
+  v[9] = 0x1p-100f;  // times weights from about 2^-30: products finer than 2^-126
+  TestMatrix small = bf16;
+  small.matrix.data = small.data.data();
+  reinterpret_cast<uint16_t*>(small.data.data())[7] = model::FloatToBf16(0x1p-30f);
+  small.matrix.SetExponentRange();
+  check_fallback(v, small.matrix, "fine BF16 products");
 }
 
 // The activation check that sends rows to the BF16-pair and AMX paths, against a scalar
