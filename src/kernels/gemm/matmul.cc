@@ -314,7 +314,8 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
   const bool fp4 = w.format == model::MatrixFormat::kFp4;
   a.bf16_pairs = ChooseBf16Pairs(isa, w, x, n, ldx, a.fp8_vector, range);
   if (a.bf16_pairs) {
-    if (w.format == model::MatrixFormat::kFp8) {  // in registers below the panels' row count, else panels; weights scaled in full
+    if (w.format == model::MatrixFormat::kFp8) {  // in registers below the panels' row count, else
+                                                  // panels; weights scaled in full
       a.direct = n < kFp8PairsMinRows;
       a.fp8_scale_x = a.fp8_prescale = a.fp8_low = false;
       a.fp8_fold = tables.e8m0_x256;

@@ -1,9 +1,10 @@
 // Matrix products with AVX512-BF16 (VDPBF16PS) for activations that are exact BF16 values
-// (FP8-rounded by the QAT emulation), with the register tiles of matmul_avx512.cc: FP4 decoded
-// in registers into BF16 pairs, FP8 too for one pass of wide tiles, BF16 weights rearranged in
-// registers (the decoders in matmul_bf16_rows.h), else dequantized into panels of BF16 pairs. Each lane adds its two products in the f32 paths' order, so the bits
-// are theirs (see MatMulArgs::bf16_pairs). Called by the dispatcher (matmul.cc) after its CPU
-// check; compiled with AVX512-BF16 and AVX512-VBMI flags.
+// (FP8-rounded by the QAT emulation; the head's input rounded to BF16), with the register tiles
+// of matmul_avx512.cc: FP4 decoded in registers into BF16 pairs, FP8 too for one pass of wide
+// tiles, BF16 weights rearranged in registers (the decoders in matmul_bf16_rows.h), else FP8
+// dequantized into panels of BF16 pairs. Each lane adds its two products in the f32 paths'
+// order, so the bits are theirs (see MatMulArgs::bf16_pairs). Called by the dispatcher
+// (matmul.cc) after its CPU check; compiled with AVX512-BF16 and AVX512-VBMI flags.
 // Re-entrant: no state; panels live in the caller's scratch.
 #include <immintrin.h>
 

@@ -1,8 +1,9 @@
 // The BF16 weight decoders of the AVX-512 BF16 and AMX matrix products, as internal-linkage
 // code included only by translation units built with AVX512-BF16 and AVX512-VBMI flags
 // (matmul_avx512_bf16.cc, matmul_amx.cc): FP4 and FP8 rows decoded in registers into BF16
-// pairs, BF16 rows rearranged into them (one 32-bit lane per two columns, the one the f32 path adds first in the high half),
-// the register-tile shapes, VDPBF16PS, and the packing of two f32 vectors into pairs.
+// pairs, BF16 rows rearranged into them (one 32-bit lane per two columns, the one the f32 path
+// adds first in the high half), the register-tile shapes, VDPBF16PS, and the packing of two f32
+// vectors into pairs.
 // Re-entrant; no state.
 #pragma once
 

@@ -60,8 +60,9 @@ struct MatMulArgs {
   // two columns, the one the f32 path adds first in the high half; ldx counts pairs; cols
   // stays the real count). Chosen only where it gives the f32 paths' bits: every activation is
   // an exact, finite BF16 (FP8-rounded activations are), every dequantized weight a normal (or
-  // zero) BF16 (FP4 scale bytes in [2, 252], FP8 in [10, 246], BF16 exponent fields in [1, 254]), every product a multiple of at
-  // least 2^-126 (so no product or running sum is subnormal: the instruction flushes those),
+  // zero) BF16 (FP4 scale bytes in [2, 252], FP8 in [10, 246], BF16 exponent fields in
+  // [1, 254]), every product a multiple of at least 2^-126 (so no product or running sum is
+  // subnormal: the instruction flushes those),
   // and MXCSR rounds to nearest. Each step is then an FMA of an exact product in the f32
   // path's order.
   bool bf16_pairs = false;
