@@ -1,5 +1,6 @@
-// The optimized kernels against the naive reference path on a whole forward pass, the MTP
-// module's chunk invariance, the indexer's skip for short contexts, and input validation.
+// The optimized kernels against the naive reference path on a whole forward pass, BF16 dot
+// products against the f32 paths, the MTP module's chunk invariance, the indexer's skip for
+// short contexts, and input validation.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -92,6 +93,32 @@ TEST(PathsTest, Fp4LanePairExpertsGiveTheSameLogits) {
   EXPECT_EQ(a.fp4_layout, model::Fp4Layout::kCheckpoint);
   EXPECT_EQ(b.fp4_layout, packed->fp4_lane_pairs() ? model::Fp4Layout::kLanePairs : model::Fp4Layout::kCheckpoint);
   EXPECT_TRUE(SameLogits(*plain, *packed, 6, {7, 1, 32}));
+}
+
+// With QAT on, the head's input is BF16 (as REF casts it), so the BF16 head may take BF16 dot
+// products (where the CPU has AVX512-BF16): a speed choice that leaves every logit's bits as
+// the f32 path's, one-shot and in chunks. The head's exponent range is recorded at load.
+TEST(PathsTest, Bf16DotProductsGiveTheSameLogits) {
+  auto [model, unused] = LoadTwice(ModelLoadOptions{}, ModelLoadOptions{});
+  ASSERT_TRUE(model);
+  const model::Matrix& head = model->weights().head;
+  ASSERT_EQ(head.format, model::MatrixFormat::kBF16);
+  EXPECT_GE(head.exp_lo, 1);
+  EXPECT_LE(head.exp_hi, 254);
+  EXPECT_LE(head.exp_lo, head.exp_hi);
+  std::vector<int32_t> tokens = RandomTokens(40, 9);
+  const auto logits = [&](kernels::Bf16Dots dots, const std::vector<int>& chunks) {
+    kernels::SetBf16Dots(dots);
+    Engine engine(*model, EngineOptions{});
+    auto state = engine.NewSequence();
+    return RunChunked(engine, state.get(), tokens, chunks);
+  };
+  const std::vector<float> on = logits(kernels::Bf16Dots::kOn, {40});
+  const std::vector<float> off = logits(kernels::Bf16Dots::kOff, {40});
+  const std::vector<float> on_chunked = logits(kernels::Bf16Dots::kOn, {7, 1, 32});
+  kernels::SetBf16Dots(kernels::Bf16Dots::kAuto);
+  EXPECT_TRUE(BitEqual(on, off));
+  EXPECT_TRUE(BitEqual(on, on_chunked));
 }
 
 // A token that sees no more compressed entries than the indexer's top-k takes them all, so its
