@@ -45,7 +45,8 @@ base::Result<std::vector<int32_t>> TokensFromFlags(const std::string& tokens, co
 }
 
 void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat) {
-  cmd->add_flag("--no-qat", *no_qat, "Turn off the quantization-aware-training emulation (FP8/FP4 round trips, the BF16 head input)");
+  cmd->add_flag("--no-qat", *no_qat,
+                "Turn off the quantization-aware-training emulation (FP8/FP4 round trips, the BF16 head input)");
   cmd->add_flag("--reference", options->reference_kernels, "Use the naive reference kernels (slow, fp64 accumulation)");
   cmd->add_option("--threads", options->num_threads, "Worker threads (0 = all cores)")->check(CLI::Range(0, 1024));
   cmd->add_flag_callback("--no-huge-page-head", [options] { options->head_in_huge_pages = false; },
