@@ -5,7 +5,6 @@
 #include <set>
 
 #include "kernels/gemm/matmul.h"
-#include "model/number_formats.h"
 
 namespace flashserve::engine {
 
@@ -15,11 +14,6 @@ using base::Status;
 
 namespace {
 int ResolveThreads(int n) { return n > 0 ? n : 0; }
-
-// Each value rounded to the nearest BF16 (ties to even), in place.
-void RoundToBf16(float* x, int64_t count) {
-  for (int64_t i = 0; i < count; ++i) x[i] = model::Bf16ToFloat(model::FloatToBf16(x[i]));
-}
 }  // namespace
 
 void RowAngles::Compute(const kernels::RopeTable& table, const std::vector<int64_t>& pos) {
@@ -122,7 +116,7 @@ void Engine::Head(const model::HcWeights& hc, const std::vector<float>& norm, co
   // dtype before its fp32 head (v4-architecture.md sections 3.1 and 4.5): the BF16 head's
   // products are then exact BF16 x BF16, which the AVX512-BF16 kernels compute with dot
   // products in the f32 path's order (kernels/gemm: MatMulArgs::bf16_pairs). QAT off keeps f32.
-  if (ops_.qat()) RoundToBf16(head_in_.data(), n * d);
+  if (ops_.qat()) ops_.RoundRowsToBf16(head_in_.data(), n, d, d);
   ops_.Linear(model_.weights().head, head_in_.data(), n, d, logits, c.vocab_size);
 }
 

@@ -7,6 +7,7 @@
 #include "kernels/gemm/matmul.h"
 #include "kernels/norm_rope/norm_rope.h"
 #include "kernels/quant/fake_quant.h"
+#include "model/number_formats.h"
 
 namespace flashserve::engine {
 
@@ -69,6 +70,11 @@ void Ops::LinearPair(const model::Matrix& a, const model::Matrix& b, const float
 
 void Ops::RoundRowsToFp8(float* x, int64_t n, int64_t ld, int64_t cols) {
   ForRows(n, [&](int64_t i) { kernels::FakeQuantFp8(x + i * ld, cols, 128); }, 8);
+}
+
+void Ops::RoundRowsToBf16(float* x, int64_t n, int64_t ld, int64_t cols) {
+  for (int64_t i = 0; i < n; ++i)
+    for (float* v = x + i * ld; v < x + i * ld + cols; ++v) *v = model::Bf16ToFloat(model::FloatToBf16(*v));
 }
 
 void Ops::LinearOfRounded(const model::Matrix& w, const float* q, int64_t n, int64_t ldq, float* y, int64_t ldy) {

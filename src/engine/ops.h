@@ -65,6 +65,9 @@ class Ops {
   // as Linear.
   const float* RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer);
   void RoundRowsToFp8(float* x, int64_t n, int64_t ld, int64_t cols);
+  // n rows of x (stride ld) rounded in place to the nearest BF16 (ties to even), as REF casts a
+  // norm's output to its activation dtype (the head's input, with QAT on). Reentrant.
+  void RoundRowsToBf16(float* x, int64_t n, int64_t ld, int64_t cols);
   // Linear and LinearPair for an input already rounded (RoundToFp8, RoundRowsToFp8), for
   // matrices whose RoundsInput holds: the same results without rounding again (the MoE rounds
   // its input once for all the experts a row goes to). Reentrant, as Linear.
