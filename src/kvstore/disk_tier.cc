@@ -44,6 +44,11 @@ base::Status DiskTier::Prepare() {
 void DiskTier::Scan(int num_threads, bool full) {
   const double start = base::MonotonicSeconds();
   const int64_t scan_start_unix = clock_.NowUnixSeconds();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++scans_running_;
+  }
+  bool complete = true;  // every directory listed
   auto top = fs_.List(FingerprintDir());
   std::vector<std::vector<std::string>> shards(static_cast<size_t>(std::max(1, num_threads)));
   if (top.ok()) {
@@ -52,13 +57,18 @@ void DiskTier::Scan(int num_threads, bool full) {
       if (e.type == EntryType::kDirectory && IsHexPair(e.name)) shards[next++ % shards.size()].push_back(e.name);
     }
   } else {
+    complete = false;
     FS_LOG(kWarning, "kvstore: cannot index {}: {}", FingerprintDir(), top.error().ToString());
   }
   std::vector<std::vector<Found>> found(shards.size());
+  std::vector<uint8_t> listed(shards.size(), 1);
   std::vector<std::thread> threads;
-  for (size_t i = 1; i < shards.size(); ++i) threads.emplace_back([&, i] { ScanShard(shards[i], &found[i]); });
-  ScanShard(shards[0], &found[0]);
+  for (size_t i = 1; i < shards.size(); ++i) {
+    threads.emplace_back([&, i] { listed[i] = ScanShard(shards[i], &found[i]); });
+  }
+  listed[0] = ScanShard(shards[0], &found[0]);
   for (std::thread& t : threads) t.join();
+  complete = complete && std::all_of(listed.begin(), listed.end(), [](uint8_t ok) { return ok != 0; });
 
   std::lock_guard<std::mutex> lock(mu_);
   std::unordered_set<ObjectKey, ObjectKeyHasher> seen;
@@ -68,10 +78,17 @@ void DiskTier::Scan(int num_threads, bool full) {
     for (Found& f : part) {
       ++count;
       if (!full) seen.insert(f.key);
+      // Deleted by this process (eviction, GC, a bad read) after the scan read its header: the
+      // file is gone, so it is not indexed again.
+      if (removed_during_scan_.count(f.key)) continue;
       Upsert(f.key, f.entry);  // another worker may have rewritten it with a later expiry
     }
   }
-  if (!full) {  // files other workers deleted since we indexed them
+  if (--scans_running_ == 0) removed_during_scan_.clear();
+  if (!full && !complete) {
+    FS_LOG(kWarning, "kvstore: {} tier rescan could not list every directory; keeping entries it did not see",
+           TierName(options_.tier));
+  } else if (!full) {  // files other workers deleted since we indexed them
     for (const ObjectKey& key : index_.Keys()) {
       const IndexEntry* e = index_.Find(key);
       if (!seen.count(key) && !busy_.count(key) && e->last_use < scan_start_unix) index_.Erase(key);
@@ -81,20 +98,31 @@ void DiskTier::Scan(int num_threads, bool full) {
   stats_.index_seconds = base::MonotonicSeconds() - start;
 }
 
-void DiskTier::ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found) {
+void DiskTier::Forget(const ObjectKey& key, IndexEntry* erased) {
+  index_.Erase(key, erased);
+  if (scans_running_ > 0) removed_during_scan_.insert(key);
+}
+
+bool DiskTier::ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found) {
+  bool complete = true;
   for (const std::string& ab : shard_dirs) {
     const std::string dir = FingerprintDir() + "/" + ab;
     auto subdirs = fs_.List(dir);
-    if (!subdirs.ok()) continue;
+    if (!subdirs.ok()) {
+      complete = false;
+      continue;
+    }
     for (const DirEntry& e : *subdirs) {
-      if (e.type == EntryType::kDirectory && IsHexPair(e.name)) ScanLeaf(dir + "/" + e.name, found);
+      if (e.type != EntryType::kDirectory || !IsHexPair(e.name)) continue;
+      complete = ScanLeaf(dir + "/" + e.name, found) && complete;
     }
   }
+  return complete;
 }
 
-void DiskTier::ScanLeaf(const std::string& dir, std::vector<Found>* found) {
+bool DiskTier::ScanLeaf(const std::string& dir, std::vector<Found>* found) {
   auto files = fs_.List(dir);
-  if (!files.ok()) return;
+  if (!files.ok()) return false;
   const int64_t now = clock_.NowUnixSeconds();
   const std::string_view shard = std::string_view(dir).substr(dir.size() - 5);  // "ab/cd"
   for (const DirEntry& e : *files) {
@@ -119,6 +147,7 @@ void DiskTier::ScanLeaf(const std::string& dir, std::vector<Found>* found) {
       found->push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
     }
   }
+  return true;
 }
 
 void DiskTier::Upsert(const ObjectKey& key, const IndexEntry& fresh) {
@@ -144,7 +173,7 @@ void DiskTier::RemoveBad(const ObjectKey* key, const std::string& path, Verdict 
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (key != nullptr) {
-      index_.Erase(*key);
+      Forget(*key);
       if (busy_.count(*key)) return;  // a writer is replacing it right now
     }
     if (verdict == Verdict::kForeign) {
@@ -192,13 +221,16 @@ void DiskTier::AbandonWrite(const ObjectKey& key) {
   ++stats_.writes_dropped;
 }
 
-bool DiskTier::MakeRoom(int64_t bytes, int64_t now, std::vector<std::pair<ObjectKey, bool>>* victims) {
+bool DiskTier::MakeRoom(const ObjectKey& key, int64_t bytes, int64_t now,
+                        std::vector<std::pair<ObjectKey, bool>>* victims) {
   auto busy = [this](const ObjectKey& k) { return busy_.count(k) > 0; };
-  while (index_.bytes() + reserved_bytes_ + bytes > options_.capacity_bytes) {
+  const IndexEntry* old = index_.Find(key);
+  const int64_t replaced = old != nullptr ? old->bytes : 0;  // a rewrite (later expiry) replaces its file
+  while (index_.bytes() - replaced + reserved_bytes_ + bytes > options_.capacity_bytes) {
     ObjectKey victim;
     if (!index_.PickVictim(now, busy, &victim)) return false;
     IndexEntry erased;
-    index_.Erase(victim, &erased);
+    Forget(victim, &erased);
     busy_.insert(victim);
     victims->emplace_back(victim, now >= erased.expiry);
   }
@@ -225,7 +257,7 @@ void DiskTier::Write(const ObjectHeader& header, const Payload& payload) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     epoch = failure_epoch_;
-    if (WritesAllowed(now)) fits = MakeRoom(file_bytes, now, &victims);
+    if (WritesAllowed(now)) fits = MakeRoom(header.key, file_bytes, now, &victims);
     if (fits) {
       reserved_bytes_ += file_bytes;
     } else {
@@ -336,7 +368,7 @@ DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& 
   std::lock_guard<std::mutex> lock(mu_);
   if (out.verdict != Verdict::kOk) {
     ++stats_.misses;
-    if (out.verdict == Verdict::kMissing && !busy_.count(key)) index_.Erase(key);
+    if (out.verdict == Verdict::kMissing && !busy_.count(key)) Forget(key);
     if (out.verdict == Verdict::kIoError) {
       ++stats_.read_errors;
       FS_LOG(kWarning, "kvstore: reading {}: {}", path, out.detail);
@@ -366,7 +398,7 @@ int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* 
       std::lock_guard<std::mutex> lock(mu_);
       batch = index_.Expired(clock_.NowUnixSeconds(), kGcBatch, busy);
       for (const ObjectKey& key : batch) {
-        index_.Erase(key);
+        Forget(key);
         busy_.insert(key);
       }
     }

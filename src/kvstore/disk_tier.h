@@ -40,7 +40,8 @@ class DiskTier {
   // Creates <root>/<fingerprint>.
   base::Status Prepare();
   // Indexes the directory with num_threads threads. A full scan replaces the index; an
-  // incremental one (L3 rescans) adds new objects and drops entries whose files vanished.
+  // incremental one (L3 rescans) adds new objects and drops entries whose files vanished (none
+  // where a directory could not be listed: an NFS error is no deletion).
   // Corrupt and foreign objects are deleted and counted; stale temporary files are deleted.
   void Scan(int num_threads, bool full);
 
@@ -93,8 +94,12 @@ class DiskTier {
   // page cache.
   CacheUse cache_use() const { return options_.direct_io ? CacheUse::kDrop : CacheUse::kKeep; }
   std::string FingerprintDir() const;
-  void ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found);
-  void ScanLeaf(const std::string& dir, std::vector<Found>* found);
+  // Both return false where a directory could not be listed (its entries are then unknown).
+  bool ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found);
+  bool ScanLeaf(const std::string& dir, std::vector<Found>* found);
+  // Drops key from the index because its file is being deleted or is gone (mu_ held); a scan
+  // running meanwhile does not index it again.
+  void Forget(const ObjectKey& key, IndexEntry* erased = nullptr);
   // Counts a read's outcome, updates the index (deletes a bad object) and makes its result.
   // was_indexed: the key was in the index when the read began (false: an L3 probe).
   ReadResult Account(const ObjectKey& key, const std::string& path, int64_t now, bool was_indexed, ReadOutcome out);
@@ -105,8 +110,9 @@ class DiskTier {
   bool StillLive(const ObjectKey& key, std::vector<Found>* renewed);
   bool WritesAllowed(int64_t now) const;  // mu_ held
   void OnWriteResult(const ObjectHeader& header, int64_t file_bytes, uint64_t epoch, const base::Status& status);
-  // Picks victims (expired first) until bytes fit; false when they cannot. mu_ held.
-  bool MakeRoom(int64_t bytes, int64_t now, std::vector<std::pair<ObjectKey, bool>>* victims);
+  // Picks victims (expired first) until `bytes` for key fit, counting key's current file as
+  // replaced; false when they cannot. mu_ held.
+  bool MakeRoom(const ObjectKey& key, int64_t bytes, int64_t now, std::vector<std::pair<ObjectKey, bool>>* victims);
   void RemoveVictims(const std::vector<std::pair<ObjectKey, bool>>& victims);
 
   const DiskTierOptions options_;
@@ -118,6 +124,8 @@ class DiskTier {
   mutable std::mutex mu_;
   TierIndex index_;
   std::unordered_set<ObjectKey, ObjectKeyHasher> busy_;  // queued or being written / deleted
+  int scans_running_ = 0;
+  std::unordered_set<ObjectKey, ObjectKeyHasher> removed_during_scan_;  // Forget()s while scans run
   int64_t reserved_bytes_ = 0;                           // writes in flight
   TierStats stats_;                                      // counters only; sizes come from index_
   int64_t retry_at_ = 0;

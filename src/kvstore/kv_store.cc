@@ -89,6 +89,8 @@ struct KvStore::Impl {
   std::condition_variable gc_wake;
   std::thread gc_thread;
   std::mutex warn_mu;
+  // Names come from requests: each is logged once, and only the first few are remembered.
+  static constexpr size_t kMaxWarnedClasses = 64;
   std::set<std::string> warned_classes;
   EventLog events;
 };
@@ -98,8 +100,9 @@ uint8_t KvStore::Impl::ResolveClass(const std::string& name) {
   const uint8_t id = classes.Id(name);
   if (id != kOtherClass) return id;
   std::lock_guard<std::mutex> lock(warn_mu);
-  if (warned_classes.insert(name).second) {
-    FS_LOG(kWarning, "kvstore: unknown TTL class '{}', using '{}'", name, config.default_ttl_class);
+  if (warned_classes.size() < kMaxWarnedClasses && warned_classes.insert(name).second) {
+    FS_LOG(kWarning, "kvstore: unknown TTL class '{}', using '{}'{}", name, config.default_ttl_class,
+           warned_classes.size() == kMaxWarnedClasses ? " (further unknown names are not logged)" : "");
   }
   return default_class;
 }
@@ -293,12 +296,12 @@ base::Result<std::unique_ptr<KvStore>> KvStore::Open(const StoreConfig& config, 
   return std::unique_ptr<KvStore>(new KvStore(std::move(impl)));
 }
 
-Payload KvStore::GetMemory(const ObjectKey& key) {
+Payload KvStore::GetMemory(const ObjectKey& key, bool count_miss) {
   const int64_t now = impl_->clock.NowUnixSeconds();
   std::lock_guard<std::mutex> lock(impl_->mem_mu);
   const IndexEntry* e = impl_->memory.Find(key);
   if (e == nullptr || now >= e->expiry) {
-    ++impl_->memory_stats.misses;
+    if (count_miss) ++impl_->memory_stats.misses;
     return nullptr;
   }
   Payload payload = e->payload;
@@ -471,6 +474,11 @@ void KvStore::Flush() {
 
 void KvStore::Close() {
   if (impl_ == nullptr || impl_->closing.exchange(true)) return;
+  {
+    // Taken so that the GC thread is either before its predicate check (and sees closing) or
+    // already waiting (and gets the notification), never in between.
+    std::lock_guard<std::mutex> lock(impl_->gc_mu);
+  }
   impl_->gc_wake.notify_all();
   if (impl_->gc_thread.joinable()) impl_->gc_thread.join();
   impl_->io->Stop();  // runs every queued write first

@@ -115,8 +115,10 @@ class KvStore {
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
 
-  // L1 only, never does I/O (engine thread). Null when absent or expired.
-  Payload GetMemory(const ObjectKey& key);
+  // L1 only, never does I/O (engine thread). Null when absent or expired; counted as an L1 hit
+  // or miss, except a miss where !count_miss (a lookup of what may never have been stored, such
+  // as a boundary snapshot at a block that was no persist point).
+  Payload GetMemory(const ObjectKey& key, bool count_miss = true);
   // Fastest tier holding an unexpired copy per the in-memory indexes, no I/O.
   std::optional<Tier> Locate(const ObjectKey& key) const;
   // Loads objects held only in L2/L3 into L1 on I/O threads, then calls done (on an I/O thread)

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <sys/time.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <random>
+#include <thread>
 
 #include "kvstore/kv_store.h"
 #include "kvstore/object_file.h"
@@ -422,6 +424,90 @@ TEST(KvStoreFaultTest, ConcurrentReadersAndWriters) {
   EXPECT_GT(stats.tiers[1].bytes_written, 0);
   for (int k = 0; k < kKeys; ++k) check(k, store->GetMemory(Key(k)));
   EXPECT_EQ(bad.load(), 0);
+}
+
+// Waits up to `seconds` for done().
+template <typename F>
+bool WaitFor(F done, double seconds = 10) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// Worker B over a shared directory that worker A writes, rescanning it every second through fs.
+StoreConfig SharedConfig(const TempDir& dir, FaultFileSystem* fs) {
+  StoreConfig config = BaseConfig(dir, /*with_disk=*/false);
+  config.shared_dir = dir.Sub("shared");
+  config.shared_bytes = 1 << 24;
+  if (fs != nullptr) {
+    config.file_system = fs;
+    config.background_gc = true;
+    config.gc_delay_seconds = 1;
+    config.shared_rescan_seconds = 1;
+  }
+  return config;
+}
+
+// A rescan of the shared tier that cannot list its directory (an NFS error) keeps the entries it
+// had: a failed listing is no deletion.
+TEST(KvStoreFaultTest, SharedRescanThatCannotListKeepsItsEntries) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  auto store_a = OpenOrDie(SharedConfig(dir, nullptr), clock);
+  store_a->Put(Key(1), MakePayload(1), 128, "");
+  store_a->Flush();
+  auto store_b = OpenOrDie(SharedConfig(dir, &fs), clock);
+  ASSERT_EQ(store_b->Locate(Key(1)), Tier::kShared);
+  clock.Advance(1);  // the entry is older than the rescans below
+  fs.fail_lists = true;
+  const int64_t lists = fs.lists.load();
+  ASSERT_TRUE(WaitFor([&] { return fs.lists.load() >= lists + 2; }));  // one rescan over, the next begun
+  EXPECT_EQ(store_b->Locate(Key(1)), Tier::kShared);
+  EXPECT_EQ(store_b->Stats().tiers[2].objects, 1);
+  EXPECT_EQ(FetchSync(*store_b, {Key(1)}), std::vector<bool>{true});
+}
+
+// An object this worker deletes (here: evicted for a new write) while a rescan is reading the
+// directory is not indexed again by that rescan once it has read its header.
+TEST(KvStoreFaultTest, ObjectDeletedDuringARescanIsNotIndexedAgain) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  StoreConfig a = SharedConfig(dir, nullptr);
+  // The rescan reads objects in path order (fs lists sorted): `early` before `late`.
+  ObjectKey early = Key(1), late = Key(2);
+  if (ObjectPath(a.shared_dir, kFingerprint, late) < ObjectPath(a.shared_dir, kFingerprint, early)) {
+    std::swap(early, late);
+  }
+  {
+    auto store_a = OpenOrDie(a, clock);
+    store_a->Put(early, MakePayload(1), 128, "");
+    store_a->Put(late, MakePayload(2), 128, "");
+    store_a->Flush();
+  }
+  const std::string early_path = ObjectPath(a.shared_dir, kFingerprint, early);
+  const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(early_path));
+  StoreConfig b = SharedConfig(dir, &fs);
+  b.shared_bytes = 2 * file_bytes + file_bytes / 2;  // a third object evicts one
+  auto store_b = OpenOrDie(b, clock);
+  ASSERT_EQ(store_b->Stats().tiers[2].objects, 2);
+  EXPECT_FALSE(store_b->Pin(late));  // not in L1, but a hit in L3: `early` is now the least valuable
+  fs.pause_open_suffix = ObjectFileName(late);
+  fs.pause_opens = true;
+  ASSERT_TRUE(WaitFor([&] { return fs.paused_opens.load() > 0; }));  // a rescan has read `early`'s header
+  store_b->Put(Key(3), MakePayload(3), 128, "");
+  store_b->Flush();
+  EXPECT_FALSE(Exists(early_path));  // evicted
+  const int64_t lists = fs.lists.load();
+  fs.pause_opens = false;
+  ASSERT_TRUE(WaitFor([&] { return fs.lists.load() > lists; }));  // that rescan is over, the next begun
+  EXPECT_FALSE(store_b->Locate(early).has_value());
+  EXPECT_EQ(store_b->Stats().tiers[2].objects, 2);
+  EXPECT_LE(store_b->Stats().tiers[2].bytes, b.shared_bytes);
 }
 
 }  // namespace

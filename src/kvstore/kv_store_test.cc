@@ -42,6 +42,11 @@ std::vector<bool> FetchSync(KvStore& store, std::vector<ObjectKey> keys, bool pi
 
 bool Exists(const std::string& path) { return std::filesystem::exists(path); }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
 std::string DiskPath(const StoreConfig& c, const ObjectKey& key, const std::string& fp = kFingerprint) {
   return ObjectPath(c.disk_dir, fp, key);
 }
@@ -217,16 +222,21 @@ TEST(KvStoreTest, MemoryEvictsExpiredFirstThenLeastValuableNeverPinned) {
   EXPECT_LE(store->Stats().tiers[0].bytes, 3000);
 }
 
+// The file size of a MakePayload object (1,000 bytes) in TTL class "short".
+int64_t ShortObjectFileBytes() {
+  ObjectHeader h;
+  h.fingerprint = kFingerprint;
+  h.ttl_class = "short";
+  return static_cast<int64_t>(EncodedHeaderBytes(h)) + 1000;
+}
+
 TEST(KvStoreTest, DiskEvictsExpiredFirstThenLeastValuable) {
   TempDir dir;
   FakeClock clock;
   StoreConfig config = BaseConfig(dir);
   config.ttl_classes = {{"short", 10}, {"chat", kDay}};
   config.default_ttl_class = "chat";
-  ObjectHeader h;
-  h.fingerprint = kFingerprint;
-  h.ttl_class = "short";
-  const int64_t file_bytes = static_cast<int64_t>(EncodedHeaderBytes(h)) + 1000;
+  const int64_t file_bytes = ShortObjectFileBytes();
   config.disk_bytes = 3 * file_bytes;
   auto store = OpenOrDie(config, clock);
   store->Put(Key(1), MakePayload(1), 128, "short");
@@ -251,6 +261,30 @@ TEST(KvStoreTest, DiskEvictsExpiredFirstThenLeastValuable) {
   EXPECT_TRUE(Exists(DiskPath(config, Key(5))));
   EXPECT_EQ(Exists(DiskPath(config, Key(1))) + Exists(DiskPath(config, Key(3))), 1);
   EXPECT_LE(store->Stats().tiers[1].bytes, config.disk_bytes);
+}
+
+// Renewing an object rewrites its file: in a full tier the new copy takes the old one's place,
+// so nothing else is evicted for it.
+TEST(KvStoreTest, DiskRewriteReplacesItsOwnBytes) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  config.ttl_classes = {{"short", 100}};
+  config.default_ttl_class = "short";
+  const int64_t file_bytes = ShortObjectFileBytes();
+  config.disk_bytes = 2 * file_bytes;
+  auto store = OpenOrDie(config, clock);
+  store->Put(Key(1), MakePayload(1), 128, "");
+  store->Put(Key(2), MakePayload(2), 128, "");
+  store->Flush();
+  const std::string first = ReadFile(DiskPath(config, Key(1)));
+  clock.Advance(50);  // over a quarter of the TTL: Put renews the file with the later expiry
+  store->Put(Key(1), MakePayload(1), 128, "");
+  store->Flush();
+  EXPECT_NE(ReadFile(DiskPath(config, Key(1))), first);
+  EXPECT_TRUE(Exists(DiskPath(config, Key(2))));
+  EXPECT_EQ(store->Stats().tiers[1].evictions, 0);
+  EXPECT_EQ(store->Stats().tiers[1].bytes, 2 * file_bytes);
 }
 
 TEST(KvStoreTest, SurvivesRestart) {

@@ -246,6 +246,8 @@ TEST(StoreConfigTest, ValidateRejectsEachBadField) {
   expect_bad("rescan", [](StoreConfig& c) { c.shared_rescan_seconds = -1; });
   expect_bad("retry", [](StoreConfig& c) { c.write_retry_seconds = 0; });
   expect_bad("backlog", [](StoreConfig& c) { c.max_pending_write_bytes = 0; });
+  expect_bad("no events", [](StoreConfig& c) { c.event_log_capacity = 0; });
+  expect_bad("negative events", [](StoreConfig& c) { c.event_log_capacity = -1; });
   StoreConfig custom = good;
   custom.ttl_classes = {{"batch", 60}};
   custom.default_ttl_class = "batch";

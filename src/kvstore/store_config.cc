@@ -61,6 +61,9 @@ base::Status StoreConfig::Validate() const {
   if (shared_rescan_seconds < 0) return Invalid("shared_rescan_seconds must be >= 0");
   if (write_retry_seconds <= 0) return Invalid("write_retry_seconds must be > 0");
   if (max_pending_write_bytes <= 0) return Invalid("max_pending_write_bytes must be > 0");
+  if (event_log_capacity < 1 || event_log_capacity > (int64_t{1} << 30)) {
+    return Invalid("event_log_capacity must be in [1, 2^30]");
+  }
   return base::Status::Ok();
 }
 

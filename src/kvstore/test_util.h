@@ -1,10 +1,12 @@
 // Test-only helpers for the kvstore tests: a settable clock, a temporary directory under /tmp,
 // a fault-injecting FileSystem (byte quota that fails writes like a full disk, failing or paused
-// reads), and key / payload makers. Thread-safe where the tests share them across threads.
+// reads and opens, failing listings), and key / payload makers. Thread-safe where the tests
+// share them across threads.
 #pragma once
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -66,6 +68,13 @@ class FaultFileSystem final : public FileSystem {
   std::atomic<bool> block_writes{false};  // writers wait while set
   std::atomic<bool> pause_payload_reads{false};
   std::atomic<int> paused_reads{0};
+  std::atomic<bool> fail_lists{false};  // List fails (kIoError) while set
+  std::atomic<int64_t> lists{0};        // List calls, failed ones included
+  // While pause_opens is set, opening a file whose path ends with pause_open_suffix (set first)
+  // waits until it is cleared (counted in paused_opens).
+  std::string pause_open_suffix;
+  std::atomic<bool> pause_opens{false};
+  std::atomic<int> paused_opens{0};
 
   base::Status WriteAtomic(const std::string& path, std::string_view header, std::string_view payload) override {
     const int64_t size = static_cast<int64_t>(header.size() + payload.size());
@@ -81,6 +90,10 @@ class FaultFileSystem final : public FileSystem {
     if (fail_reads.load()) {
       return base::Error(base::ErrorCode::kIoError, "cannot open " + path + ": Input/output error");
     }
+    if (pause_opens.load() && path.ends_with(pause_open_suffix)) {
+      ++paused_opens;
+      while (pause_opens.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     auto file = posix_->OpenForRead(path);
     if (!file.ok()) return file;
     return std::unique_ptr<ReadableFile>(new PausingFile(std::move(file).value(), this));
@@ -92,7 +105,16 @@ class FaultFileSystem final : public FileSystem {
   }
   base::Status Remove(const std::string& path) override { return posix_->Remove(path); }
   base::Status CreateDirs(const std::string& path) override { return posix_->CreateDirs(path); }
-  base::Result<std::vector<DirEntry>> List(const std::string& dir) override { return posix_->List(dir); }
+  // Sorted by name, so that scans visit objects in a known order.
+  base::Result<std::vector<DirEntry>> List(const std::string& dir) override {
+    ++lists;
+    if (fail_lists.load()) return base::Error(base::ErrorCode::kIoError, "cannot list " + dir + ": Stale file handle");
+    auto entries = posix_->List(dir);
+    if (entries.ok()) {
+      std::sort(entries->begin(), entries->end(), [](const DirEntry& x, const DirEntry& y) { return x.name < y.name; });
+    }
+    return entries;
+  }
   base::Result<int64_t> ModifiedTime(const std::string& path) override { return posix_->ModifiedTime(path); }
 
  private:

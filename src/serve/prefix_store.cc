@@ -32,7 +32,8 @@ int64_t PrefixStore::Probe(const std::string& ns, std::span<const int32_t> token
     kvstore::Payload block = store_->GetMemory(ObjectKey{ObjectKind::kBlock, h});
     if (!block) break;
     blocks.push_back(std::move(block));
-    if (kvstore::Payload boundary = store_->GetMemory(ObjectKey{ObjectKind::kBoundary, h})) {
+    // Boundaries exist only at persist points: not finding one is no L1 miss.
+    if (kvstore::Payload boundary = store_->GetMemory(ObjectKey{ObjectKind::kBoundary, h}, /*count_miss=*/false)) {
       match->num_blocks = static_cast<int64_t>(blocks.size());
       match->blocks = blocks;
       match->boundary = std::move(boundary);
@@ -55,14 +56,14 @@ std::unique_ptr<engine::SequenceState> PrefixStore::Restore(const PrefixMatch& m
 
 FetchPlan PrefixStore::PlanFetch(const std::string& ns, std::span<const int32_t> tokens, int64_t limit) const {
   FetchPlan plan;
-  std::vector<ObjectKey> missing;  // not in L1, for the blocks seen so far
+  std::vector<ObjectKey> missing, resident;  // not in L1 / in L1, for the blocks seen so far
   std::vector<Tier> tiers;
   for (const kv::BlockHash& h : Hashes(ns, tokens, limit)) {
     const ObjectKey block{ObjectKind::kBlock, h}, boundary{ObjectKind::kBoundary, h};
     const std::optional<Tier> block_tier = store_->Locate(block);
     if (!block_tier) break;
     tiers.push_back(*block_tier);
-    if (*block_tier != Tier::kMemory) missing.push_back(block);
+    (*block_tier != Tier::kMemory ? missing : resident).push_back(block);
     const std::optional<Tier> boundary_tier = store_->Locate(boundary);
     if (!boundary_tier) continue;
     const int64_t k = static_cast<int64_t>(tiers.size());
@@ -70,7 +71,8 @@ FetchPlan PrefixStore::PlanFetch(const std::string& ns, std::span<const int32_t>
     if (all_memory) plan.memory_blocks = k;
     plan.total_blocks = k;
     plan.keys = missing;
-    if (*boundary_tier != Tier::kMemory) plan.keys.push_back(boundary);
+    plan.resident = resident;
+    (*boundary_tier != Tier::kMemory ? plan.keys : plan.resident).push_back(boundary);
     plan.block_tiers = tiers;
   }
   for (const ObjectKey& key : plan.keys) plan.slowest = std::max(plan.slowest, store_->Locate(key).value_or(Tier::kMemory));

@@ -32,6 +32,7 @@ struct FetchPlan {
   int64_t memory_blocks = 0;               // usable prefix in L1 now
   int64_t total_blocks = 0;                // usable prefix in any tier
   std::vector<kvstore::ObjectKey> keys;    // objects of the longer prefix not in L1
+  std::vector<kvstore::ObjectKey> resident;  // those in L1: pin them while the rest is fetched
   std::vector<kvstore::Tier> block_tiers;  // tier of each block 0 .. total_blocks - 1
   kvstore::Tier slowest = kvstore::Tier::kMemory;
 };

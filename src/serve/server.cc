@@ -114,7 +114,8 @@ std::vector<CacheObject> Server::ExportPrefix(const std::string& ns, std::span<c
   const std::vector<kv::BlockHash> hashes = prefix_->Hashes(ns, prompt, limit);
   const size_t lowest = upto_tokens >= 0 ? hashes.size() : 1;  // a given end, or the longest held
   for (size_t k = hashes.size(); k >= lowest && k > 0; --k) {
-    kvstore::Payload boundary = store_->GetMemory({kvstore::ObjectKind::kBoundary, hashes[k - 1]});
+    kvstore::Payload boundary =
+        store_->GetMemory({kvstore::ObjectKind::kBoundary, hashes[k - 1]}, /*count_miss=*/false);
     if (!boundary) continue;
     std::vector<CacheObject> out;
     for (size_t b = static_cast<size_t>(std::max<int64_t>(from_block, 0)); b < k; ++b) {
@@ -203,11 +204,11 @@ void Server::DrainInbound(bool block) {
       CancelNow(c.id, FinishReason::kCancelled, "");
     } else if (c.fetched) {
       auto it = requests_.find(c.id);
+      std::vector<kvstore::ObjectKey>& pinned = c.request->pinned;  // the L1 part, pinned at StartFetch
+      pinned.insert(pinned.end(), c.pinned.begin(), c.pinned.end());
       if (it == requests_.end() || it->second != c.request) {
-        c.request->pinned = std::move(c.pinned);
         ReleasePins(*c.request);  // cancelled while fetching
       } else {
-        c.request->pinned = std::move(c.pinned);
         Enqueue(std::move(c.request));
       }
     } else {
@@ -255,6 +256,11 @@ bool Server::StartFetch(const std::shared_ptr<Request>& request) {
                                  ? static_cast<double>(blocks * kv::kBlockTokens) * prefill_seconds_per_token_
                                  : std::numeric_limits<double>::infinity();
   if (fetch_s >= recompute_s) return false;
+  // The part already in L1 stays there until the restore: inserting the fetched objects must
+  // not evict the head of the very prefix they complete.
+  for (const kvstore::ObjectKey& key : plan.resident) {
+    if (store_->Pin(key)) request->pinned.push_back(key);
+  }
   std::vector<kvstore::ObjectKey> keys = plan.keys;
   store_->Fetch(
       keys,

@@ -21,7 +21,7 @@ struct Server::Request {
   int forks_pending = 0;        // choices still to fork from choice 0 after its prefill
   bool cached_counted = false;  // prompt cache hits are counted once per request
   bool started = false;         // left the queue (first step ran, or it ended)
-  std::vector<kvstore::ObjectKey> pinned;   // fetched objects pinned in L1 until restored
+  std::vector<kvstore::ObjectKey> pinned;   // a fetched prefix's objects (its L1 part too) pinned until restored
   std::vector<kvstore::Tier> block_tiers;   // where each cached prompt block was before a fetch
   protocol::Usage usage;
   std::vector<uint64_t> seq_ids;

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <filesystem>
 #include <chrono>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -14,7 +15,9 @@
 #include "engine/test_model.h"
 #include "kernels/gemm/matmul.h"
 #include "kernels/simd/isa.h"
+#include "kv/block_hash.h"
 #include "kvstore/kv_store.h"
+#include "kvstore/object_file.h"
 
 namespace flashserve::serve {
 namespace {
@@ -296,10 +299,11 @@ TEST(ServerTest, EngineThreadServesConcurrentSubmitters) {
 namespace flashserve::serve {
 namespace {
 
-std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::Clock& clock) {
+std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::Clock& clock,
+                                            int64_t memory_bytes = 64 << 20) {
   kvstore::StoreConfig cfg;
   cfg.fingerprint = ModelFingerprint(TestModel(), engine::EngineOptions{});
-  cfg.memory_bytes = 64 << 20;
+  cfg.memory_bytes = memory_bytes;
   cfg.disk_dir = dir;
   cfg.disk_bytes = 256 << 20;
   cfg.background_gc = false;
@@ -336,6 +340,77 @@ TEST(ServerStoreTest, PrefixSurvivesARestartThroughTheDiskTier) {
   EXPECT_EQ(second.usage.cached_tokens, 256);
   EXPECT_EQ(second.usage.cached_disk, 256);
   EXPECT_EQ(second.usage.cached_memory, 0);
+  EXPECT_EQ(second.tokens[0], first.tokens[0]);
+  EXPECT_EQ(second.logprobs[0], first.logprobs[0]);
+  std::filesystem::remove_all(dir);
+}
+
+std::vector<bool> FetchNow(kvstore::KvStore& store, std::vector<kvstore::ObjectKey> keys) {
+  std::promise<std::vector<bool>> done;
+  store.Fetch(std::move(keys), [&done](std::vector<bool> present) { done.set_value(std::move(present)); });
+  return done.get_future().get();
+}
+
+// A fetch that completes a prefix whose head is already in L1 keeps that head pinned while the
+// rest goes in: where L1 must evict to make room, it evicts something else, and the restore
+// uses the whole prefix. L1 misses count only blocks looked for, not boundary snapshots.
+TEST(ServerStoreTest, FetchKeepsThePrefixHeadInMemory) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("fs_serve_head_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  base::SystemClock clock;
+  protocol::GenerateRequest r = Request("p", RandomTokens(400, 12), 4, 3);
+  r.sampling.temperature = 0;
+  Collected first, again, second;
+  {
+    Server s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
+    ASSERT_TRUE(s.Submit(r, Collect(&first)).ok());
+    RunUntilDone(s, {&first});
+    r.id = "p1";
+    ASSERT_TRUE(s.Submit(r, Collect(&again)).ok());
+    RunUntilDone(s, {&again});
+    s.Stop();
+    EXPECT_EQ(again.usage.cached_memory, 384);
+    // Block 0 of the cold prompt; the hit found blocks 0-2 and the boundary after block 2, and its
+    // lookups of boundaries after blocks 0 and 1 (never stored) are no misses.
+    EXPECT_EQ(s.Stats().kv_tiers[0].misses, 1);
+    EXPECT_EQ(s.Stats().kv_tiers[0].hits, 4);
+  }
+  const std::string fingerprint = ModelFingerprint(TestModel(), engine::EngineOptions{});
+  const std::vector<kv::BlockHash> hashes = kv::BlockHashes(kv::HashSeed(fingerprint, r.cache_namespace),
+                                                            std::span<const int32_t>(r.prompt).subspan(0, 384));
+  ASSERT_EQ(hashes.size(), 3u);
+  auto payload_bytes = [&](kvstore::ObjectKind kind, const kv::BlockHash& h) {
+    return static_cast<int64_t>(std::filesystem::file_size(kvstore::ObjectPath(dir, fingerprint, {kind, h})));
+  };
+  int64_t prefix_bytes = payload_bytes(kvstore::ObjectKind::kBoundary, hashes[2]);
+  for (const kv::BlockHash& h : hashes) prefix_bytes += payload_bytes(kvstore::ObjectKind::kBlock, h);
+  const int64_t block_bytes = payload_bytes(kvstore::ObjectKind::kBlock, hashes[0]);
+  // Room for the whole prefix, not for it and one more block.
+  auto store = DiskStore(dir, clock, prefix_bytes + block_bytes / 2);
+  kvstore::KvStore* raw = store.get();
+  const kvstore::ObjectKey head{kvstore::ObjectKind::kBlock, hashes[0]};
+  ASSERT_EQ(FetchNow(*raw, {head}), std::vector<bool>{true});
+  const kvstore::ObjectKey filler{kvstore::ObjectKind::kBlock, kv::BlockHash{}};
+  raw->Put(filler, base::MakeSharedBytes(std::string(static_cast<size_t>(block_bytes), 'x')), 128, "");
+  for (int i = 0; i < 3; ++i) {  // hits: worth more than the head, so evicted after it unless the head is pinned
+    ASSERT_TRUE(raw->Pin(filler));
+    raw->Unpin(filler);
+  }
+  {
+    Server s(TestModel(), engine::EngineOptions{}, Config(), std::move(store));
+    r.id = "p2";
+    ASSERT_TRUE(s.Submit(r, Collect(&second)).ok());
+    for (int i = 0; i < 2000 && !second.done; ++i) {
+      if (!s.StepOnce()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // fetch in flight
+    }
+    ASSERT_TRUE(second.done);
+    EXPECT_EQ(raw->Stats().tiers[0].pinned, 0);  // every pin released after the restore
+    raw->Flush();
+    EXPECT_EQ(raw->Locate(filler), kvstore::Tier::kDisk);  // evicted from L1 instead of the head
+  }
+  EXPECT_EQ(second.usage.cached_tokens, 384);
+  EXPECT_EQ(second.usage.cached_memory, 128);
+  EXPECT_EQ(second.usage.cached_disk, 256);
   EXPECT_EQ(second.tokens[0], first.tokens[0]);
   EXPECT_EQ(second.logprobs[0], first.logprobs[0]);
   std::filesystem::remove_all(dir);
