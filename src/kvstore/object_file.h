@@ -14,6 +14,8 @@
 
 namespace flashserve::kvstore {
 
+// Objects of another version read as corrupt (and are deleted): a new version must come with a
+// new fingerprint directory (serve::ModelFingerprint folds it in from version 2 on).
 constexpr uint16_t kObjectFormatVersion = 1;
 constexpr size_t kMaxFingerprintChars = 128;
 constexpr size_t kMaxClassChars = 32;

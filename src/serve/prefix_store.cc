@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "engine/state_codec.h"
 #include "kernels/gemm/matmul.h"
+#include "kvstore/object_file.h"
 #include "model/config.h"
 
 namespace flashserve::serve {
@@ -110,6 +111,12 @@ std::string ModelFingerprint(const engine::Model& model, const engine::EngineOpt
   digest_input += options.qat ? "|qat" : "|noqat";
   digest_input += "|numerics=" + (options.reference_kernels ? std::string("reference") : kernels::NumericsName());
   digest_input += "|state-v2";
+  // Readers delete objects of another format version as corrupt, so a new object format must
+  // live under another directory: workers of two versions sharing an L3 then never meet.
+  // (Version 1 adds nothing, which keeps the directories of existing stores.)
+  if (kvstore::kObjectFormatVersion != 1) {
+    digest_input += "|object-v" + std::to_string(kvstore::kObjectFormatVersion);
+  }
   const model::Checkpoint& ckpt = model.checkpoint();
   for (const std::string& name : ckpt.Names()) {
     const model::TensorInfo* t = ckpt.Find(name);

@@ -71,7 +71,8 @@ class PrefixStore {
 
 // A digest of everything that makes cached state valid: config, tensor names/dtypes/shapes,
 // sampled tensor bytes, the engine's numerics (QAT; the reference kernels or which bits the
-// optimized ones give here, kernels::NumericsName) and the state format version. Hosts whose
+// optimized ones give here, kernels::NumericsName), the state format version and, from
+// version 2 on, the store's object format version (kvstore::kObjectFormatVersion). Hosts whose
 // numerics differ (AVX2 and AVX-512, AMX on and off) keep separate objects in a shared
 // directory: a state restored there continues exactly as a cold prefill would.
 std::string ModelFingerprint(const engine::Model& model, const engine::EngineOptions& options);
