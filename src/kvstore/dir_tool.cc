@@ -116,7 +116,10 @@ class DirScanner {
       ++report_.expired;
       if (options_.delete_expired) {
         if (limiter_ != nullptr) limiter_->Acquire(1, nullptr);
-        if (fs_.Remove(path).ok()) ++report_.deleted_expired;
+        // Workers sharing the directory may renew it meanwhile: only a copy still expired goes.
+        ReadOptions check{&key, fingerprint, options_.now_unix, /*read_payload=*/false, CacheUse::kDrop};
+        const Verdict v = RemoveObjectUnlessLive(fs_, path, check).verdict;
+        if (v != Verdict::kOk && v != Verdict::kMissing && v != Verdict::kIoError) ++report_.deleted_expired;
       }
       return;
     }

@@ -176,18 +176,28 @@ void DiskTier::RemoveBad(const ObjectKey* key, const std::string& path, Verdict 
       Forget(*key);
       if (busy_.count(*key)) return;  // a writer is replacing it right now
     }
-    if (verdict == Verdict::kForeign) {
-      ++stats_.foreign;
-    } else if (verdict == Verdict::kExpired) {
-      ++stats_.expirations;
-    } else {
-      ++stats_.corrupt;
+  }
+  if (options_.tier == Tier::kShared && key != nullptr) {
+    // Another worker may have replaced the file since it was read: only what is still bad goes.
+    const int64_t now = clock_.NowUnixSeconds();
+    const ReadOptions check{key, options_.fingerprint, now, /*read_payload=*/verdict == Verdict::kCorrupt, cache_use()};
+    ReadOutcome out = RemoveObjectUnlessLive(fs_, path, check);
+    if (out.verdict == Verdict::kOk) {
+      std::lock_guard<std::mutex> lock(mu_);
+      Upsert(*key, EntryFor(out.header, out.file_bytes, now));
+      return;
     }
+    if (out.verdict == Verdict::kMissing || out.verdict == Verdict::kIoError) return;  // gone already, or kept
+  } else if (base::Status s = fs_.Remove(path); !s.ok()) {
+    FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
   }
   if (verdict != Verdict::kExpired) {
-    FS_LOG(kWarning, "kvstore: deleting {} object {}: {}", VerdictName(verdict), path, detail);
+    FS_LOG(kWarning, "kvstore: deleted {} object {}: {}", VerdictName(verdict), path, detail);
   }
-  if (base::Status s = fs_.Remove(path); !s.ok()) FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+  std::lock_guard<std::mutex> lock(mu_);
+  ++(verdict == Verdict::kForeign   ? stats_.foreign
+     : verdict == Verdict::kExpired ? stats_.expirations
+                                    : stats_.corrupt);
 }
 
 bool DiskTier::Holds(const ObjectKey& key, int64_t now) const {
@@ -404,13 +414,24 @@ int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* 
     }
     if (batch.empty()) break;
     bool cancelled = false;
-    std::vector<Found> renewed;
+    std::vector<Found> renewed;  // L3: another worker rewrote it with a later expiry
+    size_t not_deleted = 0;      // L3: gone already, or unreadable (kept)
     for (const ObjectKey& key : batch) {
       if (!cancelled) cancelled = !limiter.Acquire(1, cancel);  // once cancelled, finish the batch unpaced
-      if (options_.tier == Tier::kShared && StillLive(key, &renewed)) continue;
+      if (options_.tier == Tier::kShared) {
+        const ReadOptions check{&key, options_.fingerprint, clock_.NowUnixSeconds(), /*read_payload=*/false,
+                                cache_use()};
+        const ReadOutcome out = RemoveObjectUnlessLive(fs_, PathOf(key), check);
+        if (out.verdict == Verdict::kOk) {
+          renewed.push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
+        } else if (out.verdict == Verdict::kMissing || out.verdict == Verdict::kIoError) {
+          ++not_deleted;
+        }
+        continue;
+      }
       if (base::Status s = fs_.Remove(PathOf(key)); !s.ok()) FS_LOG(kWarning, "kvstore: gc: {}", s.error().ToString());
     }
-    const int64_t deleted = static_cast<int64_t>(batch.size() - renewed.size());
+    const int64_t deleted = static_cast<int64_t>(batch.size() - renewed.size() - not_deleted);
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (const ObjectKey& key : batch) busy_.erase(key);
@@ -421,15 +442,6 @@ int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* 
     if (cancelled) break;
   }
   return total;
-}
-
-bool DiskTier::StillLive(const ObjectKey& key, std::vector<Found>* renewed) {
-  const int64_t now = clock_.NowUnixSeconds();
-  ReadOutcome out =
-      ReadObject(fs_, PathOf(key), ReadOptions{&key, options_.fingerprint, now, /*read_payload=*/false, cache_use()});
-  if (out.verdict != Verdict::kOk) return false;
-  renewed->push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
-  return true;
 }
 
 void DiskTier::Touch(const ObjectKey& key, int64_t now) {

@@ -103,11 +103,12 @@ class DiskTier {
   // Counts a read's outcome, updates the index (deletes a bad object) and makes its result.
   // was_indexed: the key was in the index when the read began (false: an L3 probe).
   ReadResult Account(const ObjectKey& key, const std::string& path, int64_t now, bool was_indexed, ReadOutcome out);
+  // Unindexes a bad object (key; null for a misplaced file), deletes its file and counts it. In
+  // L3 only a file still bad when checked again goes (RemoveObjectUnlessLive): another worker
+  // may have replaced it since it was read, and such a replacement is indexed instead.
   void RemoveBad(const ObjectKey* key, const std::string& path, Verdict verdict, const std::string& detail);
   IndexEntry EntryFor(const ObjectHeader& header, int64_t file_bytes, int64_t last_use) const;
   void Upsert(const ObjectKey& key, const IndexEntry& fresh);  // mu_ held; keeps hits and recency
-  // L3 GC: another worker may have rewritten an expired object with a later expiry.
-  bool StillLive(const ObjectKey& key, std::vector<Found>* renewed);
   bool WritesAllowed(int64_t now) const;  // mu_ held
   void OnWriteResult(const ObjectHeader& header, int64_t file_bytes, uint64_t epoch, const base::Status& status);
   // Picks victims (expired first) until `bytes` for key fit, counting key's current file as

@@ -101,6 +101,22 @@ class PosixFileSystem final : public FileSystem {
     return Status::Ok();
   }
 
+  Result<std::string> MoveAside(const std::string& path) override {
+    std::string aside = fmt::format("{}{}{}.{}", path, kTempMarker, unique_, sequence_.fetch_add(1));
+    if (::rename(path.c_str(), aside.c_str()) != 0) return ErrnoError(errno, "cannot move aside", path);
+    return aside;
+  }
+
+  Status PutBack(const std::string& aside, const std::string& path) override {
+    if (::link(aside.c_str(), path.c_str()) == 0) {
+      ::unlink(aside.c_str());
+      return Status::Ok();
+    }
+    if (errno == EEXIST) return ErrnoError(errno, "cannot put back", path);
+    if (::rename(aside.c_str(), path.c_str()) != 0) return ErrnoError(errno, "cannot put back", path);
+    return Status::Ok();  // no hard links here (EPERM, ENOTSUP, ...): renamed
+  }
+
   Status CreateDirs(const std::string& path) override {
     if (path.empty()) return Status::Ok();
     if (::mkdir(path.c_str(), 0755) == 0 || errno == EEXIST) return Status::Ok();
@@ -152,6 +168,7 @@ namespace internal {
 Error ErrnoError(int err, std::string_view what, const std::string& path) {
   ErrorCode code = ErrorCode::kIoError;
   if (err == ENOENT) code = ErrorCode::kNotFound;
+  if (err == EEXIST) code = ErrorCode::kAlreadyExists;
   if (err == ENOSPC || err == EDQUOT || err == EFBIG) code = ErrorCode::kResourceExhausted;
   return Error(code, fmt::format("{} {}: {}", what, path, std::strerror(err)));
 }

@@ -1,7 +1,8 @@
 // The file-system seam under the KV store's directory tiers and tools: atomic whole-object writes
-// (temporary file + rename), positioned reads, batches of direct whole-file reads, listing and
-// removal. FileSystem::Posix() is the real one; tests wrap it to inject faults (disk full, read
-// errors, paused reads). Implementations are thread-safe.
+// (temporary file + rename), positioned reads, batches of direct whole-file reads, listing,
+// removal, and moving a file aside and back (checked deletes in shared directories).
+// FileSystem::Posix() is the real one; tests wrap it to inject faults (disk full, read errors,
+// paused reads). Implementations are thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +67,13 @@ class FileSystem {
   }
   // Removes a file (never a directory); a missing file is OK.
   virtual base::Status Remove(const std::string& path) = 0;
+  // Renames the file at path to a new temporary name beside it ("<path>.tmp.<unique>") and
+  // returns that name: whichever file path held at that instant, and only it. Missing = kNotFound.
+  virtual base::Result<std::string> MoveAside(const std::string& path) = 0;
+  // Puts a file moved aside back at path, unless path exists again (a newer file took its place:
+  // kAlreadyExists, `aside` left as it is). Where the file system has no hard links, a plain
+  // rename (which replaces such a newer file).
+  virtual base::Status PutBack(const std::string& aside, const std::string& path) = 0;
   virtual base::Status CreateDirs(const std::string& path) = 0;
   // Entries of a directory without "." and ".."; symlinks are kOther. Missing = kNotFound.
   virtual base::Result<std::vector<DirEntry>> List(const std::string& dir) = 0;

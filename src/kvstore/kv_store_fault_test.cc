@@ -496,7 +496,7 @@ TEST(KvStoreFaultTest, ObjectDeletedDuringARescanIsNotIndexedAgain) {
   auto store_b = OpenOrDie(b, clock);
   ASSERT_EQ(store_b->Stats().tiers[2].objects, 2);
   EXPECT_FALSE(store_b->Pin(late));  // not in L1, but a hit in L3: `early` is now the least valuable
-  fs.pause_open_suffix = ObjectFileName(late);
+  fs.pause_path_part = ObjectFileName(late);
   fs.pause_opens = true;
   ASSERT_TRUE(WaitFor([&] { return fs.paused_opens.load() > 0; }));  // a rescan has read `early`'s header
   store_b->Put(Key(3), MakePayload(3), 128, "");
@@ -508,6 +508,41 @@ TEST(KvStoreFaultTest, ObjectDeletedDuringARescanIsNotIndexedAgain) {
   EXPECT_FALSE(store_b->Locate(early).has_value());
   EXPECT_EQ(store_b->Stats().tiers[2].objects, 2);
   EXPECT_LE(store_b->Stats().tiers[2].bytes, b.shared_bytes);
+}
+
+// Worker A's GC has judged an object expired and is deleting it when worker B renews it. A
+// deletes only the copy it checked (moved aside first): B's renewed file stays in place.
+TEST(KvStoreFaultTest, SharedGcNeverDeletesAFileRenewedAfterItsCheck) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  StoreConfig a = SharedConfig(dir, &fs);
+  a.ttl_classes = {{"short", 10}};
+  a.default_ttl_class = "short";
+  a.shared_rescan_seconds = 0;
+  StoreConfig b = SharedConfig(dir, nullptr);
+  b.ttl_classes = a.ttl_classes;
+  b.default_ttl_class = "short";
+  auto store_a = OpenOrDie(a, clock);
+  store_a->Put(Key(1), MakePayload(1), 128, "");
+  store_a->Flush();
+  auto store_b = OpenOrDie(b, clock);
+  fs.pause_path_part = ObjectFileName(Key(1));
+  fs.pause_removes = true;
+  clock.Advance(11);  // expired
+  ASSERT_TRUE(WaitFor([&] { return fs.paused_removes.load() > 0; }));  // A checked it and is deleting it
+  store_b->Put(Key(1), MakePayload(1), 128, "");                       // B renews it meanwhile
+  store_b->Flush();
+  fs.pause_removes = false;
+  ASSERT_TRUE(WaitFor([&] { return store_a->Stats().tiers[2].expirations == 1; }));
+  const ObjectKey key = Key(1);
+  const ReadOptions read{&key, kFingerprint, clock.NowUnixSeconds(), /*read_payload=*/true, CacheUse::kKeep};
+  const ReadOutcome renewed = ReadObject(*FileSystem::Posix(), ObjectPath(a.shared_dir, kFingerprint, key), read);
+  EXPECT_EQ(renewed.verdict, Verdict::kOk) << renewed.detail;
+  EXPECT_EQ(renewed.header.expiry_unix, clock.NowUnixSeconds() + 10);
+  size_t left = 0;  // nothing else left beside it (the copy moved aside is gone)
+  for (const auto& e : std::filesystem::recursive_directory_iterator(a.shared_dir)) left += e.is_regular_file();
+  EXPECT_EQ(left, 1u);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "base/bytes.h"
+#include "base/log.h"
 #include "fmt/format.h"
 
 namespace flashserve::kvstore {
@@ -254,6 +255,25 @@ base::Status WriteObject(FileSystem& fs, const std::string& path, ObjectHeader h
   header.payload_checksum = Checksum64(payload);
   const std::string encoded = EncodeHeader(&header);
   return fs.WriteAtomic(path, encoded, payload);
+}
+
+ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, const ReadOptions& check) {
+  auto aside = fs.MoveAside(path);
+  if (!aside.ok()) return OutcomeOf(aside.error());
+  ReadOutcome out = ReadObject(fs, *aside, check);
+  if (out.verdict == Verdict::kOk || out.verdict == Verdict::kIoError) {
+    const base::Status back = fs.PutBack(*aside, path);
+    if (back.ok()) return out;
+    if (back.error().code() != ErrorCode::kAlreadyExists) {  // kept aside; scans remove it in time
+      FS_LOG(kWarning, "kvstore: {} (the object stays at {})", back.error().ToString(), *aside);
+      out.verdict = Verdict::kIoError;
+      out.detail = back.error().message();
+      return out;
+    }
+    out.verdict = Verdict::kMissing;  // a newer file took its place: this copy goes
+  }
+  if (base::Status s = fs.Remove(*aside); !s.ok()) FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+  return out;
 }
 
 }  // namespace flashserve::kvstore

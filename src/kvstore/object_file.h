@@ -97,4 +97,11 @@ ReadOutcome OutcomeOf(const base::Error& error);
 // Encodes the header and writes header + payload atomically.
 base::Status WriteObject(FileSystem& fs, const std::string& path, ObjectHeader header, std::string_view payload);
 
+// Deletes the object file at path unless, read again with `check`, it is sound and unexpired:
+// in a shared directory another worker may have replaced it since it was judged. The file is
+// moved aside first, so that what is checked is what is deleted; a live one (or one that could
+// not be read: kIoError) goes back unless a newer file took its place meanwhile. Returns the
+// check's outcome: kOk = kept, with its header; kMissing = nothing was there any more.
+ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, const ReadOptions& check);
+
 }  // namespace flashserve::kvstore

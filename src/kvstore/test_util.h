@@ -70,11 +70,11 @@ class FaultFileSystem final : public FileSystem {
   std::atomic<int> paused_reads{0};
   std::atomic<bool> fail_lists{false};  // List fails (kIoError) while set
   std::atomic<int64_t> lists{0};        // List calls, failed ones included
-  // While pause_opens is set, opening a file whose path ends with pause_open_suffix (set first)
-  // waits until it is cleared (counted in paused_opens).
-  std::string pause_open_suffix;
-  std::atomic<bool> pause_opens{false};
-  std::atomic<int> paused_opens{0};
+  // While pause_opens (pause_removes) is set, opening (removing) a file whose path contains
+  // pause_path_part (set first) waits until it is cleared, counted in paused_opens (_removes).
+  std::string pause_path_part;
+  std::atomic<bool> pause_opens{false}, pause_removes{false};
+  std::atomic<int> paused_opens{0}, paused_removes{0};
 
   base::Status WriteAtomic(const std::string& path, std::string_view header, std::string_view payload) override {
     const int64_t size = static_cast<int64_t>(header.size() + payload.size());
@@ -90,10 +90,7 @@ class FaultFileSystem final : public FileSystem {
     if (fail_reads.load()) {
       return base::Error(base::ErrorCode::kIoError, "cannot open " + path + ": Input/output error");
     }
-    if (pause_opens.load() && path.ends_with(pause_open_suffix)) {
-      ++paused_opens;
-      while (pause_opens.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    MaybePause(path, pause_opens, paused_opens);
     auto file = posix_->OpenForRead(path);
     if (!file.ok()) return file;
     return std::unique_ptr<ReadableFile>(new PausingFile(std::move(file).value(), this));
@@ -103,7 +100,14 @@ class FaultFileSystem final : public FileSystem {
     if (fail_reads.load() || pause_payload_reads.load()) return false;  // read through OpenForRead
     return posix_->ReadWholeFilesDirect(paths, buffers, consume);
   }
-  base::Status Remove(const std::string& path) override { return posix_->Remove(path); }
+  base::Status Remove(const std::string& path) override {
+    MaybePause(path, pause_removes, paused_removes);
+    return posix_->Remove(path);
+  }
+  base::Result<std::string> MoveAside(const std::string& path) override { return posix_->MoveAside(path); }
+  base::Status PutBack(const std::string& aside, const std::string& path) override {
+    return posix_->PutBack(aside, path);
+  }
   base::Status CreateDirs(const std::string& path) override { return posix_->CreateDirs(path); }
   // Sorted by name, so that scans visit objects in a known order.
   base::Result<std::vector<DirEntry>> List(const std::string& dir) override {
@@ -118,6 +122,12 @@ class FaultFileSystem final : public FileSystem {
   base::Result<int64_t> ModifiedTime(const std::string& path) override { return posix_->ModifiedTime(path); }
 
  private:
+  void MaybePause(const std::string& path, const std::atomic<bool>& pause, std::atomic<int>& paused) {
+    if (!pause.load() || path.find(pause_path_part) == std::string::npos) return;
+    ++paused;
+    while (pause.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
   class PausingFile final : public ReadableFile {
    public:
     PausingFile(std::unique_ptr<ReadableFile> file, FaultFileSystem* owner) : file_(std::move(file)), owner_(owner) {}
