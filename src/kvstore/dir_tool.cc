@@ -14,8 +14,6 @@
 namespace flashserve::kvstore {
 namespace {
 
-constexpr int64_t kStaleTempSeconds = 3600;
-
 bool IsHexPair(std::string_view name) {
   auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); };
   return name.size() == 2 && hex(name[0]) && hex(name[1]);
@@ -81,8 +79,7 @@ class DirScanner {
   }
 
   void CheckTemp(const std::string& path) {
-    auto mtime = fs_.ModifiedTime(path);
-    if (!mtime.ok() || options_.now_unix - *mtime <= kStaleTempSeconds) return;
+    if (!IsStaleTemporary(fs_, path, options_.now_unix)) return;
     ++report_.stale_temp_files;
     if (options_.delete_expired && fs_.Remove(path).ok()) ++report_.deleted_temp_files;
   }
@@ -93,7 +90,13 @@ class DirScanner {
     ReadOutcome out = ReadObject(fs_, path, read);
     if (out.verdict == Verdict::kMissing) return;  // deleted while we looked
     if (out.verdict != Verdict::kOk) {
-      Bad(path, fmt::format("{}: {}", VerdictName(out.verdict), out.detail), out.verdict != Verdict::kIoError);
+      if (out.verdict == Verdict::kIoError) {
+        Bad(path, fmt::format("{}: {}", VerdictName(out.verdict), out.detail), /*deletable=*/false);
+        return;
+      }
+      // Workers sharing the directory may replace it meanwhile: only a copy still bad goes.
+      const ReadOptions check{&key, fingerprint, INT64_MIN, options_.verify_payload, CacheUse::kDrop};
+      Bad(path, fmt::format("{}: {}", VerdictName(out.verdict), out.detail), /*deletable=*/true, &check);
       return;
     }
     const ObjectHeader& h = out.header;
@@ -118,8 +121,7 @@ class DirScanner {
         if (limiter_ != nullptr) limiter_->Acquire(1, nullptr);
         // Workers sharing the directory may renew it meanwhile: only a copy still expired goes.
         ReadOptions check{&key, fingerprint, options_.now_unix, /*read_payload=*/false, CacheUse::kDrop};
-        const Verdict v = RemoveObjectUnlessLive(fs_, path, check).verdict;
-        if (v != Verdict::kOk && v != Verdict::kMissing && v != Verdict::kIoError) ++report_.deleted_expired;
+        if (Deleted(RemoveObjectUnlessLive(fs_, path, check).verdict)) ++report_.deleted_expired;
       }
       return;
     }
@@ -129,9 +131,14 @@ class DirScanner {
     c.expiring_7d += left <= 7 * 86400;
   }
 
-  void Bad(const std::string& path, std::string problem, bool deletable = true) {
+  // check: how the object at path was judged bad (null for a misplaced file, which no writer
+  // replaces): only a file still bad when read again that way is deleted.
+  void Bad(const std::string& path, std::string problem, bool deletable = true, const ReadOptions* check = nullptr) {
     BadObject bad{path, std::move(problem), false};
-    if (options_.delete_bad && deletable) bad.deleted = fs_.Remove(path).ok();
+    if (options_.delete_bad && deletable && check == nullptr) bad.deleted = fs_.Remove(path).ok();
+    if (options_.delete_bad && deletable && check != nullptr) {
+      bad.deleted = Deleted(RemoveObjectUnlessLive(fs_, path, *check).verdict);
+    }
     report_.bad.push_back(std::move(bad));
   }
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
 #include <fstream>
 
 #include "kvstore/kv_store.h"
@@ -120,6 +121,10 @@ TEST_F(DirToolTest, GcDeletesExpiredObjectsAndStaleTemporaryFiles) {
   WriteAll(stale, "partial");
   const timeval old_times[2] = {{t0_ - 7200, 0}, {t0_ - 7200, 0}};
   ASSERT_EQ(::utimes(stale.c_str(), old_times), 0);
+  // Moved aside a minute ago by a worker checking it (a rename keeps its old mtime): not stale.
+  const std::string aside = PathOf("aaaa", 1) + ".tmp.aside-" + std::to_string(t0_ + 3 * kDay - 60) + ".x.2";
+  WriteAll(aside, ReadAll(PathOf("aaaa", 1)));
+  ASSERT_EQ(::utimes(aside.c_str(), old_times), 0);
   DirScanOptions gc{t0_ + 3 * kDay};
   gc.delete_expired = true;
   gc.max_deletes_per_second = 1000;
@@ -130,8 +135,41 @@ TEST_F(DirToolTest, GcDeletesExpiredObjectsAndStaleTemporaryFiles) {
   EXPECT_EQ(r.deleted_temp_files, 1);
   EXPECT_FALSE(std::filesystem::exists(PathOf("aaaa", 0)));
   EXPECT_FALSE(std::filesystem::exists(stale));
+  EXPECT_TRUE(std::filesystem::exists(aside));
   EXPECT_TRUE(std::filesystem::exists(PathOf("aaaa", 3, ObjectKind::kBoundary)));
   EXPECT_EQ(Scan({t0_ + 3 * kDay}).objects, 3);
+}
+
+// `kv verify --delete` judged an object bad, and another worker replaced it with a sound copy
+// before the delete: only a file still bad when read again is deleted.
+TEST(DirToolRaceTest, VerifyDeletesOnlyAFileStillBad) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig c;
+  c.fingerprint = "aaaa";
+  c.disk_dir = dir.path();
+  c.disk_bytes = 1 << 24;
+  c.background_gc = false;
+  std::move(KvStore::Open(c, clock)).value()->Put(Key(0), MakePayload(0), 128, "");
+  const std::string path = ObjectPath(dir.path(), "aaaa", Key(0));
+  const std::string sound = ReadAll(path);
+  std::string damaged = sound;
+  damaged[damaged.size() - 1] ^= 0x01;
+  WriteAll(path, damaged);
+  testing::FaultFileSystem fs;
+  fs.pause_payload_reads = true;
+  DirScanOptions verify{clock.NowUnixSeconds(), /*verify_payload=*/true, /*delete_bad=*/true};
+  auto scan = std::async(std::launch::async, [&] { return ScanStoreDir(fs, dir.path(), verify); });
+  ASSERT_TRUE(testing::WaitFor([&] { return fs.paused_reads.load() > 0; }));  // the damaged payload is read
+  WriteAll(path + ".new", sound);
+  std::filesystem::rename(path + ".new", path);  // replaced by another worker
+  fs.pause_payload_reads = false;
+  auto report = scan.get();
+  ASSERT_TRUE(report.ok()) << report.error().ToString();
+  ASSERT_EQ(report->bad.size(), 1u);
+  EXPECT_FALSE(report->bad[0].deleted);
+  EXPECT_EQ(ReadAll(path), sound);
+  EXPECT_TRUE(ScanStoreDir(fs, dir.path(), verify)->bad.empty());
 }
 
 TEST(DirToolErrorsTest, MissingRootIsAnError) {

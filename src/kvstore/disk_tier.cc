@@ -14,7 +14,6 @@ namespace {
 // Payloads of direct reads smaller than this are copied out of their buffer (which holds at
 // least a 4 KiB page and the header); larger ones stay in it, shared with L1 without a copy.
 constexpr size_t kMinSharedPayloadBytes = 64 * 1024;
-constexpr int64_t kStaleTempSeconds = 3600;  // a temporary file this old belongs to a crashed writer
 constexpr size_t kGcBatch = 16;
 
 bool IsHexPair(std::string_view name) {
@@ -78,15 +77,16 @@ void DiskTier::Scan(int num_threads, bool full) {
     for (Found& f : part) {
       ++count;
       if (!full) seen.insert(f.key);
-      // Deleted by this process (eviction, GC, a bad read) after the scan read its header: the
-      // file is gone, so it is not indexed again.
-      if (removed_during_scan_.count(f.key)) continue;
+      // Deleted by this process (eviction, GC, a bad read) after the scan read its header, or
+      // being deleted now: the file is gone, so it is not indexed again. (A key being written
+      // is indexed by its writer.)
+      if (removed_during_scan_.count(f.key) || (busy_.count(f.key) && index_.Find(f.key) == nullptr)) continue;
       Upsert(f.key, f.entry);  // another worker may have rewritten it with a later expiry
     }
   }
   if (--scans_running_ == 0) removed_during_scan_.clear();
   if (!full && !complete) {
-    FS_LOG(kWarning, "kvstore: {} tier rescan could not list every directory; keeping entries it did not see",
+    FS_LOG(kWarning, "kvstore: {} tier rescan could not list or read everything; keeping entries it did not see",
            TierName(options_.tier));
   } else if (!full) {  // files other workers deleted since we indexed them
     for (const ObjectKey& key : index_.Keys()) {
@@ -95,11 +95,18 @@ void DiskTier::Scan(int num_threads, bool full) {
     }
   }
   stats_.indexed_objects = count;
+  ++stats_.scans;
+  stats_.incomplete_scans += complete ? 0 : 1;
   stats_.index_seconds = base::MonotonicSeconds() - start;
 }
 
 void DiskTier::Forget(const ObjectKey& key, IndexEntry* erased) {
   index_.Erase(key, erased);
+  if (scans_running_ > 0) removed_during_scan_.insert(key);
+}
+
+void DiskTier::FinishRemoval(const ObjectKey& key) {
+  busy_.erase(key);
   if (scans_running_ > 0) removed_during_scan_.insert(key);
 }
 
@@ -123,31 +130,34 @@ bool DiskTier::ScanShard(const std::vector<std::string>& shard_dirs, std::vector
 bool DiskTier::ScanLeaf(const std::string& dir, std::vector<Found>* found) {
   auto files = fs_.List(dir);
   if (!files.ok()) return false;
+  bool complete = true;
   const int64_t now = clock_.NowUnixSeconds();
   const std::string_view shard = std::string_view(dir).substr(dir.size() - 5);  // "ab/cd"
   for (const DirEntry& e : *files) {
     if (e.type != EntryType::kFile) continue;  // never follow symlinks out of the root
     const std::string path = dir + "/" + e.name;
     if (IsTemporaryName(e.name)) {
-      auto mtime = fs_.ModifiedTime(path);
-      if (mtime.ok() && now - *mtime > kStaleTempSeconds) (void)fs_.Remove(path);
+      if (IsStaleTemporary(fs_, path, now)) (void)fs_.Remove(path);
       continue;
     }
     ObjectKey key;
     if (!ParseObjectFileName(e.name, &key)) continue;
     if (e.name.compare(0, 2, shard.substr(0, 2)) != 0 || e.name.compare(2, 2, shard.substr(3, 2)) != 0) {
-      RemoveBad(nullptr, path, Verdict::kCorrupt, "stored under the wrong directory");
+      RemoveMisplaced(path);
       continue;
     }
     ReadOptions options{&key, options_.fingerprint, INT64_MIN, /*read_payload=*/false, cache_use()};
     ReadOutcome out = ReadObject(fs_, path, options);
     if (out.verdict == Verdict::kCorrupt || out.verdict == Verdict::kForeign) {
-      RemoveBad(nullptr, path, out.verdict, out.detail);
+      RemoveBad(key, path, out.verdict, out.detail);
     } else if (out.verdict == Verdict::kOk) {
       found->push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
+    } else if (out.verdict == Verdict::kIoError) {
+      complete = false;  // unknown, not gone: a rescan keeps its entry
+      FS_LOG(kWarning, "kvstore: cannot index {}: {}", path, out.detail);
     }
   }
-  return true;
+  return complete;
 }
 
 void DiskTier::Upsert(const ObjectKey& key, const IndexEntry& fresh) {
@@ -169,32 +179,51 @@ IndexEntry DiskTier::EntryFor(const ObjectHeader& header, int64_t file_bytes, in
   return entry;
 }
 
-void DiskTier::RemoveBad(const ObjectKey* key, const std::string& path, Verdict verdict, const std::string& detail) {
+void DiskTier::RemoveBad(const ObjectKey& key, const std::string& path, Verdict verdict, const std::string& detail) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (key != nullptr) {
-      Forget(*key);
-      if (busy_.count(*key)) return;  // a writer is replacing it right now
-    }
+    Forget(key);
+    if (busy_.count(key)) return;  // a writer is replacing it right now
+    busy_.insert(key);
   }
-  if (options_.tier == Tier::kShared && key != nullptr) {
-    // Another worker may have replaced the file since it was read: only what is still bad goes.
-    const int64_t now = clock_.NowUnixSeconds();
-    const ReadOptions check{key, options_.fingerprint, now, /*read_payload=*/verdict == Verdict::kCorrupt, cache_use()};
-    ReadOutcome out = RemoveObjectUnlessLive(fs_, path, check);
-    if (out.verdict == Verdict::kOk) {
-      std::lock_guard<std::mutex> lock(mu_);
-      Upsert(*key, EntryFor(out.header, out.file_bytes, now));
-      return;
-    }
-    if (out.verdict == Verdict::kMissing || out.verdict == Verdict::kIoError) return;  // gone already, or kept
-  } else if (base::Status s = fs_.Remove(path); !s.ok()) {
-    FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
-  }
-  if (verdict != Verdict::kExpired) {
+  const bool deleted = DeleteBadFile(key, path, verdict);
+  if (deleted && verdict != Verdict::kExpired) {
     FS_LOG(kWarning, "kvstore: deleted {} object {}: {}", VerdictName(verdict), path, detail);
   }
   std::lock_guard<std::mutex> lock(mu_);
+  FinishRemoval(key);
+  if (deleted) CountDeleted(verdict);
+}
+
+bool DiskTier::DeleteBadFile(const ObjectKey& key, const std::string& path, Verdict verdict) {
+  if (options_.tier != Tier::kShared) {
+    const base::Status s = fs_.Remove(path);
+    if (!s.ok()) FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+    return s.ok();
+  }
+  // Another worker may have replaced the file since it was read: only what is still bad goes.
+  const int64_t now = clock_.NowUnixSeconds();
+  const ReadOptions check{&key, options_.fingerprint, now, /*read_payload=*/verdict == Verdict::kCorrupt, cache_use()};
+  const ReadOutcome out = RemoveObjectUnlessLive(fs_, path, check);
+  if (out.verdict == Verdict::kOk) {
+    std::lock_guard<std::mutex> lock(mu_);
+    Upsert(key, EntryFor(out.header, out.file_bytes, now));
+  }
+  return Deleted(out.verdict);
+}
+
+void DiskTier::RemoveMisplaced(const std::string& path) {
+  // No writer writes to a path that is not its key's: nothing to check first.
+  if (base::Status s = fs_.Remove(path); !s.ok()) {
+    FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+    return;
+  }
+  FS_LOG(kWarning, "kvstore: deleted object {}: stored under the wrong directory", path);
+  std::lock_guard<std::mutex> lock(mu_);
+  CountDeleted(Verdict::kCorrupt);
+}
+
+void DiskTier::CountDeleted(Verdict verdict) {
   ++(verdict == Verdict::kForeign   ? stats_.foreign
      : verdict == Verdict::kExpired ? stats_.expirations
                                     : stats_.corrupt);
@@ -253,7 +282,7 @@ void DiskTier::RemoveVictims(const std::vector<std::pair<ObjectKey, bool>>& vict
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, expired] : victims) {
-    busy_.erase(key);
+    FinishRemoval(key);
     ++(expired ? stats_.expirations : stats_.evictions);
   }
 }
@@ -373,7 +402,7 @@ DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& 
   ReadResult result;
   result.verdict = out.verdict;
   if (out.verdict == Verdict::kCorrupt || out.verdict == Verdict::kForeign || out.verdict == Verdict::kExpired) {
-    RemoveBad(&key, path, out.verdict, out.detail);
+    RemoveBad(key, path, out.verdict, out.detail);
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (out.verdict != Verdict::kOk) {
@@ -402,46 +431,58 @@ DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& 
 int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* cancel) {
   int64_t total = 0;
   auto busy = [this](const ObjectKey& k) { return busy_.count(k) > 0; };
+  std::vector<Found> kept;  // could not be deleted (I/O errors): indexed again after this pass
   for (;;) {
-    std::vector<ObjectKey> batch;
+    std::vector<Found> batch;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      batch = index_.Expired(clock_.NowUnixSeconds(), kGcBatch, busy);
-      for (const ObjectKey& key : batch) {
-        Forget(key);
+      for (const ObjectKey& key : index_.Expired(clock_.NowUnixSeconds(), kGcBatch, busy)) {
+        batch.push_back({key, IndexEntry{}});
+        Forget(key, &batch.back().entry);
         busy_.insert(key);
       }
     }
     if (batch.empty()) break;
     bool cancelled = false;
     std::vector<Found> renewed;  // L3: another worker rewrote it with a later expiry
-    size_t not_deleted = 0;      // L3: gone already, or unreadable (kept)
-    for (const ObjectKey& key : batch) {
+    int64_t deleted = 0;
+    for (const Found& f : batch) {
       if (!cancelled) cancelled = !limiter.Acquire(1, cancel);  // once cancelled, finish the batch unpaced
-      if (options_.tier == Tier::kShared) {
-        const ReadOptions check{&key, options_.fingerprint, clock_.NowUnixSeconds(), /*read_payload=*/false,
-                                cache_use()};
-        const ReadOutcome out = RemoveObjectUnlessLive(fs_, PathOf(key), check);
-        if (out.verdict == Verdict::kOk) {
-          renewed.push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
-        } else if (out.verdict == Verdict::kMissing || out.verdict == Verdict::kIoError) {
-          ++not_deleted;
-        }
-        continue;
+      switch (DeleteExpiredFile(f.key, &renewed)) {
+        case Verdict::kExpired: ++deleted; break;
+        case Verdict::kIoError: kept.push_back(f); break;
+        default: break;  // renewed, or gone already
       }
-      if (base::Status s = fs_.Remove(PathOf(key)); !s.ok()) FS_LOG(kWarning, "kvstore: gc: {}", s.error().ToString());
     }
-    const int64_t deleted = static_cast<int64_t>(batch.size() - renewed.size() - not_deleted);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const ObjectKey& key : batch) busy_.erase(key);
+      for (const Found& f : batch) FinishRemoval(f.key);
       for (const Found& f : renewed) Upsert(f.key, f.entry);
       stats_.expirations += deleted;
     }
     total += deleted;
     if (cancelled) break;
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Found& f : kept) {
+    if (index_.Find(f.key) == nullptr) index_.Insert(f.key, f.entry);  // its bytes still count; retried
+  }
   return total;
+}
+
+Verdict DiskTier::DeleteExpiredFile(const ObjectKey& key, std::vector<Found>* renewed) {
+  if (options_.tier != Tier::kShared) {
+    const base::Status s = fs_.Remove(PathOf(key));
+    if (s.ok()) return Verdict::kExpired;
+    FS_LOG(kWarning, "kvstore: gc: {}", s.error().ToString());
+    return Verdict::kIoError;
+  }
+  const ReadOptions check{&key, options_.fingerprint, clock_.NowUnixSeconds(), /*read_payload=*/false, cache_use()};
+  const ReadOutcome out = RemoveObjectUnlessLive(fs_, PathOf(key), check);
+  if (out.verdict == Verdict::kOk) {
+    renewed->push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
+  }
+  return Deleted(out.verdict) ? Verdict::kExpired : out.verdict;  // deleted: expired, or found bad meanwhile
 }
 
 void DiskTier::Touch(const ObjectKey& key, int64_t now) {

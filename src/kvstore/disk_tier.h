@@ -100,13 +100,22 @@ class DiskTier {
   // Drops key from the index because its file is being deleted or is gone (mu_ held); a scan
   // running meanwhile does not index it again.
   void Forget(const ObjectKey& key, IndexEntry* erased = nullptr);
+  // Ends the deletion of a key marked busy (mu_ held): a scan running now, which may have read
+  // the file before it went, does not index it again.
+  void FinishRemoval(const ObjectKey& key);
   // Counts a read's outcome, updates the index (deletes a bad object) and makes its result.
   // was_indexed: the key was in the index when the read began (false: an L3 probe).
   ReadResult Account(const ObjectKey& key, const std::string& path, int64_t now, bool was_indexed, ReadOutcome out);
-  // Unindexes a bad object (key; null for a misplaced file), deletes its file and counts it. In
-  // L3 only a file still bad when checked again goes (RemoveObjectUnlessLive): another worker
-  // may have replaced it since it was read, and such a replacement is indexed instead.
-  void RemoveBad(const ObjectKey* key, const std::string& path, Verdict verdict, const std::string& detail);
+  // Unindexes a bad object, deletes its file and counts it (the key busy meanwhile). In L3 only
+  // a file still bad when checked again goes (RemoveObjectUnlessLive): another worker may have
+  // replaced it since it was read, and such a replacement is indexed instead.
+  void RemoveBad(const ObjectKey& key, const std::string& path, Verdict verdict, const std::string& detail);
+  bool DeleteBadFile(const ObjectKey& key, const std::string& path, Verdict verdict);  // true: deleted
+  void RemoveMisplaced(const std::string& path);  // an object file under another key's directory
+  void CountDeleted(Verdict verdict);             // mu_ held
+  // GC of one expired key: kExpired (deleted), kIoError (kept), else kOk (renewed by another
+  // worker: appended to renewed) or kMissing (gone already).
+  Verdict DeleteExpiredFile(const ObjectKey& key, std::vector<Found>* renewed);
   IndexEntry EntryFor(const ObjectHeader& header, int64_t file_bytes, int64_t last_use) const;
   void Upsert(const ObjectKey& key, const IndexEntry& fresh);  // mu_ held; keeps hits and recency
   bool WritesAllowed(int64_t now) const;  // mu_ held

@@ -7,9 +7,12 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <random>
 
 #include "fmt/format.h"
@@ -24,6 +27,8 @@ using base::Result;
 using base::Status;
 
 constexpr std::string_view kTempMarker = ".tmp.";
+constexpr std::string_view kAsideTag = "aside-";  // after kTempMarker: "aside-<unix seconds>."
+constexpr int64_t kStaleTempSeconds = 3600;       // a temporary file this old belongs to a crashed process
 
 using internal::ErrnoError;
 
@@ -102,7 +107,10 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Result<std::string> MoveAside(const std::string& path) override {
-    std::string aside = fmt::format("{}{}{}.{}", path, kTempMarker, unique_, sequence_.fetch_add(1));
+    // A rename keeps the file's old modification time: the name says when it was moved.
+    const int64_t now = ::time(nullptr);
+    std::string aside =
+        fmt::format("{}{}{}{}.{}.{}", path, kTempMarker, kAsideTag, now, unique_, sequence_.fetch_add(1));
     if (::rename(path.c_str(), aside.c_str()) != 0) return ErrnoError(errno, "cannot move aside", path);
     return aside;
   }
@@ -215,5 +223,21 @@ FileSystem* FileSystem::Posix() {
 }
 
 bool IsTemporaryName(std::string_view name) { return name.find(kTempMarker) != std::string_view::npos; }
+
+bool IsStaleTemporary(FileSystem& fs, const std::string& path, int64_t now_unix) {
+  auto mtime = fs.ModifiedTime(path);
+  if (!mtime.ok()) return false;
+  int64_t touched = *mtime;
+  const std::string_view name = std::string_view(path).substr(path.rfind('/') + 1);  // npos + 1 = 0
+  const size_t marker = name.find(kTempMarker);
+  std::string_view rest = marker == std::string_view::npos ? "" : name.substr(marker + kTempMarker.size());
+  if (rest.substr(0, kAsideTag.size()) == kAsideTag) {
+    rest.remove_prefix(kAsideTag.size());
+    int64_t moved = 0;
+    const auto parsed = std::from_chars(rest.data(), rest.data() + rest.size(), moved);
+    if (parsed.ec == std::errc()) touched = std::max(touched, moved);
+  }
+  return now_unix - touched > kStaleTempSeconds;
+}
 
 }  // namespace flashserve::kvstore

@@ -67,12 +67,14 @@ class FileSystem {
   }
   // Removes a file (never a directory); a missing file is OK.
   virtual base::Status Remove(const std::string& path) = 0;
-  // Renames the file at path to a new temporary name beside it ("<path>.tmp.<unique>") and
-  // returns that name: whichever file path held at that instant, and only it. Missing = kNotFound.
+  // Renames the file at path to a new temporary name beside it ("<path>.tmp.aside-<now>.<unique>",
+  // the time so that IsStaleTemporary does not judge it by its old mtime) and returns that name:
+  // whichever file path held at that instant, and only it. Missing = kNotFound.
   virtual base::Result<std::string> MoveAside(const std::string& path) = 0;
   // Puts a file moved aside back at path, unless path exists again (a newer file took its place:
-  // kAlreadyExists, `aside` left as it is). Where the file system has no hard links, a plain
-  // rename (which replaces such a newer file).
+  // kAlreadyExists, `aside` left as it is). Where a hard link cannot be made (no hard links on
+  // this file system; another user's file under fs.protected_hardlinks), a plain rename, which
+  // replaces such a newer file: workers sharing a directory should run as one user.
   virtual base::Status PutBack(const std::string& aside, const std::string& path) = 0;
   virtual base::Status CreateDirs(const std::string& path) = 0;
   // Entries of a directory without "." and ".."; symlinks are kOther. Missing = kNotFound.
@@ -84,7 +86,12 @@ class FileSystem {
   static FileSystem* Posix();
 };
 
-// True for names written by WriteAtomic before their rename ("<name>.tmp.<unique>").
+// True for names written by WriteAtomic before their rename ("<name>.tmp.<unique>") and for
+// files moved aside by MoveAside.
 bool IsTemporaryName(std::string_view name);
+
+// True for a temporary file a crashed writer or checker left behind: untouched for over an hour
+// by its modification time and, for a file moved aside, by the time in its name.
+bool IsStaleTemporary(FileSystem& fs, const std::string& path, int64_t now_unix);
 
 }  // namespace flashserve::kvstore

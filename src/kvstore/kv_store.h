@@ -88,6 +88,8 @@ struct TierStats {
   double read_bytes_per_second = 0;  // measured Fetch bandwidth (0 = no fetch read this tier yet)
   int64_t indexed_objects = 0;  // objects found by the last directory scan
   double index_seconds = 0;     // how long that scan took
+  int64_t scans = 0;            // directory scans finished (at open, then L3 rescans)
+  int64_t incomplete_scans = 0;  // of those, ones that could not list or read every file
 };
 
 struct ClassStats {

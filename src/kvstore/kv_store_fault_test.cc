@@ -24,6 +24,7 @@ using testing::Key;
 using testing::kFingerprint;
 using testing::MakePayload;
 using testing::TempDir;
+using testing::WaitFor;
 
 // The tests' base configuration, with every file operation going through `fs`.
 StoreConfig FaultConfig(const TempDir& dir, FaultFileSystem* fs) {
@@ -426,17 +427,6 @@ TEST(KvStoreFaultTest, ConcurrentReadersAndWriters) {
   EXPECT_EQ(bad.load(), 0);
 }
 
-// Waits up to `seconds` for done().
-template <typename F>
-bool WaitFor(F done, double seconds = 10) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > until) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
-}
-
 // Worker B over a shared directory that worker A writes, rescanning it every second through fs.
 StoreConfig SharedConfig(const TempDir& dir, FaultFileSystem* fs) {
   StoreConfig config = BaseConfig(dir, /*with_disk=*/false);
@@ -451,9 +441,9 @@ StoreConfig SharedConfig(const TempDir& dir, FaultFileSystem* fs) {
   return config;
 }
 
-// A rescan of the shared tier that cannot list its directory (an NFS error) keeps the entries it
-// had: a failed listing is no deletion.
-TEST(KvStoreFaultTest, SharedRescanThatCannotListKeepsItsEntries) {
+// A rescan of the shared tier that cannot list its directory (an NFS error), or cannot read an
+// object's header, keeps the entries it had: a failed listing or read is no deletion.
+void ExpectRescanKeepsEntriesThrough(std::atomic<bool> FaultFileSystem::*fault) {
   TempDir dir;
   FakeClock clock;
   FaultFileSystem fs;
@@ -463,12 +453,22 @@ TEST(KvStoreFaultTest, SharedRescanThatCannotListKeepsItsEntries) {
   auto store_b = OpenOrDie(SharedConfig(dir, &fs), clock);
   ASSERT_EQ(store_b->Locate(Key(1)), Tier::kShared);
   clock.Advance(1);  // the entry is older than the rescans below
-  fs.fail_lists = true;
-  const int64_t lists = fs.lists.load();
-  ASSERT_TRUE(WaitFor([&] { return fs.lists.load() >= lists + 2; }));  // one rescan over, the next begun
+  const int64_t scans = store_b->Stats().tiers[2].scans;
+  (fs.*fault) = true;
+  ASSERT_TRUE(WaitFor([&] { return store_b->Stats().tiers[2].incomplete_scans >= 1; }));
+  (fs.*fault) = false;
+  EXPECT_GT(store_b->Stats().tiers[2].scans, scans);
   EXPECT_EQ(store_b->Locate(Key(1)), Tier::kShared);
   EXPECT_EQ(store_b->Stats().tiers[2].objects, 1);
   EXPECT_EQ(FetchSync(*store_b, {Key(1)}), std::vector<bool>{true});
+}
+
+TEST(KvStoreFaultTest, SharedRescanThatCannotListKeepsItsEntries) {
+  ExpectRescanKeepsEntriesThrough(&FaultFileSystem::fail_lists);
+}
+
+TEST(KvStoreFaultTest, SharedRescanThatCannotReadAHeaderKeepsItsEntry) {
+  ExpectRescanKeepsEntriesThrough(&FaultFileSystem::fail_reads);
 }
 
 // An object this worker deletes (here: evicted for a new write) while a rescan is reading the
@@ -543,6 +543,113 @@ TEST(KvStoreFaultTest, SharedGcNeverDeletesAFileRenewedAfterItsCheck) {
   size_t left = 0;  // nothing else left beside it (the copy moved aside is gone)
   for (const auto& e : std::filesystem::recursive_directory_iterator(a.shared_dir)) left += e.is_regular_file();
   EXPECT_EQ(left, 1u);
+}
+
+// An object this worker is deleting (an eviction whose unlink is slow) when a rescan reads its
+// header is not indexed again by that rescan, whichever finishes first.
+TEST(KvStoreFaultTest, ObjectBeingDeletedWhenARescanStartsIsNotIndexedAgain) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  StoreConfig a = SharedConfig(dir, nullptr);
+  {
+    auto store_a = OpenOrDie(a, clock);
+    store_a->Put(Key(1), MakePayload(1), 128, "");
+    store_a->Put(Key(2), MakePayload(2), 128, "");
+    store_a->Flush();
+  }
+  const std::string victim_path = ObjectPath(a.shared_dir, kFingerprint, Key(1));
+  const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(victim_path));
+  StoreConfig b = SharedConfig(dir, &fs);
+  b.shared_bytes = 2 * file_bytes + file_bytes / 2;  // a third object evicts one
+  auto store_b = OpenOrDie(b, clock);
+  EXPECT_FALSE(store_b->Pin(Key(2)));  // a hit in L3: Key(1) is now the least valuable
+  fs.pause_path_part = ObjectFileName(Key(1));
+  fs.pause_removes = true;
+  store_b->Put(Key(3), MakePayload(3), 128, "");
+  ASSERT_TRUE(WaitFor([&] { return fs.paused_removes.load() > 0; }));  // evicting Key(1)
+  const int64_t scans = store_b->Stats().tiers[2].scans;
+  ASSERT_TRUE(WaitFor([&] { return store_b->Stats().tiers[2].scans >= scans + 2; }));  // one began after
+  EXPECT_TRUE(Exists(victim_path));
+  EXPECT_FALSE(store_b->Locate(Key(1)).has_value());
+  fs.pause_removes = false;
+  store_b->Flush();
+  EXPECT_FALSE(Exists(victim_path));
+  EXPECT_FALSE(store_b->Locate(Key(1)).has_value());
+  EXPECT_EQ(store_b->Stats().tiers[2].objects, 2);
+  EXPECT_EQ(store_b->Stats().tiers[2].bytes, 2 * file_bytes);
+}
+
+// L3 only, objects live 10 s, GC and rescans run only when called.
+StoreConfig ShortTtlConfig(const TempDir& dir, FaultFileSystem* fs) {
+  StoreConfig config = SharedConfig(dir, fs);
+  config.ttl_classes = {{"short", 10}};
+  config.default_ttl_class = "short";
+  config.background_gc = false;
+  config.shared_rescan_seconds = 0;
+  return config;
+}
+
+// A file a worker's GC has moved aside to check keeps its old modification time; a scan by
+// another worker meanwhile must not take it for a crashed writer's temporary file. Here the
+// file was renewed (by a third worker) before the GC looked: it goes back in place.
+TEST(KvStoreFaultTest, FileMovedAsideForItsCheckIsNoStaleTemporary) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  const StoreConfig a = ShortTtlConfig(dir, &fs), other = ShortTtlConfig(dir, nullptr);
+  auto store_a = OpenOrDie(a, clock);
+  store_a->Put(Key(1), MakePayload(1), 128, "");
+  store_a->Flush();
+  clock.Advance(11);  // expired, as far as A knows
+  {
+    auto renewing = OpenOrDie(other, clock);
+    renewing->Put(Key(1), MakePayload(1), 128, "");
+    renewing->Flush();
+  }
+  const std::string path = ObjectPath(a.shared_dir, kFingerprint, Key(1));
+  const timeval two_hours_ago[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  ASSERT_EQ(::utimes(path.c_str(), two_hours_ago), 0);
+  fs.pause_path_part = ObjectFileName(Key(1)) + ".tmp.";
+  fs.pause_opens = true;
+  auto gc = std::async(std::launch::async, [&] { return store_a->CollectGarbage(); });
+  ASSERT_TRUE(WaitFor([&] { return fs.paused_opens.load() > 0; }));  // moved aside, about to be checked
+  EXPECT_FALSE(Exists(path));
+  OpenOrDie(other, clock);  // its scan at open sees the file moved aside
+  fs.pause_opens = false;
+  gc.get();
+  EXPECT_EQ(store_a->Stats().tiers[2].expirations, 0);
+  const ObjectKey key = Key(1);
+  const ReadOptions read{&key, kFingerprint, clock.NowUnixSeconds(), /*read_payload=*/true, CacheUse::kKeep};
+  EXPECT_EQ(ReadObject(*FileSystem::Posix(), path, read).verdict, Verdict::kOk);
+  EXPECT_EQ(store_a->Locate(Key(1)), Tier::kShared);  // indexed with its new expiry
+}
+
+// GC that cannot read an expired object again to check it keeps the file, and its entry: the
+// bytes still count against the budget, and a later GC deletes it.
+TEST(KvStoreFaultTest, SharedGcKeepsAnObjectItCannotCheck) {
+  TempDir dir;
+  FakeClock clock;
+  FaultFileSystem fs;
+  const StoreConfig a = ShortTtlConfig(dir, &fs);
+  auto store = OpenOrDie(a, clock);
+  store->Put(Key(1), MakePayload(1), 128, "");
+  store->Flush();
+  const std::string path = ObjectPath(a.shared_dir, kFingerprint, Key(1));
+  const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(path));
+  clock.Advance(11);
+  fs.fail_reads = true;
+  store->CollectGarbage();
+  EXPECT_EQ(store->Stats().tiers[2].expirations, 0);
+  EXPECT_TRUE(Exists(path));
+  EXPECT_EQ(store->Stats().tiers[2].objects, 1);
+  EXPECT_EQ(store->Stats().tiers[2].bytes, file_bytes);
+  EXPECT_EQ(store->Stats().tiers[2].gc_backlog, 1);
+  fs.fail_reads = false;
+  EXPECT_EQ(store->CollectGarbage(), 1);  // L1's copy went the first time
+  EXPECT_FALSE(Exists(path));
+  EXPECT_EQ(store->Stats().tiers[2].objects, 0);
+  EXPECT_EQ(store->Stats().tiers[2].expirations, 1);
 }
 
 }  // namespace

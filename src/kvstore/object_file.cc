@@ -259,8 +259,12 @@ base::Status WriteObject(FileSystem& fs, const std::string& path, ObjectHeader h
 
 ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, const ReadOptions& check) {
   auto aside = fs.MoveAside(path);
-  if (!aside.ok()) return OutcomeOf(aside.error());
+  if (!aside.ok()) {
+    if (aside.error().code() != ErrorCode::kNotFound) FS_LOG(kWarning, "kvstore: kept: {}", aside.error().ToString());
+    return OutcomeOf(aside.error());
+  }
   ReadOutcome out = ReadObject(fs, *aside, check);
+  if (out.verdict == Verdict::kIoError) FS_LOG(kWarning, "kvstore: kept {}: cannot check it: {}", path, out.detail);
   if (out.verdict == Verdict::kOk || out.verdict == Verdict::kIoError) {
     const base::Status back = fs.PutBack(*aside, path);
     if (back.ok()) return out;

@@ -101,7 +101,11 @@ base::Status WriteObject(FileSystem& fs, const std::string& path, ObjectHeader h
 // in a shared directory another worker may have replaced it since it was judged. The file is
 // moved aside first, so that what is checked is what is deleted; a live one (or one that could
 // not be read: kIoError) goes back unless a newer file took its place meanwhile. Returns the
-// check's outcome: kOk = kept, with its header; kMissing = nothing was there any more.
+// check's outcome: kOk = kept, with its header; kMissing = nothing was there any more;
+// kIoError = kept (unreadable, or it could not be put back: then it stays aside, logged).
 ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, const ReadOptions& check);
+
+// Whether RemoveObjectUnlessLive deleted the file, by the verdict it returned.
+inline bool Deleted(Verdict v) { return v != Verdict::kOk && v != Verdict::kMissing && v != Verdict::kIoError; }
 
 }  // namespace flashserve::kvstore

@@ -152,6 +152,17 @@ class FaultFileSystem final : public FileSystem {
   FileSystem* posix_ = FileSystem::Posix();
 };
 
+// Waits up to `seconds` for done().
+template <typename F>
+bool WaitFor(F done, double seconds = 10) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
 inline ObjectKey Key(int i, ObjectKind kind = ObjectKind::kBlock) {
   ObjectKey key;
   key.kind = kind;

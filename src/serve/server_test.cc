@@ -81,6 +81,16 @@ void RunUntilDone(Server& s, const std::vector<Collected*>& outs, int max_steps 
   FAIL() << "requests did not finish";
 }
 
+// Steps the server until the request is done, waiting while nothing is runnable (a fetch from
+// disk in flight), for at most `seconds` of wall-clock time.
+bool StepUntilDone(Server& s, const Collected& out, double seconds = 30) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (!out.done && std::chrono::steady_clock::now() < until) {
+    if (!s.StepOnce()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return out.done;
+}
+
 TEST(ServerTest, SeededOutputIsTheSameAloneAndInAnyBatch) {
   const std::vector<int32_t> prompt = RandomTokens(150, 1);
   Collected alone;
@@ -331,10 +341,7 @@ TEST(ServerStoreTest, PrefixSurvivesARestartThroughTheDiskTier) {
     Server s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
     r.id = "p2";
     ASSERT_TRUE(s.Submit(r, Collect(&second)).ok());
-    for (int i = 0; i < 2000 && !second.done; ++i) {
-      if (!s.StepOnce()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // fetch in flight
-    }
-    ASSERT_TRUE(second.done);
+    ASSERT_TRUE(StepUntilDone(s, second));
     EXPECT_EQ(s.Stats().kv_tiers[1].hits > 0, true);
   }
   EXPECT_EQ(second.usage.cached_tokens, 256);
@@ -400,10 +407,7 @@ TEST(ServerStoreTest, FetchKeepsThePrefixHeadInMemory) {
     Server s(TestModel(), engine::EngineOptions{}, Config(), std::move(store));
     r.id = "p2";
     ASSERT_TRUE(s.Submit(r, Collect(&second)).ok());
-    for (int i = 0; i < 2000 && !second.done; ++i) {
-      if (!s.StepOnce()) std::this_thread::sleep_for(std::chrono::milliseconds(1));  // fetch in flight
-    }
-    ASSERT_TRUE(second.done);
+    ASSERT_TRUE(StepUntilDone(s, second));
     EXPECT_EQ(raw->Stats().tiers[0].pinned, 0);  // every pin released after the restore
     raw->Flush();
     EXPECT_EQ(raw->Locate(filler), kvstore::Tier::kDisk);  // evicted from L1 instead of the head
