@@ -121,7 +121,7 @@ class DirScanner {
         if (limiter_ != nullptr) limiter_->Acquire(1, nullptr);
         // Workers sharing the directory may renew it meanwhile: only a copy still expired goes.
         ReadOptions check{&key, fingerprint, options_.now_unix, /*read_payload=*/false, CacheUse::kDrop};
-        if (Deleted(RemoveObjectUnlessLive(fs_, path, check).verdict)) ++report_.deleted_expired;
+        if (Deleted(RemoveObjectUnlessLive(fs_, path, check, options_.now_unix).verdict)) ++report_.deleted_expired;
       }
       return;
     }
@@ -137,7 +137,7 @@ class DirScanner {
     BadObject bad{path, std::move(problem), false};
     if (options_.delete_bad && deletable && check == nullptr) bad.deleted = fs_.Remove(path).ok();
     if (options_.delete_bad && deletable && check != nullptr) {
-      bad.deleted = Deleted(RemoveObjectUnlessLive(fs_, path, *check).verdict);
+      bad.deleted = Deleted(RemoveObjectUnlessLive(fs_, path, *check, options_.now_unix).verdict);
     }
     report_.bad.push_back(std::move(bad));
   }

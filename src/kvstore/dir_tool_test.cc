@@ -125,17 +125,22 @@ TEST_F(DirToolTest, GcDeletesExpiredObjectsAndStaleTemporaryFiles) {
   const std::string aside = PathOf("aaaa", 1) + ".tmp.aside-" + std::to_string(t0_ + 3 * kDay - 60) + ".x.2";
   WriteAll(aside, ReadAll(PathOf("aaaa", 1)));
   ASSERT_EQ(::utimes(aside.c_str(), old_times), 0);
+  // A time in the name far ahead of now (a bogus name) does not keep a file forever.
+  const std::string bogus = PathOf("aaaa", 2) + ".tmp.aside-" + std::to_string(t0_ + 30 * kDay) + ".x.3";
+  WriteAll(bogus, "partial");
+  ASSERT_EQ(::utimes(bogus.c_str(), old_times), 0);
   DirScanOptions gc{t0_ + 3 * kDay};
   gc.delete_expired = true;
   gc.max_deletes_per_second = 1000;
   DirReport r = Scan(gc);
   EXPECT_EQ(r.expired, 3);
   EXPECT_EQ(r.deleted_expired, 3);
-  EXPECT_EQ(r.stale_temp_files, 1);
-  EXPECT_EQ(r.deleted_temp_files, 1);
+  EXPECT_EQ(r.stale_temp_files, 2);
+  EXPECT_EQ(r.deleted_temp_files, 2);
   EXPECT_FALSE(std::filesystem::exists(PathOf("aaaa", 0)));
   EXPECT_FALSE(std::filesystem::exists(stale));
   EXPECT_TRUE(std::filesystem::exists(aside));
+  EXPECT_FALSE(std::filesystem::exists(bogus));
   EXPECT_TRUE(std::filesystem::exists(PathOf("aaaa", 3, ObjectKind::kBoundary)));
   EXPECT_EQ(Scan({t0_ + 3 * kDay}).objects, 3);
 }

@@ -72,11 +72,15 @@ void DiskTier::Scan(int num_threads, bool full) {
   std::lock_guard<std::mutex> lock(mu_);
   std::unordered_set<ObjectKey, ObjectKeyHasher> seen;
   if (full) index_.Clear();
-  int64_t count = 0;
+  int64_t count = 0, unread = 0;
   for (std::vector<Found>& part : found) {
     for (Found& f : part) {
-      ++count;
       if (!full) seen.insert(f.key);
+      if (f.unread) {
+        ++unread;
+        continue;
+      }
+      ++count;
       // Deleted by this process (eviction, GC, a bad read) after the scan read its header, or
       // being deleted now: the file is gone, so it is not indexed again. (A key being written
       // is indexed by its writer.)
@@ -95,8 +99,12 @@ void DiskTier::Scan(int num_threads, bool full) {
     }
   }
   stats_.indexed_objects = count;
+  if (unread > 0) {
+    FS_LOG(kWarning, "kvstore: {} tier scan could not read {} object headers (I/O errors); entries kept as they were",
+           TierName(options_.tier), unread);
+  }
   ++stats_.scans;
-  stats_.incomplete_scans += complete ? 0 : 1;
+  stats_.incomplete_scans += complete && unread == 0 ? 0 : 1;
   stats_.index_seconds = base::MonotonicSeconds() - start;
 }
 
@@ -105,9 +113,9 @@ void DiskTier::Forget(const ObjectKey& key, IndexEntry* erased) {
   if (scans_running_ > 0) removed_during_scan_.insert(key);
 }
 
-void DiskTier::FinishRemoval(const ObjectKey& key) {
+void DiskTier::FinishRemoval(const ObjectKey& key, bool deleted) {
   busy_.erase(key);
-  if (scans_running_ > 0) removed_during_scan_.insert(key);
+  if (deleted && scans_running_ > 0) removed_during_scan_.insert(key);
 }
 
 bool DiskTier::ScanShard(const std::vector<std::string>& shard_dirs, std::vector<Found>* found) {
@@ -153,8 +161,7 @@ bool DiskTier::ScanLeaf(const std::string& dir, std::vector<Found>* found) {
     } else if (out.verdict == Verdict::kOk) {
       found->push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
     } else if (out.verdict == Verdict::kIoError) {
-      complete = false;  // unknown, not gone: a rescan keeps its entry
-      FS_LOG(kWarning, "kvstore: cannot index {}: {}", path, out.detail);
+      found->push_back({key, IndexEntry{}, /*unread=*/true});  // unknown, not gone
     }
   }
   return complete;
@@ -186,30 +193,32 @@ void DiskTier::RemoveBad(const ObjectKey& key, const std::string& path, Verdict 
     if (busy_.count(key)) return;  // a writer is replacing it right now
     busy_.insert(key);
   }
-  const bool deleted = DeleteBadFile(key, path, verdict);
-  if (deleted && verdict != Verdict::kExpired) {
-    FS_LOG(kWarning, "kvstore: deleted {} object {}: {}", VerdictName(verdict), path, detail);
+  const Verdict checked = DeleteBadFile(key, path, verdict);
+  const bool deleted = Deleted(checked);
+  if (deleted && checked != Verdict::kExpired) {
+    FS_LOG(kWarning, "kvstore: deleted {} object {}: {}", VerdictName(checked), path, detail);
   }
   std::lock_guard<std::mutex> lock(mu_);
-  FinishRemoval(key);
-  if (deleted) CountDeleted(verdict);
+  FinishRemoval(key, deleted);
+  if (deleted) CountDeleted(checked);
 }
 
-bool DiskTier::DeleteBadFile(const ObjectKey& key, const std::string& path, Verdict verdict) {
+Verdict DiskTier::DeleteBadFile(const ObjectKey& key, const std::string& path, Verdict verdict) {
   if (options_.tier != Tier::kShared) {
     const base::Status s = fs_.Remove(path);
-    if (!s.ok()) FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
-    return s.ok();
+    if (s.ok()) return verdict;
+    FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+    return Verdict::kIoError;
   }
   // Another worker may have replaced the file since it was read: only what is still bad goes.
   const int64_t now = clock_.NowUnixSeconds();
   const ReadOptions check{&key, options_.fingerprint, now, /*read_payload=*/verdict == Verdict::kCorrupt, cache_use()};
-  const ReadOutcome out = RemoveObjectUnlessLive(fs_, path, check);
+  const ReadOutcome out = RemoveObjectUnlessLive(fs_, path, check, now);
   if (out.verdict == Verdict::kOk) {
     std::lock_guard<std::mutex> lock(mu_);
     Upsert(key, EntryFor(out.header, out.file_bytes, now));
   }
-  return Deleted(out.verdict);
+  return out.verdict;
 }
 
 void DiskTier::RemoveMisplaced(const std::string& path) {
@@ -282,7 +291,7 @@ void DiskTier::RemoveVictims(const std::vector<std::pair<ObjectKey, bool>>& vict
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, expired] : victims) {
-    FinishRemoval(key);
+    FinishRemoval(key, /*deleted=*/true);
     ++(expired ? stats_.expirations : stats_.evictions);
   }
 }
@@ -430,13 +439,14 @@ DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& 
 
 int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* cancel) {
   int64_t total = 0;
-  auto busy = [this](const ObjectKey& k) { return busy_.count(k) > 0; };
-  std::vector<Found> kept;  // could not be deleted (I/O errors): indexed again after this pass
+  // Kept (could not be deleted: I/O errors) stay indexed, their bytes counted; the next pass retries.
+  std::unordered_set<ObjectKey, ObjectKeyHasher> kept;
+  auto skip = [&](const ObjectKey& k) { return busy_.count(k) > 0 || kept.count(k) > 0; };
   for (;;) {
     std::vector<Found> batch;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const ObjectKey& key : index_.Expired(clock_.NowUnixSeconds(), kGcBatch, busy)) {
+      for (const ObjectKey& key : index_.Expired(clock_.NowUnixSeconds(), kGcBatch, skip)) {
         batch.push_back({key, IndexEntry{}});
         Forget(key, &batch.back().entry);
         busy_.insert(key);
@@ -445,27 +455,26 @@ int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* 
     if (batch.empty()) break;
     bool cancelled = false;
     std::vector<Found> renewed;  // L3: another worker rewrote it with a later expiry
-    int64_t deleted = 0;
+    std::vector<Verdict> verdicts;
     for (const Found& f : batch) {
       if (!cancelled) cancelled = !limiter.Acquire(1, cancel);  // once cancelled, finish the batch unpaced
-      switch (DeleteExpiredFile(f.key, &renewed)) {
-        case Verdict::kExpired: ++deleted; break;
-        case Verdict::kIoError: kept.push_back(f); break;
-        default: break;  // renewed, or gone already
-      }
+      verdicts.push_back(DeleteExpiredFile(f.key, &renewed));
     }
+    int64_t deleted = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const Found& f : batch) FinishRemoval(f.key);
+      for (size_t i = 0; i < batch.size(); ++i) {
+        FinishRemoval(batch[i].key, verdicts[i] == Verdict::kExpired);
+        deleted += verdicts[i] == Verdict::kExpired ? 1 : 0;
+        if (verdicts[i] != Verdict::kIoError || index_.Find(batch[i].key) != nullptr) continue;
+        kept.insert(batch[i].key);
+        index_.Insert(batch[i].key, batch[i].entry);
+      }
       for (const Found& f : renewed) Upsert(f.key, f.entry);
       stats_.expirations += deleted;
     }
     total += deleted;
     if (cancelled) break;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const Found& f : kept) {
-    if (index_.Find(f.key) == nullptr) index_.Insert(f.key, f.entry);  // its bytes still count; retried
   }
   return total;
 }
@@ -477,8 +486,9 @@ Verdict DiskTier::DeleteExpiredFile(const ObjectKey& key, std::vector<Found>* re
     FS_LOG(kWarning, "kvstore: gc: {}", s.error().ToString());
     return Verdict::kIoError;
   }
-  const ReadOptions check{&key, options_.fingerprint, clock_.NowUnixSeconds(), /*read_payload=*/false, cache_use()};
-  const ReadOutcome out = RemoveObjectUnlessLive(fs_, PathOf(key), check);
+  const int64_t now = clock_.NowUnixSeconds();
+  const ReadOptions check{&key, options_.fingerprint, now, /*read_payload=*/false, cache_use()};
+  const ReadOutcome out = RemoveObjectUnlessLive(fs_, PathOf(key), check, now);
   if (out.verdict == Verdict::kOk) {
     renewed->push_back({key, EntryFor(out.header, out.file_bytes, out.header.created_unix)});
   }

@@ -88,6 +88,7 @@ class DiskTier {
   struct Found {
     ObjectKey key;
     IndexEntry entry;
+    bool unread = false;  // its header could not be read (an I/O error): a rescan keeps its entry
   };
   std::string PathOf(const ObjectKey& key) const;
   // Direct-I/O tiers drop what their buffered reads (index scans, fallbacks) brought into the
@@ -100,9 +101,9 @@ class DiskTier {
   // Drops key from the index because its file is being deleted or is gone (mu_ held); a scan
   // running meanwhile does not index it again.
   void Forget(const ObjectKey& key, IndexEntry* erased = nullptr);
-  // Ends the deletion of a key marked busy (mu_ held): a scan running now, which may have read
-  // the file before it went, does not index it again.
-  void FinishRemoval(const ObjectKey& key);
+  // Ends the deletion of a key marked busy (mu_ held). If its file was deleted, a scan running
+  // now, which may have read it before it went, does not index it again.
+  void FinishRemoval(const ObjectKey& key, bool deleted);
   // Counts a read's outcome, updates the index (deletes a bad object) and makes its result.
   // was_indexed: the key was in the index when the read began (false: an L3 probe).
   ReadResult Account(const ObjectKey& key, const std::string& path, int64_t now, bool was_indexed, ReadOutcome out);
@@ -110,7 +111,9 @@ class DiskTier {
   // a file still bad when checked again goes (RemoveObjectUnlessLive): another worker may have
   // replaced it since it was read, and such a replacement is indexed instead.
   void RemoveBad(const ObjectKey& key, const std::string& path, Verdict verdict, const std::string& detail);
-  bool DeleteBadFile(const ObjectKey& key, const std::string& path, Verdict verdict);  // true: deleted
+  // The verdict of the check before the delete (RemoveObjectUnlessLive; L2: `verdict`, or
+  // kIoError where the delete failed).
+  Verdict DeleteBadFile(const ObjectKey& key, const std::string& path, Verdict verdict);
   void RemoveMisplaced(const std::string& path);  // an object file under another key's directory
   void CountDeleted(Verdict verdict);             // mu_ held
   // GC of one expired key: kExpired (deleted), kIoError (kept), else kOk (renewed by another

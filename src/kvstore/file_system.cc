@@ -12,7 +12,6 @@
 #include <charconv>
 #include <cerrno>
 #include <cstring>
-#include <ctime>
 #include <random>
 
 #include "fmt/format.h"
@@ -106,11 +105,10 @@ class PosixFileSystem final : public FileSystem {
     return Status::Ok();
   }
 
-  Result<std::string> MoveAside(const std::string& path) override {
+  Result<std::string> MoveAside(const std::string& path, int64_t now_unix) override {
     // A rename keeps the file's old modification time: the name says when it was moved.
-    const int64_t now = ::time(nullptr);
     std::string aside =
-        fmt::format("{}{}{}{}.{}.{}", path, kTempMarker, kAsideTag, now, unique_, sequence_.fetch_add(1));
+        fmt::format("{}{}{}{}.{}.{}", path, kTempMarker, kAsideTag, now_unix, unique_, sequence_.fetch_add(1));
     if (::rename(path.c_str(), aside.c_str()) != 0) return ErrnoError(errno, "cannot move aside", path);
     return aside;
   }
@@ -235,7 +233,7 @@ bool IsStaleTemporary(FileSystem& fs, const std::string& path, int64_t now_unix)
     rest.remove_prefix(kAsideTag.size());
     int64_t moved = 0;
     const auto parsed = std::from_chars(rest.data(), rest.data() + rest.size(), moved);
-    if (parsed.ec == std::errc()) touched = std::max(touched, moved);
+    if (parsed.ec == std::errc() && moved <= now_unix + kStaleTempSeconds) touched = std::max(touched, moved);
   }
   return now_unix - touched > kStaleTempSeconds;
 }

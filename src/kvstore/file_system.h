@@ -67,10 +67,10 @@ class FileSystem {
   }
   // Removes a file (never a directory); a missing file is OK.
   virtual base::Status Remove(const std::string& path) = 0;
-  // Renames the file at path to a new temporary name beside it ("<path>.tmp.aside-<now>.<unique>",
-  // the time so that IsStaleTemporary does not judge it by its old mtime) and returns that name:
-  // whichever file path held at that instant, and only it. Missing = kNotFound.
-  virtual base::Result<std::string> MoveAside(const std::string& path) = 0;
+  // Renames the file at path to a new temporary name beside it ("<path>.tmp.aside-<now_unix>.
+  // <unique>", the time so that IsStaleTemporary does not judge it by its old mtime) and returns
+  // that name: whichever file path held at that instant, and only it. Missing = kNotFound.
+  virtual base::Result<std::string> MoveAside(const std::string& path, int64_t now_unix) = 0;
   // Puts a file moved aside back at path, unless path exists again (a newer file took its place:
   // kAlreadyExists, `aside` left as it is). Where a hard link cannot be made (no hard links on
   // this file system; another user's file under fs.protected_hardlinks), a plain rename, which
@@ -91,7 +91,8 @@ class FileSystem {
 bool IsTemporaryName(std::string_view name);
 
 // True for a temporary file a crashed writer or checker left behind: untouched for over an hour
-// by its modification time and, for a file moved aside, by the time in its name.
+// by its modification time and, for a file moved aside, by the time in its name (unless that
+// lies over an hour ahead of now_unix: a bogus name does not keep a file forever).
 bool IsStaleTemporary(FileSystem& fs, const std::string& path, int64_t now_unix);
 
 }  // namespace flashserve::kvstore

@@ -471,45 +471,92 @@ TEST(KvStoreFaultTest, SharedRescanThatCannotReadAHeaderKeepsItsEntry) {
   ExpectRescanKeepsEntriesThrough(&FaultFileSystem::fail_reads);
 }
 
-// An object this worker deletes (here: evicted for a new write) while a rescan is reading the
-// directory is not indexed again by that rescan once it has read its header.
-TEST(KvStoreFaultTest, ObjectDeletedDuringARescanIsNotIndexedAgain) {
+// Worker B (fs, rescans every second) beside two objects another worker wrote to L3, `early`
+// before `late` in the order a rescan reads them (fs lists sorted). B's L3 fits two and a half
+// objects and `late` was just used: B's next write evicts `early`.
+struct EvictionDuringRescan {
   TempDir dir;
   FakeClock clock;
   FaultFileSystem fs;
-  StoreConfig a = SharedConfig(dir, nullptr);
-  // The rescan reads objects in path order (fs lists sorted): `early` before `late`.
   ObjectKey early = Key(1), late = Key(2);
-  if (ObjectPath(a.shared_dir, kFingerprint, late) < ObjectPath(a.shared_dir, kFingerprint, early)) {
-    std::swap(early, late);
+  std::string early_path;
+  int64_t file_bytes = 0;
+  std::unique_ptr<KvStore> store_b;
+
+  EvictionDuringRescan() {
+    StoreConfig a = SharedConfig(dir, nullptr);
+    if (ObjectPath(a.shared_dir, kFingerprint, late) < ObjectPath(a.shared_dir, kFingerprint, early)) {
+      std::swap(early, late);
+    }
+    {
+      auto store_a = OpenOrDie(a, clock);
+      store_a->Put(early, MakePayload(1), 128, "");
+      store_a->Put(late, MakePayload(2), 128, "");
+      store_a->Flush();
+    }
+    early_path = ObjectPath(a.shared_dir, kFingerprint, early);
+    file_bytes = static_cast<int64_t>(std::filesystem::file_size(early_path));
+    StoreConfig b = SharedConfig(dir, &fs);
+    b.shared_bytes = 2 * file_bytes + file_bytes / 2;
+    store_b = OpenOrDie(b, clock);
+    EXPECT_EQ(store_b->Stats().tiers[2].objects, 2);
+    EXPECT_FALSE(store_b->Pin(late));  // not in L1, but a hit in L3: `early` is now the least valuable
   }
-  {
-    auto store_a = OpenOrDie(a, clock);
-    store_a->Put(early, MakePayload(1), 128, "");
-    store_a->Put(late, MakePayload(2), 128, "");
-    store_a->Flush();
+  int64_t scans() const { return store_b->Stats().tiers[2].scans; }
+  void ExpectEarlyGone() {
+    EXPECT_FALSE(Exists(early_path));
+    EXPECT_FALSE(store_b->Locate(early).has_value());
+    EXPECT_EQ(store_b->Stats().tiers[2].objects, 2);
+    EXPECT_EQ(store_b->Stats().tiers[2].bytes, 2 * file_bytes);
   }
-  const std::string early_path = ObjectPath(a.shared_dir, kFingerprint, early);
-  const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(early_path));
-  StoreConfig b = SharedConfig(dir, &fs);
-  b.shared_bytes = 2 * file_bytes + file_bytes / 2;  // a third object evicts one
-  auto store_b = OpenOrDie(b, clock);
-  ASSERT_EQ(store_b->Stats().tiers[2].objects, 2);
-  EXPECT_FALSE(store_b->Pin(late));  // not in L1, but a hit in L3: `early` is now the least valuable
-  fs.pause_path_part = ObjectFileName(late);
-  fs.pause_opens = true;
-  ASSERT_TRUE(WaitFor([&] { return fs.paused_opens.load() > 0; }));  // a rescan has read `early`'s header
-  store_b->Put(Key(3), MakePayload(3), 128, "");
-  store_b->Flush();
-  EXPECT_FALSE(Exists(early_path));  // evicted
-  const int64_t lists = fs.lists.load();
-  fs.pause_opens = false;
-  ASSERT_TRUE(WaitFor([&] { return fs.lists.load() > lists; }));  // that rescan is over, the next begun
-  EXPECT_FALSE(store_b->Locate(early).has_value());
-  EXPECT_EQ(store_b->Stats().tiers[2].objects, 2);
-  EXPECT_LE(store_b->Stats().tiers[2].bytes, b.shared_bytes);
+};
+
+// An object this worker deletes (here: evicted for a new write) while a rescan is reading the
+// directory is not indexed again by that rescan once it has read its header.
+TEST(KvStoreFaultTest, ObjectDeletedDuringARescanIsNotIndexedAgain) {
+  EvictionDuringRescan t;
+  t.fs.pause_open_part = ObjectFileName(t.late);
+  t.fs.pause_opens = true;
+  ASSERT_TRUE(WaitFor([&] { return t.fs.paused_opens.load() > 0; }));  // a rescan has read `early`'s header
+  t.store_b->Put(Key(3), MakePayload(3), 128, "");
+  t.store_b->Flush();
+  EXPECT_FALSE(Exists(t.early_path));  // evicted
+  const int64_t scans = t.scans();
+  t.fs.pause_opens = false;
+  ASSERT_TRUE(WaitFor([&] { return t.scans() > scans; }));  // that rescan is over
+  t.ExpectEarlyGone();
 }
 
+// An object this worker started deleting (an eviction whose unlink is slow) before a rescan
+// began is not indexed again by that rescan, whether the rescan ends first or the delete does.
+TEST(KvStoreFaultTest, ObjectBeingDeletedWhenARescanStartsIsNotIndexedAgain) {
+  for (const bool delete_ends_first : {false, true}) {
+    SCOPED_TRACE(delete_ends_first ? "the delete ends first" : "the rescan ends first");
+    EvictionDuringRescan t;
+    t.fs.pause_remove_part = ObjectFileName(t.early);
+    t.fs.pause_removes = true;
+    t.store_b->Put(Key(3), MakePayload(3), 128, "");
+    ASSERT_TRUE(WaitFor([&] { return t.fs.paused_removes.load() > 0; }));  // evicting `early`
+    int64_t scans = t.scans();
+    ASSERT_TRUE(WaitFor([&] { return t.scans() > scans; }));  // the next rescan begins after the eviction did
+    if (delete_ends_first) {
+      t.fs.pause_open_part = ObjectFileName(t.late);
+      t.fs.pause_opens = true;
+      ASSERT_TRUE(WaitFor([&] { return t.fs.paused_opens.load() > 0; }));  // it has read `early`'s header
+      scans = t.scans();
+      t.fs.pause_removes = false;
+      t.store_b->Flush();
+      t.fs.pause_opens = false;
+    } else {
+      scans = t.scans();
+    }
+    ASSERT_TRUE(WaitFor([&] { return t.scans() > scans; }));  // that rescan is over
+    EXPECT_FALSE(t.store_b->Locate(t.early).has_value());
+    t.fs.pause_removes = false;
+    t.store_b->Flush();
+    t.ExpectEarlyGone();
+  }
+}
 // Worker A's GC has judged an object expired and is deleting it when worker B renews it. A
 // deletes only the copy it checked (moved aside first): B's renewed file stays in place.
 TEST(KvStoreFaultTest, SharedGcNeverDeletesAFileRenewedAfterItsCheck) {
@@ -527,7 +574,7 @@ TEST(KvStoreFaultTest, SharedGcNeverDeletesAFileRenewedAfterItsCheck) {
   store_a->Put(Key(1), MakePayload(1), 128, "");
   store_a->Flush();
   auto store_b = OpenOrDie(b, clock);
-  fs.pause_path_part = ObjectFileName(Key(1));
+  fs.pause_remove_part = ObjectFileName(Key(1));
   fs.pause_removes = true;
   clock.Advance(11);  // expired
   ASSERT_TRUE(WaitFor([&] { return fs.paused_removes.load() > 0; }));  // A checked it and is deleting it
@@ -543,41 +590,6 @@ TEST(KvStoreFaultTest, SharedGcNeverDeletesAFileRenewedAfterItsCheck) {
   size_t left = 0;  // nothing else left beside it (the copy moved aside is gone)
   for (const auto& e : std::filesystem::recursive_directory_iterator(a.shared_dir)) left += e.is_regular_file();
   EXPECT_EQ(left, 1u);
-}
-
-// An object this worker is deleting (an eviction whose unlink is slow) when a rescan reads its
-// header is not indexed again by that rescan, whichever finishes first.
-TEST(KvStoreFaultTest, ObjectBeingDeletedWhenARescanStartsIsNotIndexedAgain) {
-  TempDir dir;
-  FakeClock clock;
-  FaultFileSystem fs;
-  StoreConfig a = SharedConfig(dir, nullptr);
-  {
-    auto store_a = OpenOrDie(a, clock);
-    store_a->Put(Key(1), MakePayload(1), 128, "");
-    store_a->Put(Key(2), MakePayload(2), 128, "");
-    store_a->Flush();
-  }
-  const std::string victim_path = ObjectPath(a.shared_dir, kFingerprint, Key(1));
-  const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(victim_path));
-  StoreConfig b = SharedConfig(dir, &fs);
-  b.shared_bytes = 2 * file_bytes + file_bytes / 2;  // a third object evicts one
-  auto store_b = OpenOrDie(b, clock);
-  EXPECT_FALSE(store_b->Pin(Key(2)));  // a hit in L3: Key(1) is now the least valuable
-  fs.pause_path_part = ObjectFileName(Key(1));
-  fs.pause_removes = true;
-  store_b->Put(Key(3), MakePayload(3), 128, "");
-  ASSERT_TRUE(WaitFor([&] { return fs.paused_removes.load() > 0; }));  // evicting Key(1)
-  const int64_t scans = store_b->Stats().tiers[2].scans;
-  ASSERT_TRUE(WaitFor([&] { return store_b->Stats().tiers[2].scans >= scans + 2; }));  // one began after
-  EXPECT_TRUE(Exists(victim_path));
-  EXPECT_FALSE(store_b->Locate(Key(1)).has_value());
-  fs.pause_removes = false;
-  store_b->Flush();
-  EXPECT_FALSE(Exists(victim_path));
-  EXPECT_FALSE(store_b->Locate(Key(1)).has_value());
-  EXPECT_EQ(store_b->Stats().tiers[2].objects, 2);
-  EXPECT_EQ(store_b->Stats().tiers[2].bytes, 2 * file_bytes);
 }
 
 // L3 only, objects live 10 s, GC and rescans run only when called.
@@ -610,7 +622,7 @@ TEST(KvStoreFaultTest, FileMovedAsideForItsCheckIsNoStaleTemporary) {
   const std::string path = ObjectPath(a.shared_dir, kFingerprint, Key(1));
   const timeval two_hours_ago[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
   ASSERT_EQ(::utimes(path.c_str(), two_hours_ago), 0);
-  fs.pause_path_part = ObjectFileName(Key(1)) + ".tmp.";
+  fs.pause_open_part = ObjectFileName(Key(1)) + ".tmp.";
   fs.pause_opens = true;
   auto gc = std::async(std::launch::async, [&] { return store_a->CollectGarbage(); });
   ASSERT_TRUE(WaitFor([&] { return fs.paused_opens.load() > 0; }));  // moved aside, about to be checked

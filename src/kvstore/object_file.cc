@@ -257,8 +257,9 @@ base::Status WriteObject(FileSystem& fs, const std::string& path, ObjectHeader h
   return fs.WriteAtomic(path, encoded, payload);
 }
 
-ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, const ReadOptions& check) {
-  auto aside = fs.MoveAside(path);
+ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, const ReadOptions& check,
+                                   int64_t now_unix) {
+  auto aside = fs.MoveAside(path, now_unix);
   if (!aside.ok()) {
     if (aside.error().code() != ErrorCode::kNotFound) FS_LOG(kWarning, "kvstore: kept: {}", aside.error().ToString());
     return OutcomeOf(aside.error());

@@ -103,7 +103,9 @@ base::Status WriteObject(FileSystem& fs, const std::string& path, ObjectHeader h
 // not be read: kIoError) goes back unless a newer file took its place meanwhile. Returns the
 // check's outcome: kOk = kept, with its header; kMissing = nothing was there any more;
 // kIoError = kept (unreadable, or it could not be put back: then it stays aside, logged).
-ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, const ReadOptions& check);
+// now_unix: the caller's clock, for the name it is moved aside under (FileSystem::MoveAside).
+ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, const ReadOptions& check,
+                                   int64_t now_unix);
 
 // Whether RemoveObjectUnlessLive deleted the file, by the verdict it returned.
 inline bool Deleted(Verdict v) { return v != Verdict::kOk && v != Verdict::kMissing && v != Verdict::kIoError; }

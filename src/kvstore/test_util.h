@@ -71,8 +71,9 @@ class FaultFileSystem final : public FileSystem {
   std::atomic<bool> fail_lists{false};  // List fails (kIoError) while set
   std::atomic<int64_t> lists{0};        // List calls, failed ones included
   // While pause_opens (pause_removes) is set, opening (removing) a file whose path contains
-  // pause_path_part (set first) waits until it is cleared, counted in paused_opens (_removes).
-  std::string pause_path_part;
+  // pause_open_part (pause_remove_part; set first) waits until it is cleared, counted in
+  // paused_opens (_removes).
+  std::string pause_open_part, pause_remove_part;
   std::atomic<bool> pause_opens{false}, pause_removes{false};
   std::atomic<int> paused_opens{0}, paused_removes{0};
 
@@ -90,7 +91,7 @@ class FaultFileSystem final : public FileSystem {
     if (fail_reads.load()) {
       return base::Error(base::ErrorCode::kIoError, "cannot open " + path + ": Input/output error");
     }
-    MaybePause(path, pause_opens, paused_opens);
+    MaybePause(path, pause_open_part, pause_opens, paused_opens);
     auto file = posix_->OpenForRead(path);
     if (!file.ok()) return file;
     return std::unique_ptr<ReadableFile>(new PausingFile(std::move(file).value(), this));
@@ -101,10 +102,12 @@ class FaultFileSystem final : public FileSystem {
     return posix_->ReadWholeFilesDirect(paths, buffers, consume);
   }
   base::Status Remove(const std::string& path) override {
-    MaybePause(path, pause_removes, paused_removes);
+    MaybePause(path, pause_remove_part, pause_removes, paused_removes);
     return posix_->Remove(path);
   }
-  base::Result<std::string> MoveAside(const std::string& path) override { return posix_->MoveAside(path); }
+  base::Result<std::string> MoveAside(const std::string& path, int64_t now_unix) override {
+    return posix_->MoveAside(path, now_unix);
+  }
   base::Status PutBack(const std::string& aside, const std::string& path) override {
     return posix_->PutBack(aside, path);
   }
@@ -122,8 +125,9 @@ class FaultFileSystem final : public FileSystem {
   base::Result<int64_t> ModifiedTime(const std::string& path) override { return posix_->ModifiedTime(path); }
 
  private:
-  void MaybePause(const std::string& path, const std::atomic<bool>& pause, std::atomic<int>& paused) {
-    if (!pause.load() || path.find(pause_path_part) == std::string::npos) return;
+  void MaybePause(const std::string& path, const std::string& part, const std::atomic<bool>& pause,
+                  std::atomic<int>& paused) {
+    if (!pause.load() || path.find(part) == std::string::npos) return;
     ++paused;
     while (pause.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
