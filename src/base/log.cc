@@ -7,6 +7,8 @@
 #include <ctime>
 #include <string>
 
+#include "base/clock.h"
+
 namespace flashserve::base {
 namespace {
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
@@ -36,6 +38,25 @@ void LogLine(LogLevel level, std::string_view message) {
   std::strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
   std::string line = fmt::format("{} {}.{:03d} {}\n", LevelChar(level), stamp, ms, message);
   std::fwrite(line.data(), 1, line.size(), stderr);
+}
+
+bool LogThrottle::Allow(double now, int64_t* held) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (now < next_) {
+    ++held_;
+    return false;
+  }
+  next_ = now + interval_;
+  *held = held_;
+  held_ = 0;
+  return true;
+}
+
+bool LogThrottle::Allow(int64_t* held) { return Allow(MonotonicSeconds(), held); }
+
+std::string WithHeldBack(std::string message, int64_t held) {
+  if (held > 0) message += fmt::format(" ({} more like it not logged since the last)", held);
+  return message;
 }
 
 }  // namespace flashserve::base

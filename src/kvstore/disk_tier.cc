@@ -196,7 +196,7 @@ void DiskTier::RemoveBad(const ObjectKey& key, const std::string& path, Verdict 
   const Verdict checked = DeleteBadFile(key, path, verdict);
   const bool deleted = Deleted(checked);
   if (deleted && checked != Verdict::kExpired) {
-    FS_LOG(kWarning, "kvstore: deleted {} object {}: {}", VerdictName(checked), path, detail);
+    FS_LOG_THROTTLED(10, kWarning, "kvstore: deleted {} object {}: {}", VerdictName(checked), path, detail);
   }
   std::lock_guard<std::mutex> lock(mu_);
   FinishRemoval(key, deleted);
@@ -207,7 +207,7 @@ Verdict DiskTier::DeleteBadFile(const ObjectKey& key, const std::string& path, V
   if (options_.tier != Tier::kShared) {
     const base::Status s = fs_.Remove(path);
     if (s.ok()) return verdict;
-    FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+    FS_LOG_THROTTLED(10, kWarning, "kvstore: {}", s.error().ToString());
     return Verdict::kIoError;
   }
   // Another worker may have replaced the file since it was read: only what is still bad goes.
@@ -224,7 +224,7 @@ Verdict DiskTier::DeleteBadFile(const ObjectKey& key, const std::string& path, V
 void DiskTier::RemoveMisplaced(const std::string& path) {
   // No writer writes to a path that is not its key's: nothing to check first.
   if (base::Status s = fs_.Remove(path); !s.ok()) {
-    FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+    FS_LOG_THROTTLED(10, kWarning, "kvstore: {}", s.error().ToString());
     return;
   }
   FS_LOG(kWarning, "kvstore: deleted object {}: stored under the wrong directory", path);
@@ -287,7 +287,9 @@ bool DiskTier::MakeRoom(const ObjectKey& key, int64_t bytes, int64_t now,
 
 void DiskTier::RemoveVictims(const std::vector<std::pair<ObjectKey, bool>>& victims) {
   for (const auto& [key, expired] : victims) {
-    if (base::Status s = fs_.Remove(PathOf(key)); !s.ok()) FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+    if (base::Status s = fs_.Remove(PathOf(key)); !s.ok()) {
+      FS_LOG_THROTTLED(10, kWarning, "kvstore: {}", s.error().ToString());
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [key, expired] : victims) {
@@ -419,7 +421,7 @@ DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& 
     if (out.verdict == Verdict::kMissing && !busy_.count(key)) Forget(key);
     if (out.verdict == Verdict::kIoError) {
       ++stats_.read_errors;
-      FS_LOG(kWarning, "kvstore: reading {}: {}", path, out.detail);
+      FS_LOG_THROTTLED(10, kWarning, "kvstore: reading {}: {}", path, out.detail);
     }
     return result;
   }
@@ -483,7 +485,7 @@ Verdict DiskTier::DeleteExpiredFile(const ObjectKey& key, std::vector<Found>* re
   if (options_.tier != Tier::kShared) {
     const base::Status s = fs_.Remove(PathOf(key));
     if (s.ok()) return Verdict::kExpired;
-    FS_LOG(kWarning, "kvstore: gc: {}", s.error().ToString());
+    FS_LOG_THROTTLED(10, kWarning, "kvstore: gc: {}", s.error().ToString());
     return Verdict::kIoError;
   }
   const int64_t now = clock_.NowUnixSeconds();

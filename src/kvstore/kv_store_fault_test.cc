@@ -668,9 +668,12 @@ TEST(KvStoreFaultTest, SharedGcKeepsAnObjectItCannotCheck) {
 // expire (a fast clock) and room runs out, each GCs and rescans every second. Nothing served differs
 // from what was written, and once both have closed the directory holds only sound objects (no
 // temporary or moved-aside file left) that a fresh worker indexes in full.
-TEST(KvStoreFaultTest, TwoBusyWorkersOnOneSharedDirectory) {
+// With `faults`, the first worker's reads and listings fail now and then (an NFS server
+// that comes and goes).
+void SoakTwoWorkersOnOneSharedDirectory(bool faults) {
   TempDir dir;
   FakeClock clock;
+  FaultFileSystem flaky;
   StoreConfig config = SharedConfig(dir, nullptr);
   config.memory_bytes = 8 * 1000;  // most reads go to L3
   config.shared_bytes = 36 * 1200;  // and L3 evicts
@@ -679,15 +682,20 @@ TEST(KvStoreFaultTest, TwoBusyWorkersOnOneSharedDirectory) {
   config.background_gc = true;
   config.gc_delay_seconds = 1;
   config.shared_rescan_seconds = 1;
-  std::unique_ptr<KvStore> workers[2] = {OpenOrDie(config, clock), OpenOrDie(config, clock)};
+  StoreConfig first = config;
+  if (faults) first.file_system = &flaky;
+  std::unique_ptr<KvStore> workers[2] = {OpenOrDie(first, clock), OpenOrDie(config, clock)};
   constexpr int kKeys = 48;
   std::atomic<int> bad{0}, served{0};
   std::atomic<bool> stop{false};
   std::thread ticking([&] {
-    while (!stop.load()) {
+    for (int tick = 0; !stop.load(); ++tick) {
       clock.Advance(1);  // well under an hour in all: no in-flight temporary file looks stale
+      flaky.fail_reads = faults && tick % 7 < 2;
+      flaky.fail_lists = faults && tick % 11 < 3;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    flaky.fail_reads = flaky.fail_lists = false;
   });
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -737,6 +745,10 @@ TEST(KvStoreFaultTest, TwoBusyWorkersOnOneSharedDirectory) {
   config.background_gc = false;
   EXPECT_EQ(OpenOrDie(config, clock)->Stats().tiers[2].indexed_objects, objects);
 }
+
+TEST(KvStoreFaultTest, TwoBusyWorkersOnOneSharedDirectory) { SoakTwoWorkersOnOneSharedDirectory(false); }
+
+TEST(KvStoreFaultTest, TwoBusyWorkersOnOneFlakySharedDirectory) { SoakTwoWorkersOnOneSharedDirectory(true); }
 
 }  // namespace
 }  // namespace flashserve::kvstore

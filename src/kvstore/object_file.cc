@@ -261,23 +261,27 @@ ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, cons
                                    int64_t now_unix) {
   auto aside = fs.MoveAside(path, now_unix);
   if (!aside.ok()) {
-    if (aside.error().code() != ErrorCode::kNotFound) FS_LOG(kWarning, "kvstore: kept: {}", aside.error().ToString());
+    if (aside.error().code() != ErrorCode::kNotFound) {
+      FS_LOG_THROTTLED(10, kWarning, "kvstore: kept: {}", aside.error().ToString());
+    }
     return OutcomeOf(aside.error());
   }
   ReadOutcome out = ReadObject(fs, *aside, check);
-  if (out.verdict == Verdict::kIoError) FS_LOG(kWarning, "kvstore: kept {}: cannot check it: {}", path, out.detail);
+  if (out.verdict == Verdict::kIoError) {
+    FS_LOG_THROTTLED(10, kWarning, "kvstore: kept {}: cannot check it: {}", path, out.detail);
+  }
   if (out.verdict == Verdict::kOk || out.verdict == Verdict::kIoError) {
     const base::Status back = fs.PutBack(*aside, path);
     if (back.ok()) return out;
     if (back.error().code() != ErrorCode::kAlreadyExists) {  // kept aside; scans remove it in time
-      FS_LOG(kWarning, "kvstore: {} (the object stays at {})", back.error().ToString(), *aside);
+      FS_LOG_THROTTLED(10, kWarning, "kvstore: {} (the object stays at {})", back.error().ToString(), *aside);
       out.verdict = Verdict::kIoError;
       out.detail = back.error().message();
       return out;
     }
     out.verdict = Verdict::kMissing;  // a newer file took its place: this copy goes
   }
-  if (base::Status s = fs.Remove(*aside); !s.ok()) FS_LOG(kWarning, "kvstore: {}", s.error().ToString());
+  if (base::Status s = fs.Remove(*aside); !s.ok()) FS_LOG_THROTTLED(10, kWarning, "kvstore: {}", s.error().ToString());
   return out;
 }
 
