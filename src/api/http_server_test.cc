@@ -3,6 +3,7 @@
 // HTTP, 100-continue, disconnect cancellation, concurrent streams and the metrics page.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -191,6 +193,56 @@ TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrderAndConnectionCloseIsHo
   EXPECT_EQ(models.status, 200);
   EXPECT_EQ(models.headers["connection"], "close");
   EXPECT_TRUE(c.AtEof());
+}
+
+int CountOpenFds() {
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) n += e.exists() ? 1 : 0;
+  return n;
+}
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Out of file descriptors, accept fails while connections wait in the backlog: the server
+// neither spins on it nor stops accepting, and serves them once descriptors are free again.
+TEST_F(HttpServerTest, OutOfFileDescriptorsNeitherSpinsNorStopsServing) {
+  constexpr int kClients = 3;
+  int fds[kClients];
+  for (int& fd : fds) {
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    timeval tv{10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  }
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit none = old;
+  none.rlim_cur = static_cast<rlim_t>(CountOpenFds());  // no descriptor to spare
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &none), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int fd : fds) EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  const double cpu = CpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const double spent = CpuSeconds() - cpu;
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &old), 0);
+  EXPECT_LT(spent, 0.1) << "the acceptor spun on a failing accept";
+  for (int fd : fds) {
+    const std::string get = Get("/health");
+    ASSERT_EQ(send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+    char buf[512];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    ASSERT_GT(n, 12);
+    EXPECT_EQ(std::string(buf, 12), "HTTP/1.1 200");
+    close(fd);
+  }
 }
 
 TEST_F(HttpServerTest, UnknownRouteIs404AndWrongMethodIs405) {

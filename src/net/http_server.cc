@@ -28,14 +28,21 @@ struct HttpServer::Impl {
         handler(std::move(h)),
         on_rejected(std::move(r)),
         ioc(std::make_shared<asio::io_context>(config.io_threads)),
-        acceptor(asio::make_strand(*ioc)) {}
+        acceptor(asio::make_strand(*ioc)),
+        accept_retry(acceptor.get_executor()) {}
 
   void Accept() {
     acceptor.async_accept(asio::make_strand(*ioc), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
-        FS_LOG(kWarning, "http: accept failed: {}", ec.message());
-        Accept();
+        // Out of file descriptors (EMFILE, ENFILE) or memory: the pending connection stays
+        // queued and accept would fail again at once. Wait instead of spinning.
+        FS_LOG_THROTTLED(10, kWarning, "http: accept failed: {}; retrying every {} ms", ec.message(),
+                         kAcceptRetry.count());
+        accept_retry.expires_after(kAcceptRetry);
+        accept_retry.async_wait([this](beast::error_code wait_ec) {
+          if (!wait_ec && acceptor.is_open()) Accept();
+        });
         return;
       }
       // Streamed tokens are small writes: send each at once instead of waiting for an ACK (Nagle).
@@ -57,6 +64,8 @@ struct HttpServer::Impl {
   RejectObserver on_rejected;
   std::shared_ptr<asio::io_context> ioc;  // shared with sessions, which may outlive the server
   tcp::acceptor acceptor;
+  asio::steady_timer accept_retry;  // on the acceptor's strand
+  static constexpr std::chrono::milliseconds kAcceptRetry{50};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
   std::mutex mu;  // guards sessions
@@ -115,6 +124,7 @@ void HttpServer::StopAccepting() {
   asio::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
     beast::error_code ec;
     impl->acceptor.close(ec);
+    impl->accept_retry.cancel();
   });
 }
 

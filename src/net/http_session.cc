@@ -190,7 +190,7 @@ void Session::Enqueue(std::string bytes) {
   out_bytes_ += static_cast<int64_t>(bytes.size());
   out_.push_back(std::move(bytes));
   if (out_bytes_ > config_.max_pending_write_bytes) {
-    FS_LOG(kWarning, "http: client is {} bytes behind; closing the connection", out_bytes_);
+    FS_LOG_THROTTLED(10, kWarning, "http: client is {} bytes behind; closing the connection", out_bytes_);
     ClientGone();
     DoClose();
     return;

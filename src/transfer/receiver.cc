@@ -91,7 +91,7 @@ void TransferReceiver::Impl::AcceptLoop() {
     if (stopping.load()) return;
     if (!fd.valid()) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      FS_LOG(kWarning, "transfer: accept failed: {}", strerror(errno));
+      FS_LOG_THROTTLED(10, kWarning, "transfer: accept failed: {}", strerror(errno));
       std::this_thread::sleep_for(std::chrono::milliseconds(10));  // e.g. out of fds: do not spin
       continue;
     }
@@ -107,7 +107,7 @@ void TransferReceiver::Impl::AcceptLoop() {
     SetSocketTimeouts(fd.get(), options.idle_timeout_s, kReplyTimeoutS);
     if (connections.size() >= static_cast<size_t>(options.max_transfers)) {
       refused.fetch_add(1);
-      FS_LOG(kWarning, "transfer: refusing a connection: {} transfers already open", connections.size());
+      FS_LOG_THROTTLED(10, kWarning, "transfer: refusing a connection: {} transfers already open", connections.size());
       SendFrame(fd.get(), AbortHeader(TransferId{}, kTooMany), kTooMany).ok();  // best effort
       continue;
     }
@@ -129,8 +129,8 @@ void TransferReceiver::Impl::Serve(Connection* conn) {
     const std::string reason = error.message().substr(0, kMaxAbortReason);
     const FrameHeader reply = AbortHeader(reader.transfer_id().value_or(TransferId{}), reason);
     SendFrame(conn->fd.get(), reply, reason).ok();  // best effort: the sender learns why
-    FS_LOG(kWarning, "transfer {}: {}", reader.transfer_id() ? ToHex(*reader.transfer_id()) : "(unknown id)",
-           error.ToString());
+    FS_LOG_THROTTLED(10, kWarning, "transfer {}: {}",
+                     reader.transfer_id() ? ToHex(*reader.transfer_id()) : "(unknown id)", error.ToString());
     if (session.registered) {
       failed.fetch_add(1);
       sink->OnFailed(session.id, error);
