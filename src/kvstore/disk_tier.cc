@@ -421,7 +421,9 @@ DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& 
     if (out.verdict == Verdict::kMissing && !busy_.count(key)) Forget(key);
     if (out.verdict == Verdict::kIoError) {
       ++stats_.read_errors;
-      FS_LOG_THROTTLED(10, kWarning, "kvstore: reading {}: {}", path, out.detail);
+      if (int64_t held = 0; read_error_log_.Allow(&held)) {
+        FS_LOG(kWarning, "{}", base::WithHeldBack(fmt::format("kvstore: reading {}: {}", path, out.detail), held));
+      }
     }
     return result;
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/log.h"
 #include "kvstore/file_system.h"
 #include "kvstore/io_pool.h"
 #include "kvstore/kv_store.h"
@@ -141,6 +142,7 @@ class DiskTier {
   std::unordered_set<ObjectKey, ObjectKeyHasher> removed_during_scan_;  // Forget()s while scans run
   int64_t reserved_bytes_ = 0;                           // writes in flight
   TierStats stats_;                                      // counters only; sizes come from index_
+  base::LogThrottle read_error_log_{10};                 // per tier: one failing disk hides no other
   int64_t retry_at_ = 0;
   int64_t bytes_at_failure_ = 0;
   uint64_t failure_epoch_ = 0;  // bumped per failure: only a write started after it re-enables

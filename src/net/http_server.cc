@@ -48,13 +48,17 @@ struct HttpServer::Impl {
       // Streamed tokens are small writes: send each at once instead of waiting for an ACK (Nagle).
       beast::error_code nodelay_ec;
       socket.set_option(tcp::no_delay(true), nodelay_ec);
-      auto session = std::make_shared<Session>(std::move(socket), ioc, config, handler, on_rejected, open_exchanges);
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
-        sessions.push_back(session);
+      try {
+        auto session = std::make_shared<Session>(std::move(socket), ioc, config, handler, on_rejected, open_exchanges);
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+          sessions.push_back(session);
+        }
+        session->Run();
+      } catch (const std::exception& e) {  // out of memory: drop this connection, keep accepting
+        FS_LOG_THROTTLED(10, kError, "http: cannot start a session: {}", e.what());
       }
-      session->Run();
       Accept();
     });
   }
