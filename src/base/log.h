@@ -1,5 +1,6 @@
-// Leveled logging to stderr: FS_LOG(kInfo, "loaded {} tensors", n) with fmt-style formatting.
-// Thread-safe (one write per line). The level is set once at start-up by app.
+// Leveled logging to stderr: FS_LOG(kInfo, "loaded {} tensors", n) with fmt-style formatting,
+// and FS_LOG_THROTTLED / FS_LOG_VIA for problems that repeat (LogThrottle). Thread-safe (one
+// write per line; a LogThrottle locks). The level is set once at start-up by app.
 #pragma once
 
 #include <fmt/format.h>
@@ -40,15 +41,23 @@ std::string WithHeldBack(std::string message, int64_t held);
 
 }  // namespace flashserve::base
 
-// FS_LOG, at most once per `seconds` from this line of code (process-wide; see LogThrottle).
-#define FS_LOG_THROTTLED(seconds, level, ...)                                                         \
-  do {                                                                                                \
-    static ::flashserve::base::LogThrottle fs_log_throttle_(seconds);                                 \
-    int64_t fs_log_held_ = 0;                                                                         \
-    if (::flashserve::base::LogLevel::level >= ::flashserve::base::GetLogLevel() &&                   \
-        fs_log_throttle_.Allow(&fs_log_held_))                                                        \
-      ::flashserve::base::LogLine(::flashserve::base::LogLevel::level,                                \
-                                  ::flashserve::base::WithHeldBack(fmt::format(__VA_ARGS__), fs_log_held_)); \
+// FS_LOG through a LogThrottle the caller owns (one per tier, per connection kind, ...).
+#define FS_LOG_VIA(throttle, level, ...)                                                       \
+  do {                                                                                         \
+    int64_t fs_log_held_ = 0;                                                                  \
+    if (::flashserve::base::LogLevel::level >= ::flashserve::base::GetLogLevel() &&            \
+        (throttle).Allow(&fs_log_held_))                                                       \
+      ::flashserve::base::LogLine(::flashserve::base::LogLevel::level,                         \
+                                  ::flashserve::base::WithHeldBack(fmt::format(__VA_ARGS__),   \
+                                                                   fs_log_held_));             \
+  } while (0)
+
+// FS_LOG, at most once per `seconds` from this line of code (process-wide; `seconds` is read
+// once, when the line first runs).
+#define FS_LOG_THROTTLED(seconds, level, ...)                            \
+  do {                                                                   \
+    static ::flashserve::base::LogThrottle fs_log_throttle_(seconds);    \
+    FS_LOG_VIA(fs_log_throttle_, level, __VA_ARGS__);                    \
   } while (0)
 
 #define FS_LOG(level, ...)                                                        \

@@ -135,9 +135,9 @@ class DirScanner {
   // replaces): only a file still bad when read again that way is deleted.
   void Bad(const std::string& path, std::string problem, bool deletable = true, const ReadOptions* check = nullptr) {
     BadObject bad{path, std::move(problem), false};
-    if (options_.delete_bad && deletable && check == nullptr) bad.deleted = fs_.Remove(path).ok();
-    if (options_.delete_bad && deletable && check != nullptr) {
-      bad.deleted = Deleted(RemoveObjectUnlessLive(fs_, path, *check, options_.now_unix).verdict);
+    if (options_.delete_bad && deletable) {
+      bad.deleted = check == nullptr ? fs_.Remove(path).ok()
+                                     : Deleted(RemoveObjectUnlessLive(fs_, path, *check, options_.now_unix).verdict);
     }
     report_.bad.push_back(std::move(bad));
   }

@@ -90,7 +90,7 @@ void DiskTier::Scan(int num_threads, bool full) {
   }
   if (--scans_running_ == 0) removed_during_scan_.clear();
   if (!full && !complete) {
-    FS_LOG(kWarning, "kvstore: {} tier rescan could not list or read everything; keeping entries it did not see",
+    FS_LOG(kWarning, "kvstore: {} tier rescan could not list every directory; keeping entries it did not see",
            TierName(options_.tier));
   } else if (!full) {  // files other workers deleted since we indexed them
     for (const ObjectKey& key : index_.Keys()) {
@@ -138,7 +138,6 @@ bool DiskTier::ScanShard(const std::vector<std::string>& shard_dirs, std::vector
 bool DiskTier::ScanLeaf(const std::string& dir, std::vector<Found>* found) {
   auto files = fs_.List(dir);
   if (!files.ok()) return false;
-  bool complete = true;
   const int64_t now = clock_.NowUnixSeconds();
   const std::string_view shard = std::string_view(dir).substr(dir.size() - 5);  // "ab/cd"
   for (const DirEntry& e : *files) {
@@ -164,7 +163,7 @@ bool DiskTier::ScanLeaf(const std::string& dir, std::vector<Found>* found) {
       found->push_back({key, IndexEntry{}, /*unread=*/true});  // unknown, not gone
     }
   }
-  return complete;
+  return true;
 }
 
 void DiskTier::Upsert(const ObjectKey& key, const IndexEntry& fresh) {
@@ -204,12 +203,7 @@ void DiskTier::RemoveBad(const ObjectKey& key, const std::string& path, Verdict 
 }
 
 Verdict DiskTier::DeleteBadFile(const ObjectKey& key, const std::string& path, Verdict verdict) {
-  if (options_.tier != Tier::kShared) {
-    const base::Status s = fs_.Remove(path);
-    if (s.ok()) return verdict;
-    FS_LOG_THROTTLED(10, kWarning, "kvstore: {}", s.error().ToString());
-    return Verdict::kIoError;
-  }
+  if (options_.tier != Tier::kShared) return RemoveLocalFile(path) ? verdict : Verdict::kIoError;
   // Another worker may have replaced the file since it was read: only what is still bad goes.
   const int64_t now = clock_.NowUnixSeconds();
   const ReadOptions check{&key, options_.fingerprint, now, /*read_payload=*/verdict == Verdict::kCorrupt, cache_use()};
@@ -221,12 +215,15 @@ Verdict DiskTier::DeleteBadFile(const ObjectKey& key, const std::string& path, V
   return out.verdict;
 }
 
+bool DiskTier::RemoveLocalFile(const std::string& path) {
+  const base::Status s = fs_.Remove(path);
+  if (!s.ok()) FS_LOG_THROTTLED(10, kWarning, "kvstore: {}", s.error().ToString());
+  return s.ok();
+}
+
 void DiskTier::RemoveMisplaced(const std::string& path) {
   // No writer writes to a path that is not its key's: nothing to check first.
-  if (base::Status s = fs_.Remove(path); !s.ok()) {
-    FS_LOG_THROTTLED(10, kWarning, "kvstore: {}", s.error().ToString());
-    return;
-  }
+  if (!RemoveLocalFile(path)) return;
   FS_LOG(kWarning, "kvstore: deleted object {}: stored under the wrong directory", path);
   std::lock_guard<std::mutex> lock(mu_);
   CountDeleted(Verdict::kCorrupt);
@@ -421,9 +418,7 @@ DiskTier::ReadResult DiskTier::Account(const ObjectKey& key, const std::string& 
     if (out.verdict == Verdict::kMissing && !busy_.count(key)) Forget(key);
     if (out.verdict == Verdict::kIoError) {
       ++stats_.read_errors;
-      if (int64_t held = 0; read_error_log_.Allow(&held)) {
-        FS_LOG(kWarning, "{}", base::WithHeldBack(fmt::format("kvstore: reading {}: {}", path, out.detail), held));
-      }
+      FS_LOG_VIA(read_error_log_, kWarning, "kvstore: reading {}: {}", path, out.detail);
     }
     return result;
   }
@@ -484,12 +479,7 @@ int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* 
 }
 
 Verdict DiskTier::DeleteExpiredFile(const ObjectKey& key, std::vector<Found>* renewed) {
-  if (options_.tier != Tier::kShared) {
-    const base::Status s = fs_.Remove(PathOf(key));
-    if (s.ok()) return Verdict::kExpired;
-    FS_LOG_THROTTLED(10, kWarning, "kvstore: gc: {}", s.error().ToString());
-    return Verdict::kIoError;
-  }
+  if (options_.tier != Tier::kShared) return RemoveLocalFile(PathOf(key)) ? Verdict::kExpired : Verdict::kIoError;
   const int64_t now = clock_.NowUnixSeconds();
   const ReadOptions check{&key, options_.fingerprint, now, /*read_payload=*/false, cache_use()};
   const ReadOutcome out = RemoveObjectUnlessLive(fs_, PathOf(key), check, now);

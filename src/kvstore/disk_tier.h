@@ -115,6 +115,7 @@ class DiskTier {
   // The verdict of the check before the delete (RemoveObjectUnlessLive; L2: `verdict`, or
   // kIoError where the delete failed).
   Verdict DeleteBadFile(const ObjectKey& key, const std::string& path, Verdict verdict);
+  bool RemoveLocalFile(const std::string& path);  // deletes without a check; false = failed (logged)
   void RemoveMisplaced(const std::string& path);  // an object file under another key's directory
   void CountDeleted(Verdict verdict);             // mu_ held
   // GC of one expired key: kExpired (deleted), kIoError (kept), else kOk (renewed by another
