@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <limits>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -121,17 +122,24 @@ inline bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Smallest cosine similarity between corresponding rows of `vocab` logits.
+// Smallest cosine similarity between corresponding rows of `vocab` logits. Returns -infinity
+// (so any "> threshold" check fails) when the sizes differ, are empty or not whole rows, when
+// any value is not finite, or when a row of either side is all zeros.
 inline double MinRowCosine(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab = 1280) {
+  constexpr double kFail = -std::numeric_limits<double>::infinity();
+  const size_t row = static_cast<size_t>(vocab);
+  if (vocab <= 0 || a.size() != b.size() || a.empty() || a.size() % row != 0) return kFail;
   double worst = 1.0;
-  for (size_t r = 0; r * vocab < a.size(); ++r) {
+  for (size_t r = 0; r < a.size() / row; ++r) {
     double dot = 0, na = 0, nb = 0;
-    for (int64_t i = 0; i < vocab; ++i) {
-      const double x = a[r * vocab + i], y = b[r * vocab + i];
+    for (size_t i = r * row; i < (r + 1) * row; ++i) {
+      const double x = a[i], y = b[i];
+      if (!std::isfinite(x) || !std::isfinite(y)) return kFail;
       dot += x * y;
       na += x * x;
       nb += y * y;
     }
+    if (na == 0 || nb == 0) return kFail;
     worst = std::min(worst, dot / std::sqrt(na * nb));
   }
   return worst;

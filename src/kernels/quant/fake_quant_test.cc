@@ -111,6 +111,51 @@ TEST(FakeQuantTest, FastFp4PathMatchesTheScalarEncoderBitForBit) {
   }
 }
 
+// Every value below is worked out by hand from the formats' definitions (v4-architecture.md
+// section 3.3), not from the library's own conversions.
+TEST(FakeQuantTest, Fp8RoundsAsWorkedOutByHand) {
+  // amax 448 -> scale 1. 0.3 lies in [0.25, 0.5) where e4m3 steps by 1/32: 9.6 steps -> 10 ->
+  // 0.3125. 17 lies in [16, 32) (step 2): a tie between 16 (even mantissa) and 18 -> 16.
+  // 0.001 is below the smallest normal (2^-6): subnormal step 2^-9, 0.512 steps -> 1 step.
+  std::vector<float> a = {448.0f, 0.3f, -17.0f, 0.001f, 19.0f, -0.0f};
+  FakeQuantFp8(a.data(), 6, 6);
+  EXPECT_EQ(a, (std::vector<float>{448.0f, 0.3125f, -16.0f, 0.001953125f, 20.0f, -0.0f}));
+  // amax 1000 -> scale 2^ceil(log2(1000 / 448)) = 4: 1000 / 4 = 250 lies between 240 and 256
+  // (step 16) -> 256 -> 1024; -3 / 4 = -0.75 is on the grid.
+  std::vector<float> b = {1000.0f, -3.0f};
+  FakeQuantFp8(b.data(), 2, 2);
+  EXPECT_EQ(b, (std::vector<float>{1024.0f, -3.0f}));
+  // A block of tiny values takes the amax floor 1e-4: scale 2^ceil(log2(1e-4 / 448)) = 2^-22;
+  // 1e-6 / 2^-22 = 4.19 -> 4 (step 0.5 in [4, 8)) -> 2^-20.
+  std::vector<float> c = {1e-6f, 0.0f};
+  FakeQuantFp8(c.data(), 2, 2);
+  EXPECT_EQ(c, (std::vector<float>{std::ldexp(1.0f, -20), 0.0f}));
+}
+
+TEST(FakeQuantTest, Fp4RoundsToNearestEvenAsWorkedOutByHand) {
+  // e2m1 grid 0, 0.5, 1, 1.5, 2, 3, 4, 6. amax 6 -> scale 1. Ties go to the even mantissa:
+  // 2.5 -> 2, 1.25 -> 1, 0.25 -> 0, 5 -> 4, 1.75 -> 2, 3.5 -> 4; 0.8 -> 1; beyond 6 clamps.
+  std::vector<float> a = {6.0f, 2.5f, -1.25f, 0.25f, 5.0f, 1.75f, -3.5f, 0.8f};
+  FakeQuantFp4(a.data(), 8, 8);
+  EXPECT_EQ(a, (std::vector<float>{6.0f, 2.0f, -1.0f, 0.0f, 4.0f, 2.0f, -4.0f, 1.0f}));
+  // amax 7 -> scale 2^ceil(log2(7 / 6)) = 2: 7 / 2 = 3.5 -> 4 -> 8; 1 / 2 = 0.5 -> 1.
+  std::vector<float> b = {7.0f, 1.0f, -0.4f};
+  FakeQuantFp4(b.data(), 3, 3);
+  EXPECT_EQ(b, (std::vector<float>{8.0f, 1.0f, -0.0f}));
+}
+
+TEST(FakeQuantTest, Fp4WithE4m3ScaleAsWorkedOutByHand) {
+  // amax 7 -> scale e4m3(7 / 6 = 1.1667) = 1.125 (step 1/8 in [1, 2)). 7 / 1.125 = 6.22 clamps
+  // to 6 -> 6.75; 1 / 1.125 = 0.89 -> 1 -> 1.125; 2 / 1.125 = 1.78 -> 2 -> 2.25.
+  std::vector<float> a = {7.0f, 1.0f, -2.0f, 0.0f};
+  FakeQuantFp4E4m3(a.data(), 4, 4);
+  EXPECT_EQ(a, (std::vector<float>{6.75f, 1.125f, -2.25f, 0.0f}));
+  // amax 6 -> scale 1: the plain grid.
+  std::vector<float> b = {6.0f, 2.5f, 0.3f};
+  FakeQuantFp4E4m3(b.data(), 3, 3);
+  EXPECT_EQ(b, (std::vector<float>{6.0f, 2.0f, 0.5f}));
+}
+
 TEST(FakeQuantTest, HadamardIsOrthonormalAndSelfInverse) {
   std::vector<float> x = {1.0f, 2.0f, 3.0f, 4.0f};
   HadamardTransform(x.data(), 4);
