@@ -23,7 +23,7 @@
 #include "encoding/version.h"
 #include "model/presets.h"
 #include "model/random_checkpoint.h"
-#include "serve/server.h"
+#include "serve/engine_loop.h"
 #include "serve/transfer_inbox.h"
 #include "transfer/receiver.h"
 #include "tokenizer/tokenizer.h"
@@ -157,12 +157,12 @@ int RunServe(ServeFlags f) {
   if (!version) return PrintError(Error(ErrorCode::kInvalidArgument, "unknown --encoding " + f.encoding));
 
   f.engine.qat = !f.no_qat;
-  f.server.model_name = !f.served_name.empty() ? f.served_name : demo ? kDemoName : fs::path(f.model).lexically_normal().filename().string();
-  if (f.server.model_name.empty()) f.server.model_name = fs::path(f.model).lexically_normal().parent_path().filename().string();
+  f.loop.model_name = !f.served_name.empty() ? f.served_name : demo ? kDemoName : fs::path(f.model).lexically_normal().filename().string();
+  if (f.loop.model_name.empty()) f.loop.model_name = fs::path(f.model).lexically_normal().parent_path().filename().string();
   f.api.http.host = f.host;
   f.api.http.port = f.port;
   f.api.routes.encoding_version = *version;
-  if (base::Status s = f.server.Validate(); !s.ok()) return PrintError(s.error());
+  if (base::Status s = f.loop.Validate(); !s.ok()) return PrintError(s.error());
   if (base::Status s = f.api.Validate(); !s.ok()) return PrintError(s.error());
 
   // Before the first thread that outlives this point (the KV store's I/O and GC threads): a
@@ -172,34 +172,34 @@ int RunServe(ServeFlags f) {
   auto store = OpenStore(f, *model);
   if (!store.ok()) return PrintError(store.error());
   if (base::Status s = LoadApiKeys(&f); !s.ok()) return PrintError(s.error());
-  serve::Server server(*model, f.engine, f.server, std::move(store).value());
+  serve::EngineLoop loop(*model, f.engine, f.loop, std::move(store).value());
   std::unique_ptr<serve::TransferInbox> inbox;
   std::unique_ptr<transfer::TransferReceiver> receiver;
   f.api.routes.role = f.role;
   if (f.role != "prefill") {  // decode and both receive prompt state from prefill workers
-    inbox = std::make_unique<serve::TransferInbox>(&server);
+    inbox = std::make_unique<serve::TransferInbox>(&loop);
     transfer::ReceiverOptions ro;
     ro.host = f.host;
     ro.port = f.transfer_port;
-    ro.model_fingerprint = server.Info().fingerprint;
+    ro.model_fingerprint = loop.Info().fingerprint;
     auto started = transfer::TransferReceiver::Start(ro, inbox.get());
     if (!started.ok()) return PrintError(started.error());
     receiver = std::move(started).value();
     f.api.routes.transfer_address = f.host + ":" + std::to_string(receiver->port());
   }
-  api::ApiServer api(f.api, server, **tok);
+  api::ApiServer api(f.api, loop, **tok);
   api.SetTransferInbox(inbox.get());
-  server.Start();
+  loop.Start();
   if (base::Status s = api.Start(); !s.ok()) {
-    server.Stop();
+    loop.Stop();
     return PrintError(s.error());
   }
-  PrintBanner(f.server.model_name, f.model, f.host, api.port());
+  PrintBanner(f.loop.model_name, f.model, f.host, api.port());
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   FS_LOG(kInfo, "serve: {} received; stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   api.StopAccepting();
-  server.Stop();  // in-flight requests end with a cancellation
+  loop.Stop();  // in-flight requests end with a cancellation
   api.WaitIdle(2.0);
   api.Stop();
   if (receiver) receiver->Stop();
@@ -223,14 +223,14 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
       ->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--encoding", f->encoding, "Prompt format: auto (from the checkpoint's architecture), v4 or v41")
       ->check(CLI::IsMember({"auto", "v4", "v41", "v4.1"}))->capture_default_str();
-  sched::SchedConfig& s = f->server.sched;
+  sched::SchedConfig& s = f->loop.sched;
   cmd->add_option("--max-step-tokens", s.max_step_tokens, "Tokens per engine step, all sequences")->capture_default_str();
   cmd->add_option("--max-running", s.max_running, "Sequences in the running batch")->capture_default_str();
   cmd->add_option("--max-waiting", s.max_waiting, "Queued requests before new ones get 429")->capture_default_str();
   cmd->add_option("--state-pool-bytes", s.state_pool_bytes, "Sequence-state memory budget")->capture_default_str();
   cmd->add_option("--persist-every-blocks", s.persist_every_blocks, "Prefix-cache snapshot every N blocks of a long prompt (0 = end only)")->capture_default_str();
-  cmd->add_option("--max-choices", f->server.max_choices, "Largest n per request")->capture_default_str();
-  cmd->add_option("--max-context", f->server.max_context, "Tokens per sequence, prompt + output (0 = the model's)")->capture_default_str();
+  cmd->add_option("--max-choices", f->loop.max_choices, "Largest n per request")->capture_default_str();
+  cmd->add_option("--max-context", f->loop.max_context, "Tokens per sequence, prompt + output (0 = the model's)")->capture_default_str();
   cmd->add_option("--default-max-tokens", f->api.routes.default_max_tokens, "max_tokens when a request gives none (clipped to the context)")->capture_default_str();
   cmd->add_option("--max-body-bytes", f->api.http.max_body_bytes, "Largest request body (bigger: 413)")->capture_default_str();
   cmd->add_option("--idle-timeout", f->api.http.idle_timeout_seconds, "Seconds before an idle keep-alive connection is closed")->capture_default_str();

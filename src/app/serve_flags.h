@@ -13,7 +13,7 @@
 #include "engine/model.h"
 #include "engine/options.h"
 #include "kvstore/kv_store.h"
-#include "serve/server.h"
+#include "serve/engine_loop.h"
 
 namespace flashserve::app {
 
@@ -29,7 +29,7 @@ struct ServeFlags {
   int port = 8000;
   std::string role = "both";  // both | prefill | decode (disaggregated serving)
   int transfer_port = 0;      // decode/both: prompt-state receiver port (0 = any free port)
-  serve::ServerConfig server;
+  serve::LoopConfig loop;
   kvstore::StoreConfig store = DefaultStoreConfig();
   std::string ttl_spec = "agent=3d,chat=7d";
   std::vector<std::string> api_keys;

@@ -16,7 +16,7 @@ base::Result<std::unique_ptr<kvstore::KvStore>> OpenStore(ServeFlags& f, const e
   static const base::SystemClock clock;
   FS_ASSIGN_OR_RETURN(f.store.ttl_classes, ParseTtlClasses(f.ttl_spec));
   f.store.fingerprint = serve::ModelFingerprint(model, f.engine);
-  f.store.memory_bytes = f.server.prefix_cache_bytes;
+  f.store.memory_bytes = f.loop.prefix_cache_bytes;
   if (f.store.memory_bytes <= 0 && f.store.disk_dir.empty() && f.store.shared_dir.empty())
     return std::unique_ptr<kvstore::KvStore>();
   auto store = kvstore::KvStore::Open(f.store, clock);
@@ -41,7 +41,7 @@ base::Status LoadApiKeys(ServeFlags* f) {
 
 void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f) {
   kvstore::StoreConfig& k = f->store;
-  cmd->add_option("--kv-dram-bytes,--prefix-cache-bytes", f->server.prefix_cache_bytes,
+  cmd->add_option("--kv-dram-bytes,--prefix-cache-bytes", f->loop.prefix_cache_bytes,
                   "L1 (host memory) prefix-cache budget (0 disables L1)")->capture_default_str();
   cmd->add_option("--kv-dir", k.disk_dir, "L2: local directory that keeps cached prefixes across restarts");
   cmd->add_option("--kv-disk-bytes", k.disk_bytes, "L2 byte budget")->capture_default_str();

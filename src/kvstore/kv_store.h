@@ -15,25 +15,19 @@
 #include "base/result.h"
 #include "base/shared_bytes.h"
 #include "kv/block_hash.h"
+#include "kv/resume.h"
 #include "protocol/cluster.h"
 
 namespace flashserve::kvstore {
 
 class FileSystem;
 
-using ObjectKind = protocol::KvObjectKind;  // kBlock = 1 (a 128-token block), kBoundary = 2 (a snapshot at its end)
-using Tier = protocol::KvTier;              // kMemory = 0 (L1 host DRAM), kDisk = 1 (L2 local dir), kShared = 2 (L3)
-constexpr int kNumTiers = 3;
-
-struct ObjectKey {
-  ObjectKind kind = ObjectKind::kBlock;
-  kv::BlockHash hash{};
-  auto operator<=>(const ObjectKey&) const = default;
-};
-
-struct ObjectKeyHasher {
-  size_t operator()(const ObjectKey& key) const;
-};
+// The prefix cache's vocabulary (kv/resume.h): kinds, tiers and keys of the objects stored.
+using ObjectKind = kv::ObjectKind;  // kBlock = 1 (a 128-token block), kBoundary = 2 (a snapshot at its end)
+using Tier = kv::Tier;              // kMemory = 0 (L1 host DRAM), kDisk = 1 (L2 local dir), kShared = 2 (L3)
+using kv::kNumTiers;
+using ObjectKey = kv::ObjectKey;
+using ObjectKeyHasher = kv::ObjectKeyHasher;
 
 struct TtlClass {
   std::string name;  // [a-z0-9_-], 1..32 characters
@@ -42,9 +36,8 @@ struct TtlClass {
 
 // The defaults: agent 3 days, chat 7 days.
 std::vector<TtlClass> DefaultTtlClasses();
-// I/O threads by default: one per 4 cores, 2 to 8 (restores of 16k-token prefixes from L2 with
-// direct I/O, 16-core machine: 2 threads 65-70% of the disk's sequential read, 4 threads
-// 76-95%, 8 threads 76-91%; docs/benchmarks.md).
+// I/O threads by default: one per 4 cores, 2 to 8 (more threads keep more direct reads in
+// flight; docs/benchmarks.md, "KV store", has the restore rate by thread count).
 int DefaultIoThreads();
 inline const char* TierName(Tier tier) { return protocol::KvTierName(tier); }  // "memory", "disk", "shared"
 // "block", "boundary" (also the object file suffix)

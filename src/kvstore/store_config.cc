@@ -1,6 +1,5 @@
 // StoreConfig validation and the small shared helpers of kvstore/kv_store.h.
 #include <algorithm>
-#include <cstring>
 #include <set>
 #include <thread>
 
@@ -20,12 +19,6 @@ base::Error Invalid(std::string message) {
 
 int DefaultIoThreads() {
   return std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 2, 8);
-}
-
-size_t ObjectKeyHasher::operator()(const ObjectKey& key) const {
-  size_t v;
-  std::memcpy(&v, key.hash.data(), sizeof v);
-  return v ^ (static_cast<size_t>(key.kind) * 0x9E3779B97F4A7C15ull);
 }
 
 std::vector<TtlClass> DefaultTtlClasses() { return {{"agent", 3 * 86400}, {"chat", 7 * 86400}}; }

@@ -76,13 +76,12 @@ TtftPrediction PredictTtft(const ChooserConfig& config, const WorkerLoad& load, 
   const double speed = load.prefill_tokens_per_s > 0 ? load.prefill_tokens_per_s : config.default_prefill_tokens_per_s;
   double fetch = 0;
   if (match != nullptr && match->blocks > 0) {
-    // The last prompt token is always computed, so at most prompt_tokens - 1 are cached.
-    p.cached_tokens = std::min(match->blocks * kv::kBlockTokens, std::max<int64_t>(prompt_tokens - 1, 0));
-    int64_t excess = match->blocks * kv::kBlockTokens - p.cached_tokens;
-    for (int t = kNumTiers - 1; t >= 0; --t) {  // the excess comes off the slowest tier first
-      const int64_t tokens = match->blocks_by_tier[t] * kv::kBlockTokens;
-      const int64_t cut = std::min(tokens, excess);
-      p.cached_tokens_by_tier[t] = tokens - cut;
+    // A match longer than the prompt can resume from (kv's rule) loses its slowest blocks.
+    int64_t excess = std::max<int64_t>(match->blocks - kv::MaxResumeBlocks(prompt_tokens), 0);
+    for (int t = kNumTiers - 1; t >= 0; --t) {
+      const int64_t cut = std::min(match->blocks_by_tier[t], excess);
+      p.cached_tokens_by_tier[t] = (match->blocks_by_tier[t] - cut) * kv::kBlockTokens;
+      p.cached_tokens += p.cached_tokens_by_tier[t];
       excess -= cut;
     }
     fetch = static_cast<double>(p.cached_tokens_by_tier[1]) * config.disk_seconds_per_token +
@@ -140,6 +139,9 @@ Chooser::Chooser(const ChooserConfig& config) : config_(config) {
 Decision Chooser::Route(std::span<const kv::BlockHash> prompt_blocks, int64_t prompt_tokens,
                         std::string_view affinity_key, const PrefixIndex& index, const LoadView& loads) {
   if (config_.policy != Policy::kCacheAware) return Choose(prompt_tokens, affinity_key, {}, loads);
+  // Only the blocks a worker may resume from count (kv's rule), so predicted hits are real ones.
+  const auto resumable = static_cast<size_t>(kv::MaxResumeBlocks(prompt_tokens));
+  prompt_blocks = prompt_blocks.first(std::min(prompt_blocks.size(), resumable));
   index.Match(prompt_blocks, &matches_);
   const bool remember = config_.session_table_size > 0 && !affinity_key.empty() && !prompt_blocks.empty();
   const uint64_t key_hash = remember ? AffinityHash(affinity_key) : 0;

@@ -82,9 +82,10 @@ TEST(PolicyTest, CacheAwareGoesToThePrefixHolder) {
   EXPECT_EQ(d.cached_tokens, 3840);
   EXPECT_EQ(d.cached_tokens_by_tier[0], 3840);
   EXPECT_NEAR(d.predicted_ttft_s, 0.160, 1e-9);
-  // Everything cached: the last token is still computed.
+  // Everything cached: the last token is still computed, so the worker resumes at the last block
+  // boundary before it (kv's rule), and the router predicts exactly that.
   const Decision full = chooser.Choose(3840, "", matches, loads);
-  EXPECT_EQ(full.cached_tokens, 3839);
+  EXPECT_EQ(full.cached_tokens, 3712);
 }
 
 TEST(PolicyTest, MemoryCreditedOverDiskAndDiskOverNothing) {
@@ -245,8 +246,8 @@ TEST(PolicyTest, RouteUsesThePrefixIndex) {
   for (int i = 0; i < 4; ++i) loads.AddWorker(index.AddWorker());
   std::vector<int32_t> tokens(5 * kv::kBlockTokens + 10, 7);
   const auto blocks = kv::BlockHashes(kv::HashSeed("m", ""), tokens);
-  for (const auto& h : blocks) ASSERT_TRUE(index.Apply(3, KvEvent{0, true, Tier::kMemory, Kind::kBlock, h}).ok());
-  ASSERT_TRUE(index.Apply(3, KvEvent{0, true, Tier::kMemory, Kind::kBoundary, blocks[4]}).ok());
+  for (const auto& h : blocks) ASSERT_TRUE(index.Apply(3, KvEvent{0, true, {Tier::kMemory, ObjectKind::kBlock, h}}).ok());
+  ASSERT_TRUE(index.Apply(3, KvEvent{0, true, {Tier::kMemory, ObjectKind::kBoundary, blocks[4]}}).ok());
   Chooser chooser(Config());
   const Decision d = chooser.Route(blocks, static_cast<int64_t>(tokens.size()), "", index, loads);
   EXPECT_EQ(d.worker, 3);

@@ -13,13 +13,11 @@ namespace {
 
 constexpr uint8_t kMemoryBit = 1, kDiskBit = 2;
 
-uint8_t KindBit(Kind kind) { return kind == Kind::kBlock ? 1 : 2; }
-int KindIndex(Kind kind) { return kind == Kind::kBlock ? 0 : 1; }
+uint8_t KindBit(ObjectKind kind) { return kind == ObjectKind::kBlock ? 1 : 2; }
+int KindIndex(ObjectKind kind) { return kind == ObjectKind::kBlock ? 0 : 1; }
 Tier BestPrivateTier(uint8_t tiers) { return (tiers & kMemoryBit) ? Tier::kMemory : Tier::kDisk; }
 
 }  // namespace
-
-const char* KindName(Kind kind) { return kind == Kind::kBlock ? "block" : "boundary"; }
 
 // One Match call. Phase 1: while every prompt block so far is in the shared tier, every worker
 // matches; only private holders are touched, and a shared boundary is recorded as a pending
@@ -82,18 +80,18 @@ class PrefixIndex::MatchWalk {
   }
 
   bool Phase1Block(const Entry& e, int64_t i) {
-    if (!(e.shared & KindBit(Kind::kBlock))) return false;
+    if (!(e.shared & KindBit(ObjectKind::kBlock))) return false;
     for (const Holder& h : e.holders[0]) {
       Commit(h.worker);
       Count(h.worker, h.tiers);
     }
     for (const Holder& h : e.holders[1]) SetBest(h.worker, i + 1, BestPrivateTier(h.tiers));
-    if (e.shared & KindBit(Kind::kBoundary)) pending_shared_best_ = i + 1;
+    if (e.shared & KindBit(ObjectKind::kBoundary)) pending_shared_best_ = i + 1;
     return true;
   }
 
   void Phase2Block(const Entry& e, int32_t i) {
-    if (e.shared & KindBit(Kind::kBlock)) {
+    if (e.shared & KindBit(ObjectKind::kBlock)) {
       for (const Holder& h : e.holders[0]) {
         if (RunOf(h.worker) == i) Count(h.worker, h.tiers);
       }
@@ -112,7 +110,7 @@ class PrefixIndex::MatchWalk {
     for (const Holder& h : e.holders[1]) {
       if (RunOf(h.worker) == i + 1) SetBest(h.worker, i + 1, BestPrivateTier(h.tiers));
     }
-    if (e.shared & KindBit(Kind::kBoundary)) {
+    if (e.shared & KindBit(ObjectKind::kBoundary)) {
       for (int32_t w : active_) {
         if (out_[w].blocks < i + 1) SetBest(w, i + 1, Tier::kShared);
       }
@@ -162,12 +160,13 @@ base::Status PrefixIndex::Apply(int worker, const KvEvent& event) {
     ws.last_seq = event.seq;
   }
   ++events_;
-  if (event.tier == Tier::kShared) {
-    SetShared(event.kind, event.stored, event.hash);
+  const KvObject& o = event.object;
+  if (o.tier == Tier::kShared) {
+    SetShared(o.kind, event.stored, o.hash);
   } else if (event.stored) {
-    Store(worker, event.kind, event.tier == Tier::kMemory ? kMemoryBit : kDiskBit, event.hash);
+    Store(worker, o.kind, o.tier == Tier::kMemory ? kMemoryBit : kDiskBit, o.hash);
   } else {
-    Remove(worker, event.kind, event.tier == Tier::kMemory ? kMemoryBit : kDiskBit, event.hash);
+    Remove(worker, o.kind, o.tier == Tier::kMemory ? kMemoryBit : kDiskBit, o.hash);
   }
   return base::Status::Ok();
 }
@@ -224,7 +223,7 @@ void PrefixIndex::MaybeFree(uint32_t slot) {
   free_slots_.push_back(slot);
 }
 
-void PrefixIndex::SetShared(Kind kind, bool stored, const kv::BlockHash& hash) {
+void PrefixIndex::SetShared(ObjectKind kind, bool stored, const kv::BlockHash& hash) {
   const uint8_t bit = KindBit(kind);
   if (stored) {
     Entry& e = entries_[SlotFor(hash)];
@@ -240,7 +239,7 @@ void PrefixIndex::SetShared(Kind kind, bool stored, const kv::BlockHash& hash) {
   MaybeFree(it->second);
 }
 
-void PrefixIndex::Store(int worker, Kind kind, uint8_t tier_bit, const kv::BlockHash& hash) {
+void PrefixIndex::Store(int worker, ObjectKind kind, uint8_t tier_bit, const kv::BlockHash& hash) {
   const uint32_t slot = SlotFor(hash);
   std::vector<Holder>& holders = entries_[slot].holders[KindIndex(kind)];
   for (Holder& h : holders) {
@@ -259,7 +258,7 @@ void PrefixIndex::Store(int worker, Kind kind, uint8_t tier_bit, const kv::Block
   EnforceCap(worker);
 }
 
-void PrefixIndex::Remove(int worker, Kind kind, uint8_t tier_bit, const kv::BlockHash& hash) {
+void PrefixIndex::Remove(int worker, ObjectKind kind, uint8_t tier_bit, const kv::BlockHash& hash) {
   auto it = slot_of_.find(hash);
   if (it == slot_of_.end()) return;
   std::vector<Holder>& holders = entries_[it->second].holders[KindIndex(kind)];
@@ -274,7 +273,7 @@ void PrefixIndex::Remove(int worker, Kind kind, uint8_t tier_bit, const kv::Bloc
   }
 }
 
-bool PrefixIndex::DropHolder(int worker, uint32_t slot, Kind kind, uint32_t stamp) {
+bool PrefixIndex::DropHolder(int worker, uint32_t slot, ObjectKind kind, uint32_t stamp) {
   Entry& e = entries_[slot];
   if (!e.used) return false;
   std::vector<Holder>& holders = e.holders[KindIndex(kind)];

@@ -11,46 +11,28 @@
 
 #include "base/result.h"
 #include "kv/block_hash.h"
+#include "kv/resume.h"
 #include "protocol/cluster.h"
 
 namespace flashserve::router {
 
-// Where a worker reads an object from: its own DRAM (L1), its own disk (L2), or the shared
-// directory every worker reads (L3). The order is the preference order.
-using Tier = protocol::KvTier;  // kMemory = 0, kDisk = 1, kShared = 2 (the wire type)
-constexpr int kNumTiers = 3;
-// A block object holds the compressed state of one 128-token block (keyed H_k); a boundary holds
-// the snapshot needed to resume right after block k (also keyed H_k, see kv/README.md).
-enum class Kind : uint8_t { kBlock = 0, kBoundary = 1 };
-
+// The prefix cache's vocabulary (kv/resume.h) and the workers' KV events (protocol/cluster.h).
+using kv::kNumTiers;
+using kv::ObjectKind;
+using kv::Tier;
 inline const char* TierName(Tier tier) { return protocol::KvTierName(tier); }  // "memory", "disk", "shared"
-const char* KindName(Kind kind);  // "block", "boundary"
-
-struct KvObject {
-  Tier tier = Tier::kMemory;
-  Kind kind = Kind::kBlock;
-  kv::BlockHash hash{};
-};
-
+// One object a worker holds (a snapshot entry; expiry_unix is not used here).
+using protocol::KvObject;
 // One change on one worker. seq is the worker's event sequence number (1, 2, ...; 0 = unsequenced):
 // a seq at or below the last applied one is a duplicate and ignored; a jump marks a gap (the
 // event still applies, and NeedsResync() is true until Reset).
-struct KvEvent {
-  uint64_t seq = 0;
-  bool stored = true;  // false: removed
-  Tier tier = Tier::kMemory;
-  Kind kind = Kind::kBlock;
-  kv::BlockHash hash{};
-};
+using protocol::KvEvent;
 
-// What one worker can resume of a prompt: blocks 0..blocks-1 readable and the boundary after
-// block blocks-1 readable (blocks = 0: nothing). Each block is counted in the best tier that
-// worker can read it from (memory > disk > shared).
-struct WorkerMatch {
+// What one worker can resume of a prompt: kv's rule (LongestResumePoint) applied to the objects
+// that worker can read, each block counted in the best tier it reads it from (memory > disk >
+// shared).
+struct WorkerMatch : kv::ResumePoint {
   bool live = false;  // false for a removed worker id (then blocks = 0)
-  int64_t blocks = 0;
-  int64_t blocks_by_tier[kNumTiers] = {};
-  Tier boundary_tier = Tier::kMemory;  // best tier of that boundary (when blocks > 0)
 };
 
 struct PrefixIndexStats {
@@ -77,8 +59,11 @@ class PrefixIndex {
   // shared objects in it are added to the shared set. seq = the last event the snapshot covers.
   base::Status Reset(int worker, std::span<const KvObject> snapshot, uint64_t seq = 0);
 
-  // For every worker id (out->size() == num_slots()), its resumable prefix of prompt_blocks.
-  // Cost: one lookup per prompt block until nobody matches, plus the holders of matched blocks.
+  // For every worker id (out->size() == num_slots()), its resumable prefix of prompt_blocks
+  // (pass at most kv::MaxResumeBlocks(prompt tokens) of them): equal, worker by worker, to
+  // kv::LongestResumePoint over that worker's objects (a test checks it), computed for all
+  // workers in one walk. Cost: one lookup per prompt block until nobody matches, plus the
+  // holders of matched blocks.
   void Match(std::span<const kv::BlockHash> prompt_blocks, std::vector<WorkerMatch>* out) const;
 
   int num_slots() const { return static_cast<int>(workers_.size()); }
@@ -94,14 +79,14 @@ class PrefixIndex {
   };
   struct Entry {
     kv::BlockHash hash{};
-    std::vector<Holder> holders[2];  // by Kind
-    uint8_t shared = 0;              // bit per Kind
+    std::vector<Holder> holders[2];  // [0] block, [1] boundary
+    uint8_t shared = 0;              // bit 1 block, bit 2 boundary
     bool used = false;
   };
   struct FifoItem {
     uint32_t slot;
     uint32_t stamp;
-    Kind kind;
+    ObjectKind kind;
   };
   struct WorkerState {
     bool live = false;
@@ -121,11 +106,11 @@ class PrefixIndex {
   uint32_t SlotFor(const kv::BlockHash& hash);  // finds or creates
   const Entry* Find(const kv::BlockHash& hash) const;
   void MaybeFree(uint32_t slot);
-  void Store(int worker, Kind kind, uint8_t tier_bit, const kv::BlockHash& hash);
-  void Remove(int worker, Kind kind, uint8_t tier_bit, const kv::BlockHash& hash);
-  void SetShared(Kind kind, bool stored, const kv::BlockHash& hash);
+  void Store(int worker, ObjectKind kind, uint8_t tier_bit, const kv::BlockHash& hash);
+  void Remove(int worker, ObjectKind kind, uint8_t tier_bit, const kv::BlockHash& hash);
+  void SetShared(ObjectKind kind, bool stored, const kv::BlockHash& hash);
   // Drops the holder of (slot, kind) for worker if its stamp matches (0 = any). True if dropped.
-  bool DropHolder(int worker, uint32_t slot, Kind kind, uint32_t stamp);
+  bool DropHolder(int worker, uint32_t slot, ObjectKind kind, uint32_t stamp);
   void ClearPrivate(int worker);
   void EnforceCap(int worker);
   void CompactFifo(int worker);

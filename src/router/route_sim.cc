@@ -43,8 +43,11 @@ void PersistPoints(int64_t n, int every, std::vector<int64_t>* out) {
   if (n > 0) out->push_back(n - 1);
 }
 
-int64_t CachedTokens(int64_t blocks, int64_t prompt_tokens) {
-  return std::min(blocks * kv::kBlockTokens, std::max<int64_t>(prompt_tokens - 1, 0));
+// The blocks of request r a worker may resume from (kv's rule: the last prompt token is computed).
+std::span<const uint32_t> ResumableBlocks(const Prepared& p, size_t r) {
+  const auto blocks = p.Blocks(r);
+  const auto max_blocks = static_cast<size_t>(kv::MaxResumeBlocks(p.trace[r].input_tokens));
+  return blocks.first(std::min(blocks.size(), max_blocks));
 }
 
 double Percentile(std::vector<double>* v, double q) {
@@ -63,11 +66,12 @@ PolicyReport RunOracle(const Prepared& p, const SimOptions& o) {
   std::vector<int64_t> points;
   for (size_t i = 0; i < p.trace.size(); ++i) {
     const auto blocks = p.Blocks(i);
-    int64_t best = 0;
-    for (size_t b = 0; b < blocks.size() && (have[blocks[b]] & 1); ++b) {
-      if (have[blocks[b]] & 2) best = static_cast<int64_t>(b) + 1;
-    }
-    const int64_t cached = CachedTokens(best, p.trace[i].input_tokens);
+    const auto resumable = ResumableBlocks(p, i);
+    const int64_t cached =
+        kv::LongestResumePoint(static_cast<int64_t>(resumable.size()), [&](kv::ObjectKind kind, int64_t b) {
+          const uint8_t bit = kind == kv::ObjectKind::kBlock ? 1 : 2;
+          return (have[resumable[static_cast<size_t>(b)]] & bit) ? std::optional<Tier>(Tier::kMemory) : std::nullopt;
+        }).tokens();
     ++r.requests;
     r.prompt_tokens += p.trace[i].input_tokens;
     r.cached_tokens += cached;
@@ -244,8 +248,7 @@ void Simulation::Arrive(size_t r) {
 void Simulation::Enqueue(int w, size_t r) {
   Worker& worker = workers_[w];
   const int64_t input = p_.trace[r].input_tokens;
-  const CacheLookup lookup = worker.cache.Lookup(p_.Blocks(r));
-  const int64_t est = input - CachedTokens(lookup.blocks, input);
+  const int64_t est = input - worker.cache.Lookup(ResumableBlocks(p_, r)).tokens();
   worker.queue.push_back(Job{static_cast<int32_t>(r), est});
   worker.queued_tokens += est;
   if (!worker.busy) Start(w);
@@ -257,15 +260,15 @@ void Simulation::Start(int w) {
   worker.queue.pop_front();
   worker.queued_tokens -= job.est_uncached;
   const TraceRequest& req = p_.trace[job.request];
-  const auto blocks = p_.Blocks(job.request);
-  const CacheLookup lookup = worker.cache.Lookup(blocks);
+  const auto blocks = ResumableBlocks(p_, static_cast<size_t>(job.request));
+  const kv::ResumePoint lookup = worker.cache.Lookup(blocks);
   worker.cache.Read(blocks, lookup, &emit_);
   Emit(w);
-  const int64_t cached = CachedTokens(lookup.blocks, req.input_tokens);
-  const int64_t memory = std::min(lookup.memory_blocks * kv::kBlockTokens, cached);
+  const int64_t cached = lookup.tokens();
+  const int64_t memory = lookup.blocks_by_tier[0] * kv::kBlockTokens;
   const double disk_spt = o_.chooser.disk_seconds_per_token;
   double fetch = static_cast<double>(cached - memory) * disk_spt;
-  if (lookup.blocks > 0 && lookup.boundary_on_disk) fetch += o_.chooser.boundary_fetch_tokens * disk_spt;
+  if (lookup.blocks > 0 && lookup.boundary_tier == Tier::kDisk) fetch += o_.chooser.boundary_fetch_tokens * disk_spt;
   const int64_t uncached = req.input_tokens - cached;
   const double duration = fetch + static_cast<double>(uncached) / o_.prefill_tokens_per_s;
   worker.busy = true;
@@ -309,7 +312,7 @@ void Simulation::Emit(int w) {
 void Simulation::Deliver(const Batch& batch) {
   uint64_t seq = batch.first_seq;
   for (const SimEvent& e : batch.events) {
-    const KvEvent event{seq++, e.stored, e.tier, e.kind, p_.table.hash(e.block)};
+    const KvEvent event{seq++, e.stored, KvObject{e.tier, e.kind, p_.table.hash(e.block)}};
     FS_CHECK(index_.Apply(batch.worker, event).ok(), "event for an unknown worker");
   }
 }

@@ -76,11 +76,11 @@ TEST(SimCacheTest, LruAndTiers) {
   const std::vector<int64_t> after = {2};
   cache.Store(blocks, after, &events);
   // Memory holds 4 units: the boundary (2) + 2 blocks; the first block was evicted from memory.
-  CacheLookup l = cache.Lookup(blocks);
+  const kv::ResumePoint l = cache.Lookup(blocks);
   EXPECT_EQ(l.blocks, 3);
-  EXPECT_EQ(l.memory_blocks, 2);
-  EXPECT_EQ(l.disk_blocks, 1);
-  EXPECT_FALSE(l.boundary_on_disk);
+  EXPECT_EQ(l.blocks_by_tier[0], 2);
+  EXPECT_EQ(l.blocks_by_tier[1], 1);
+  EXPECT_EQ(l.boundary_tier, Tier::kMemory);
   int stored = 0, removed = 0;
   for (const SimEvent& e : events) (e.stored ? stored : removed)++;
   EXPECT_EQ(stored, 8);  // 3 blocks + 1 boundary, in two tiers

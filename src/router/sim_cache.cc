@@ -64,40 +64,25 @@ bool LruCache::Insert(uint32_t key, int32_t units, std::vector<uint32_t>* evicte
 WorkerCache::WorkerCache(int64_t memory_units, int64_t disk_units, int32_t boundary_units)
     : memory_(memory_units), disk_(disk_units), boundary_units_(boundary_units) {}
 
-CacheLookup WorkerCache::Lookup(std::span<const uint32_t> blocks) const {
-  CacheLookup best;
-  int64_t memory = 0, disk = 0;
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    const uint32_t block_key = Key(blocks[i], Kind::kBlock);
-    if (memory_.Contains(block_key)) {
-      ++memory;
-    } else if (disk_.Contains(block_key)) {
-      ++disk;
-    } else {
-      break;
-    }
-    const uint32_t boundary_key = Key(blocks[i], Kind::kBoundary);
-    const bool in_memory = memory_.Contains(boundary_key);
-    if (in_memory || disk_.Contains(boundary_key)) {
-      best.blocks = static_cast<int64_t>(i) + 1;
-      best.memory_blocks = memory;
-      best.disk_blocks = disk;
-      best.boundary_on_disk = !in_memory;
-    }
-  }
-  return best;
+kv::ResumePoint WorkerCache::Lookup(std::span<const uint32_t> blocks) const {
+  return kv::LongestResumePoint(static_cast<int64_t>(blocks.size()), [&](ObjectKind kind, int64_t i) {
+    const uint32_t key = Key(blocks[static_cast<size_t>(i)], kind);
+    if (memory_.Contains(key)) return std::optional<Tier>(Tier::kMemory);
+    if (disk_.Contains(key)) return std::optional<Tier>(Tier::kDisk);
+    return std::optional<Tier>();
+  });
 }
 
-void WorkerCache::Put(LruCache& tier, Tier tier_id, uint32_t block, Kind kind, std::vector<SimEvent>* events) {
+void WorkerCache::Put(LruCache& tier, Tier tier_id, uint32_t block, ObjectKind kind, std::vector<SimEvent>* events) {
   evicted_.clear();
   const bool inserted = tier.Insert(Key(block, kind), Units(kind), &evicted_);
   for (uint32_t key : evicted_) {
-    events->push_back(SimEvent{false, tier_id, (key & 1) ? Kind::kBoundary : Kind::kBlock, key / 2});
+    events->push_back(SimEvent{false, tier_id, (key & 1) ? ObjectKind::kBoundary : ObjectKind::kBlock, key / 2});
   }
   if (inserted) events->push_back(SimEvent{true, tier_id, kind, block});
 }
 
-void WorkerCache::ReadOne(uint32_t block, Kind kind, std::vector<SimEvent>* events) {
+void WorkerCache::ReadOne(uint32_t block, ObjectKind kind, std::vector<SimEvent>* events) {
   const uint32_t key = Key(block, kind);
   disk_.Touch(key);
   if (memory_.Contains(key)) {
@@ -107,21 +92,22 @@ void WorkerCache::ReadOne(uint32_t block, Kind kind, std::vector<SimEvent>* even
   }
 }
 
-void WorkerCache::Read(std::span<const uint32_t> blocks, const CacheLookup& lookup, std::vector<SimEvent>* events) {
+void WorkerCache::Read(std::span<const uint32_t> blocks, const kv::ResumePoint& lookup,
+                       std::vector<SimEvent>* events) {
   if (lookup.blocks == 0) return;
-  for (int64_t i = 0; i < lookup.blocks; ++i) ReadOne(blocks[i], Kind::kBlock, events);
-  ReadOne(blocks[lookup.blocks - 1], Kind::kBoundary, events);
+  for (int64_t i = 0; i < lookup.blocks; ++i) ReadOne(blocks[i], ObjectKind::kBlock, events);
+  ReadOne(blocks[lookup.blocks - 1], ObjectKind::kBoundary, events);
 }
 
 void WorkerCache::Store(std::span<const uint32_t> blocks, std::span<const int64_t> boundaries_after,
                         std::vector<SimEvent>* events) {
   for (uint32_t b : blocks) {
-    Put(disk_, Tier::kDisk, b, Kind::kBlock, events);
-    Put(memory_, Tier::kMemory, b, Kind::kBlock, events);
+    Put(disk_, Tier::kDisk, b, ObjectKind::kBlock, events);
+    Put(memory_, Tier::kMemory, b, ObjectKind::kBlock, events);
   }
   for (int64_t i : boundaries_after) {
-    Put(disk_, Tier::kDisk, blocks[i], Kind::kBoundary, events);
-    Put(memory_, Tier::kMemory, blocks[i], Kind::kBoundary, events);
+    Put(disk_, Tier::kDisk, blocks[i], ObjectKind::kBoundary, events);
+    Put(memory_, Tier::kMemory, blocks[i], ObjectKind::kBoundary, events);
   }
 }
 

@@ -43,15 +43,8 @@ class LruCache {
 struct SimEvent {
   bool stored;
   Tier tier;
-  Kind kind;
+  ObjectKind kind;
   uint32_t block;
-};
-
-// What a worker can resume of a prompt (same rule as PrefixIndex::Match, own tiers only).
-struct CacheLookup {
-  int64_t blocks = 0;
-  int64_t memory_blocks = 0, disk_blocks = 0;
-  bool boundary_on_disk = false;  // the boundary at `blocks` is only on disk
 };
 
 class WorkerCache {
@@ -59,18 +52,22 @@ class WorkerCache {
   // Capacities in block units; a boundary takes boundary_units.
   WorkerCache(int64_t memory_units, int64_t disk_units, int32_t boundary_units);
 
-  CacheLookup Lookup(std::span<const uint32_t> blocks) const;
+  // What this worker can resume of a prompt's blocks (at most kv::MaxResumeBlocks of them):
+  // kv::LongestResumePoint over its memory and disk tiers.
+  kv::ResumePoint Lookup(std::span<const uint32_t> blocks) const;
   // Reads the looked-up prefix: disk-only objects are copied into memory; all are touched.
-  void Read(std::span<const uint32_t> blocks, const CacheLookup& lookup, std::vector<SimEvent>* events);
+  void Read(std::span<const uint32_t> blocks, const kv::ResumePoint& lookup, std::vector<SimEvent>* events);
   // Stores blocks [0, n) and the boundaries after the given block indices, in both tiers.
   void Store(std::span<const uint32_t> blocks, std::span<const int64_t> boundaries_after,
              std::vector<SimEvent>* events);
 
  private:
-  static uint32_t Key(uint32_t block, Kind kind) { return block * 2 + (kind == Kind::kBoundary ? 1 : 0); }
-  int32_t Units(Kind kind) const { return kind == Kind::kBoundary ? boundary_units_ : 1; }
-  void Put(LruCache& tier, Tier tier_id, uint32_t block, Kind kind, std::vector<SimEvent>* events);
-  void ReadOne(uint32_t block, Kind kind, std::vector<SimEvent>* events);
+  static uint32_t Key(uint32_t block, ObjectKind kind) {
+    return block * 2 + (kind == ObjectKind::kBoundary ? 1 : 0);
+  }
+  int32_t Units(ObjectKind kind) const { return kind == ObjectKind::kBoundary ? boundary_units_ : 1; }
+  void Put(LruCache& tier, Tier tier_id, uint32_t block, ObjectKind kind, std::vector<SimEvent>* events);
+  void ReadOne(uint32_t block, ObjectKind kind, std::vector<SimEvent>* events);
 
   LruCache memory_, disk_;
   int32_t boundary_units_;

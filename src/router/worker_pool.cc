@@ -21,10 +21,6 @@ namespace {
 
 constexpr uint64_t kEventsPerPage = 4096;
 
-Kind KindOf(protocol::KvObjectKind k) { return k == protocol::KvObjectKind::kBoundary ? Kind::kBoundary : Kind::kBlock; }
-
-KvObject ObjectOf(const protocol::KvObject& o) { return KvObject{o.tier, KindOf(o.kind), o.hash}; }
-
 }  // namespace
 
 struct WorkerPool::Link {
@@ -134,9 +130,7 @@ asio::awaitable<bool> WorkerPool::Resync(Link& link) {
     link.need_resync = true;
     co_return false;
   }
-  std::vector<KvObject> objects;
-  objects.reserve(snapshot->objects.size());
-  for (const protocol::KvObject& o : snapshot->objects) objects.push_back(ObjectOf(o));
+  const std::vector<KvObject>& objects = snapshot->objects;
   (void)index_->Reset(link.id, objects, snapshot->seq);
   link.status.epoch = snapshot->epoch;
   link.status.last_seq = snapshot->seq;
@@ -156,9 +150,8 @@ asio::awaitable<bool> WorkerPool::FollowEvents(Link& link) {
     if (out.transport || out.status != 200) co_return false;
     auto page = protocol::ParseKvEventPage(out.body);
     if (!page.ok() || page->gap || page->epoch != link.status.epoch) co_return co_await Resync(link);
-    for (const protocol::KvEvent& e : page->events) {
-      KvEvent event{e.seq, e.stored, e.object.tier, KindOf(e.object.kind), e.object.hash};
-      (void)index_->Apply(link.id, event);
+    for (const KvEvent& e : page->events) {
+      (void)index_->Apply(link.id, e);
       link.status.last_seq = e.seq;
     }
     link.status.events += static_cast<int64_t>(page->events.size());

@@ -161,4 +161,13 @@ SampleResult Sample(std::span<const float> logits, const SamplingParams& p, cons
   return out;
 }
 
+std::vector<SampleResult> SampleBatch(std::span<const SampleRow> rows, std::vector<float>* scratch) {
+  std::vector<SampleResult> out;
+  out.reserve(rows.size());
+  for (const SampleRow& row : rows) {
+    out.push_back(Sample(row.logits, *row.params, *row.history, row.position, row.allowed, scratch));
+  }
+  return out;
+}
+
 }  // namespace flashserve::sampler

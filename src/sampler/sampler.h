@@ -1,4 +1,4 @@
-// Logits -> token for one sequence (design.md section 3): logit bias, repetition / presence /
+// Logits -> tokens for one row or a step's batch of rows (design.md section 3): logit bias, repetition / presence /
 // frequency penalties, an optional allowed-token mask (grammar hook), log-probabilities,
 // then greedy or temperature sampling with top-k / top-p / min-p. Sampling is the Gumbel-max
 // trick over Philox uniforms keyed by (seed, position, token id), so a token is a pure
@@ -44,5 +44,20 @@ struct SampleResult {
 // position: absolute position of the token being chosen. scratch is reused between calls.
 SampleResult Sample(std::span<const float> logits, const SamplingParams& params, const TokenHistory& history,
                     int64_t position, std::span<const uint32_t> allowed, std::vector<float>* scratch);
+
+// One row of a batch: the logits of one position with the parameters, history and allowed-token
+// mask (empty = every token) of the sequence it belongs to. A sequence may have several rows
+// (speculative verification) and rows may share logits (n choices forked from one prefill).
+struct SampleRow {
+  std::span<const float> logits;
+  const SamplingParams* params = nullptr;
+  const TokenHistory* history = nullptr;
+  int64_t position = 0;
+  std::span<const uint32_t> allowed;
+};
+
+// Samples every row of a step; result i is what Sample() gives row i alone (rows are
+// independent: neither the batch nor the order changes a token).
+std::vector<SampleResult> SampleBatch(std::span<const SampleRow> rows, std::vector<float>* scratch);
 
 }  // namespace flashserve::sampler

@@ -154,6 +154,36 @@ TEST(SamplerTest, LogprobsAreNormalisedAndSorted) {
   EXPECT_NEAR(r.top_logprobs[1].logprob, r.logprob - 1.0f, 1e-5);
 }
 
+// A batch of rows (two sharing logits with different seeds, one masked, one with a history)
+// gives each row what it gives alone, in any order.
+TEST(SamplerTest, BatchRowsAreIndependentOfTheBatch) {
+  std::vector<float> a = Logits({0.1, 0.2, 0.3, 0.4}), b = Logits({0.4, 0.3, 0.2, 0.1});
+  SamplingParams p1, p2, greedy;
+  p1.seed = 1;
+  p2.seed = 2;
+  greedy.temperature = 0;
+  TokenHistory none, seen;
+  seen.AddOutput(3);
+  SamplingParams penalised = greedy;
+  penalised.presence_penalty = 2.0f;
+  const std::vector<uint32_t> only_token_2 = {1u << 2};
+  std::vector<SampleRow> rows = {{a, &p1, &none, 5, {}}, {a, &p2, &none, 5, {}}, {b, &greedy, &none, 9, only_token_2},
+                                 {a, &penalised, &seen, 7, {}}};
+  std::vector<float> scratch;
+  const std::vector<SampleResult> batch = SampleBatch(rows, &scratch);
+  ASSERT_EQ(batch.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const SampleRow& r = rows[i];
+    EXPECT_EQ(batch[i].token, Sample(r.logits, *r.params, *r.history, r.position, r.allowed, &scratch).token) << i;
+  }
+  EXPECT_EQ(batch[2].token, 2);  // the mask decides
+  EXPECT_EQ(batch[3].token, 2);  // greedy would pick 3; the penalty moves it
+  std::vector<SampleRow> reversed(rows.rbegin(), rows.rend());
+  const std::vector<SampleResult> back = SampleBatch(reversed, &scratch);
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(back[rows.size() - 1 - i].token, batch[i].token);
+  EXPECT_TRUE(SampleBatch({}, &scratch).empty());
+}
+
 TEST(SamplerTest, ValidationNamesTheBadField) {
   SamplingParams p;
   EXPECT_TRUE(ValidateSamplingParams(p, 10).ok());

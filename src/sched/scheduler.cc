@@ -20,53 +20,42 @@ base::Status SchedConfig::Validate() const {
 Scheduler::Scheduler(const SchedConfig& config, StateBytesFn state_bytes)
     : config_(config), state_bytes_(std::move(state_bytes)) {}
 
-base::Status Scheduler::Add(Sequence seq) {
-  if (num_waiting() >= config_.max_waiting)
-    return Error(ErrorCode::kResourceExhausted, "the request queue is full (" + std::to_string(config_.max_waiting) + ")");
-  seq.status = SeqStatus::kWaiting;
-  seq.num_computed = 0;
-  seq.pool_bytes = 0;
-  waiting_.push_back(seq.id);
-  seqs_[seq.id] = std::move(seq);
-  return base::Status::Ok();
+void Scheduler::Add(Sequence* seq) {
+  seq->status = SeqStatus::kWaiting;
+  seq->num_computed = 0;
+  seq->pool_bytes = 0;
+  waiting_.push_back(seq);
 }
 
-bool Scheduler::Fork(uint64_t parent_id, uint64_t child_id) {
-  Sequence* parent = Find(parent_id);
-  if (parent == nullptr || seqs_.count(child_id)) return false;
-  Sequence child = *parent;
-  child.id = child_id;
-  child.pool_bytes = 0;
-  const int64_t need = state_bytes_(child.num_computed);
-  if (parent->status != SeqStatus::kRunning || num_running() >= config_.max_running ||
+bool Scheduler::Fork(const Sequence& parent, Sequence* child) {
+  const uint64_t id = child->id;
+  *child = parent;
+  child->id = id;
+  child->pool_bytes = 0;
+  child->num_preemptions = 0;
+  const int64_t need = state_bytes_(child->num_computed);
+  if (parent.status != SeqStatus::kRunning || num_running() >= config_.max_running ||
       pool_used_ + need > config_.state_pool_bytes) {
-    child.status = SeqStatus::kWaiting;
-    child.num_computed = 0;
-    waiting_.push_front(child_id);
-    seqs_[child_id] = std::move(child);
+    child->status = SeqStatus::kWaiting;
+    child->num_computed = 0;
+    waiting_.push_front(child);
     return false;
   }
-  child.pool_bytes = need;
+  child->pool_bytes = need;
   pool_used_ += need;
-  child.admitted_order = ++admit_counter_;
-  running_.push_back(child_id);
-  seqs_[child_id] = std::move(child);
+  child->admitted_order = ++admit_counter_;
+  running_.push_back(child);
   return true;
 }
 
-bool Scheduler::Remove(uint64_t id) {
-  auto it = seqs_.find(id);
-  if (it == seqs_.end()) return false;
-  pool_used_ -= it->second.pool_bytes;
-  std::erase(running_, id);
-  std::erase(waiting_, id);
-  seqs_.erase(it);
+bool Scheduler::Remove(Sequence* seq) {
+  const size_t before = running_.size() + waiting_.size();
+  std::erase(running_, seq);
+  std::erase(waiting_, seq);
+  if (running_.size() + waiting_.size() == before) return false;
+  pool_used_ -= seq->pool_bytes;
+  seq->pool_bytes = 0;
   return true;
-}
-
-Sequence* Scheduler::Find(uint64_t id) {
-  auto it = seqs_.find(id);
-  return it == seqs_.end() ? nullptr : &it->second;
 }
 
 int64_t Scheduler::NextPersistPoint(const Sequence& s) const {
@@ -88,8 +77,8 @@ int64_t Scheduler::ChunkLength(const Sequence& s, int64_t budget) const {
   return std::min({remaining, budget, NextPersistPoint(s) - s.num_computed});
 }
 
-bool Scheduler::InPlan(const StepPlan& plan, uint64_t id) const {
-  return std::any_of(plan.items.begin(), plan.items.end(), [&](const StepItem& i) { return i.seq_id == id; });
+bool Scheduler::InPlan(const StepPlan& plan, const Sequence* s) {
+  return std::any_of(plan.items.begin(), plan.items.end(), [&](const StepItem& i) { return i.seq == s; });
 }
 
 void Scheduler::Preempt(Sequence& s, StepPlan* plan) {
@@ -99,9 +88,9 @@ void Scheduler::Preempt(Sequence& s, StepPlan* plan) {
   s.status = SeqStatus::kWaiting;
   ++s.num_preemptions;
   ++num_preemptions_;
-  std::erase(running_, s.id);
-  waiting_.push_front(s.id);
-  plan->preempted.push_back(s.id);
+  std::erase(running_, &s);
+  waiting_.push_front(&s);
+  plan->preempted.push_back(&s);
 }
 
 bool Scheduler::Reserve(Sequence& s, int64_t new_position, StepPlan* plan, bool may_preempt) {
@@ -111,9 +100,8 @@ bool Scheduler::Reserve(Sequence& s, int64_t new_position, StepPlan* plan, bool 
     // Victim: the most recently admitted running sequence not already in this step.
     Sequence* victim = nullptr;
     for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
-      Sequence& v = seqs_[*it];
-      if (v.id != s.id && !InPlan(*plan, v.id)) {
-        victim = &v;
+      if (*it != &s && !InPlan(*plan, *it)) {
+        victim = *it;
         break;
       }
     }
@@ -125,71 +113,79 @@ bool Scheduler::Reserve(Sequence& s, int64_t new_position, StepPlan* plan, bool 
   return true;
 }
 
-void Scheduler::AddItem(Sequence& s, int64_t len, StepPlan* plan) {
+void Scheduler::AddItem(Sequence& s, int64_t len, bool restore, StepPlan* plan) {
   StepItem item;
-  item.seq_id = s.id;
+  item.seq = &s;
   item.begin = s.num_computed;
   item.end = s.num_computed + len;
   item.sample = item.end == static_cast<int64_t>(s.tokens.size());
   item.persist = item.end % config_.block_tokens == 0 && (item.end == NextPersistPoint(s) || item.sample);
+  item.restore = restore;
   plan->items.push_back(item);
   plan->num_tokens += len;
 }
 
 void Scheduler::ScheduleRunning(StepPlan* plan) {
   for (bool decode_pass : {true, false}) {
-    const std::vector<uint64_t> order = running_;  // preemption edits running_
-    for (uint64_t id : order) {
-      auto it = seqs_.find(id);
-      if (it == seqs_.end() || it->second.status != SeqStatus::kRunning || InPlan(*plan, id)) continue;
-      Sequence& s = it->second;
-      const bool is_decode = static_cast<int64_t>(s.tokens.size()) - s.num_computed == 1;
+    const std::vector<Sequence*> order = running_;  // preemption edits running_
+    for (Sequence* s : order) {
+      if (s->status != SeqStatus::kRunning || InPlan(*plan, s)) continue;
+      const bool is_decode = static_cast<int64_t>(s->tokens.size()) - s->num_computed == 1;
       if (is_decode != decode_pass) continue;
-      const int64_t len = ChunkLength(s, config_.max_step_tokens - plan->num_tokens);
+      const int64_t len = ChunkLength(*s, config_.max_step_tokens - plan->num_tokens);
       if (len <= 0) continue;
-      if (!Reserve(s, s.num_computed + len, plan, /*may_preempt=*/true)) {
-        Preempt(s, plan);  // nothing younger to evict: this one yields
+      if (!Reserve(*s, s->num_computed + len, plan, /*may_preempt=*/true)) {
+        Preempt(*s, plan);  // nothing younger to evict: this one yields
         continue;
       }
-      AddItem(s, len, plan);
+      AddItem(*s, len, /*restore=*/false, plan);
     }
   }
 }
 
-void Scheduler::AdmitWaiting(const AdmitHooks& admit, StepPlan* plan) {
+// Tokens the cache restores at admission: kv's rule, and never the last token (its logits start
+// the generation), whatever the index answers.
+int64_t Scheduler::CachedTokens(const kv::ResumeIndex* cache, const Sequence& s) const {
+  if (cache == nullptr) return 0;
+  const int64_t tokens = cache->Lookup(s.cache_seed, s.tokens).tokens();
+  return std::min(tokens, kv::MaxResumeBlocks(static_cast<int64_t>(s.tokens.size())) * kv::kBlockTokens);
+}
+
+void Scheduler::AdmitWaiting(const kv::ResumeIndex* cache, StepPlan* plan) {
   while (!waiting_.empty() && num_running() < config_.max_running && plan->num_tokens < config_.max_step_tokens) {
-    Sequence& s = seqs_[waiting_.front()];
-    const int64_t cached = std::min<int64_t>(admit.probe(s), static_cast<int64_t>(s.tokens.size()) - 1);
-    s.num_computed = std::max<int64_t>(0, cached);
+    Sequence& s = *waiting_.front();
+    s.num_computed = CachedTokens(cache, s);
     const int64_t len = ChunkLength(s, config_.max_step_tokens - plan->num_tokens);
-    s.num_computed = 0;
-    if (len <= 0 || !Reserve(s, cached + len, plan, /*may_preempt=*/false)) break;
+    if (len <= 0 || !Reserve(s, s.num_computed + len, plan, /*may_preempt=*/false)) {
+      s.num_computed = 0;
+      break;
+    }
     waiting_.pop_front();
     s.status = SeqStatus::kRunning;
     s.admitted_order = ++admit_counter_;
-    running_.push_back(s.id);
-    s.num_computed = cached > 0 ? admit.restore(s, cached) : 0;
-    AddItem(s, ChunkLength(s, config_.max_step_tokens - plan->num_tokens), plan);
+    running_.push_back(&s);
+    AddItem(s, len, /*restore=*/s.num_computed > 0, plan);
   }
 }
 
-StepPlan Scheduler::Plan(const AdmitHooks& admit) {
+StepPlan Scheduler::Plan(const kv::ResumeIndex* cache) {
   StepPlan plan;
   ScheduleRunning(&plan);
-  AdmitWaiting(admit, &plan);
+  AdmitWaiting(cache, &plan);
   return plan;
 }
 
 void Scheduler::Commit(const StepItem& item, std::optional<int32_t> sampled) {
-  Sequence* s = Find(item.seq_id);
-  if (s == nullptr) return;
-  s->num_computed = item.end;
-  if (sampled) s->tokens.push_back(*sampled);
+  item.seq->num_computed = item.end;
+  if (sampled) item.seq->tokens.push_back(*sampled);
 }
+
+void Scheduler::RestoreFailed(const StepItem& item) { item.seq->num_computed = 0; }
 
 int64_t Scheduler::PendingPromptTokens() const {
   int64_t total = 0;
-  for (const auto& [id, s] : seqs_) total += std::max<int64_t>(0, s.num_prompt - s.num_computed);
+  for (const Sequence* s : running_) total += std::max<int64_t>(0, s->num_prompt - s->num_computed);
+  for (const Sequence* s : waiting_) total += std::max<int64_t>(0, s->num_prompt - s->num_computed);
   return total;
 }
 

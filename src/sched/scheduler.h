@@ -2,27 +2,28 @@
 // step and which tokens each feeds. Decode tokens of running sequences go first (streams keep
 // flowing), then chunks of unfinished prefills, then newly admitted requests, all within a
 // per-step token budget; prefill chunks end at persist points (block boundaries where the
-// server snapshots state into the prefix cache). Sequence state memory is accounted in a
-// bounded pool; when a step would exceed it, the most recently admitted running sequence is
-// preempted (its state freed, its tokens kept, resumed later by recompute). Plain data, no
-// engine types; engine thread only.
+// loop snapshots state into the prefix cache). Admission asks the prefix cache (kv::ResumeIndex)
+// how much of a sequence it can restore. Sequence state memory is accounted in a bounded pool;
+// when a step would exceed it, the most recently admitted running sequence is preempted (its
+// state freed, its tokens kept, resumed later by recompute). Plain data, no engine types;
+// engine thread only. The caller owns the sequences; the scheduler holds pointers to them.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <map>
 #include <optional>
 #include <vector>
 
 #include "base/result.h"
+#include "kv/resume.h"
 
 namespace flashserve::sched {
 
 struct SchedConfig {
   int64_t max_step_tokens = 512;      // tokens fed to the engine per step (all sequences)
   int max_running = 32;               // sequences in the batch
-  int64_t max_waiting = 1024;         // queued sequences before Add refuses
+  int64_t max_waiting = 1024;         // queued requests before the loop refuses new ones (429)
   int64_t state_pool_bytes = 4ll << 30;
   int64_t persist_every_blocks = 8;   // snapshot long prompts every N blocks (0 = only at the end)
   int64_t block_tokens = 128;
@@ -31,10 +32,13 @@ struct SchedConfig {
 
 enum class SeqStatus { kWaiting, kRunning };
 
+// The scheduler's view of one sequence. The caller fills the first four fields; the rest are the
+// scheduler's. A caller may derive its own record from it (one record per sequence).
 struct Sequence {
   uint64_t id = 0;
   std::vector<int32_t> tokens;   // prompt, then generated tokens
   int64_t num_prompt = 0;
+  kv::BlockHash cache_seed{};    // the prefix cache's hash seed (model and cache namespace)
   int64_t num_computed = 0;      // tokens already in the engine state
   SeqStatus status = SeqStatus::kWaiting;
   int64_t admitted_order = 0;    // larger = admitted later
@@ -43,25 +47,19 @@ struct Sequence {
 };
 
 struct StepItem {
-  uint64_t seq_id = 0;
+  Sequence* seq = nullptr;
   int64_t begin = 0, end = 0;    // tokens [begin, end) are fed
   bool sample = false;           // end == tokens.size(): the logits of the last one are sampled
   bool persist = false;          // end is a persist point (block boundary) to snapshot
+  bool restore = false;          // admitted on a cache hit: tokens [0, begin) are restored first
 };
 
 struct StepPlan {
   std::vector<StepItem> items;
-  std::vector<uint64_t> preempted;  // their engine state must be freed before the step
+  std::vector<Sequence*> preempted;  // their engine state must be freed before the step
   int64_t num_tokens = 0;
 };
 
-// Admission of a waiting sequence in two phases: `probe` says how many prompt tokens a
-// restore could provide (no side effects); after the memory check, `restore` builds the state
-// and returns the tokens it really holds (0 = start fresh).
-struct AdmitHooks {
-  std::function<int64_t(const Sequence&)> probe;
-  std::function<int64_t(Sequence&, int64_t)> restore;
-};
 // Bytes of sequence state at a given number of computed tokens.
 using StateBytesFn = std::function<int64_t(int64_t position)>;
 
@@ -69,20 +67,26 @@ class Scheduler {
  public:
   Scheduler(const SchedConfig& config, StateBytesFn state_bytes);
 
-  // Queues a sequence (status waiting). kResourceExhausted when the waiting queue is full.
-  base::Status Add(Sequence seq);
-  // Adds `child` as a copy of running sequence `parent_id` (same tokens, same computed
-  // position: the caller clones the engine state). When the pool cannot hold it, the child
-  // is queued instead (it will recompute). Returns whether the child is running.
-  bool Fork(uint64_t parent_id, uint64_t child_id);
-  // Drops a sequence wherever it is; returns whether it existed.
-  bool Remove(uint64_t seq_id);
-  Sequence* Find(uint64_t seq_id);
+  // Queues a sequence (status waiting); it must stay at its address until Remove. Never
+  // refuses: the loop bounds the requests it accepts (max_waiting), and preempted or forked
+  // sequences must always find room in the queue.
+  void Add(Sequence* seq);
+  // Makes `child` (its id set by the caller) a copy of running `parent`: same tokens, same
+  // computed position (the caller clones the engine state). When the pool cannot hold it, the
+  // child is queued instead (it will recompute). Returns whether the child is running.
+  bool Fork(const Sequence& parent, Sequence* child);
+  // Drops a sequence wherever it is and releases its pool bytes; whether it was there.
+  bool Remove(Sequence* seq);
 
-  StepPlan Plan(const AdmitHooks& admit);
+  // The next step. `cache` (null: none) says what admitted sequences can restore; a hit
+  // becomes the item's restore flag and its begin.
+  StepPlan Plan(const kv::ResumeIndex* cache);
   // After the engine ran `item`: the state now holds item.end tokens; a sampled token is
   // appended to the sequence.
   void Commit(const StepItem& item, std::optional<int32_t> sampled);
+  // The restore of a planned item failed (an object gone or corrupt): the sequence recomputes
+  // from token 0, starting next step. Its item must not run.
+  void RestoreFailed(const StepItem& item);
 
   int64_t pool_used() const { return pool_used_; }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
@@ -96,18 +100,18 @@ class Scheduler {
  private:
   int64_t NextPersistPoint(const Sequence& s) const;
   bool Reserve(Sequence& s, int64_t new_position, StepPlan* plan, bool may_preempt);
-  bool InPlan(const StepPlan& plan, uint64_t id) const;
+  static bool InPlan(const StepPlan& plan, const Sequence* s);
   void Preempt(Sequence& s, StepPlan* plan);
   void ScheduleRunning(StepPlan* plan);
-  void AdmitWaiting(const AdmitHooks& admit, StepPlan* plan);
-  void AddItem(Sequence& s, int64_t len, StepPlan* plan);
+  void AdmitWaiting(const kv::ResumeIndex* cache, StepPlan* plan);
+  int64_t CachedTokens(const kv::ResumeIndex* cache, const Sequence& s) const;
+  void AddItem(Sequence& s, int64_t len, bool restore, StepPlan* plan);
   int64_t ChunkLength(const Sequence& s, int64_t budget) const;
 
   SchedConfig config_;
   StateBytesFn state_bytes_;
-  std::map<uint64_t, Sequence> seqs_;
-  std::deque<uint64_t> waiting_;   // front = next to admit
-  std::vector<uint64_t> running_;  // admission order
+  std::deque<Sequence*> waiting_;   // front = next to admit
+  std::vector<Sequence*> running_;  // admission order
   int64_t pool_used_ = 0;
   int64_t admit_counter_ = 0;
   int64_t num_preemptions_ = 0;

@@ -2,22 +2,47 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 
 namespace flashserve::sched {
 namespace {
 
-Sequence Seq(uint64_t id, int prompt) {
-  Sequence s;
-  s.id = id;
-  s.tokens.assign(static_cast<size_t>(prompt), 7);
-  s.num_prompt = prompt;
-  return s;
-}
+// Owns the sequences a test hands to the scheduler (stable addresses), by id.
+class Sequences {
+ public:
+  Sequence* New(uint64_t id, int prompt) {
+    Sequence& s = seqs_[id];
+    s.id = id;
+    s.tokens.assign(static_cast<size_t>(prompt), 7);
+    s.num_prompt = prompt;
+    return &s;
+  }
+  Sequence* operator[](uint64_t id) { return &seqs_.at(id); }
 
-AdmitHooks NoCache() {
-  return {[](const Sequence&) { return int64_t{0}; }, [](Sequence&, int64_t) { return int64_t{0}; }};
-}
+ private:
+  std::map<uint64_t, Sequence> seqs_;
+};
+
+// A prefix cache that restores a fixed number of tokens of every sequence (capped by kv's rule
+// the way a real index is), and records what it was asked.
+class FixedCache final : public kv::ResumeIndex {
+ public:
+  explicit FixedCache(int64_t tokens) : tokens_(tokens) {}
+  kv::ResumePoint Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens) const override {
+    ++lookups;
+    kv::ResumePoint p;
+    p.blocks = tokens_ / kv::kBlockTokens;
+    p.blocks_by_tier[0] = p.blocks;
+    return p;
+  }
+  mutable int lookups = 0;
+
+ private:
+  int64_t tokens_;
+};
+
+constexpr const kv::ResumeIndex* NoCache() { return nullptr; }
 
 void RunPlan(Scheduler& sched, const StepPlan& plan) {
   for (const StepItem& item : plan.items) sched.Commit(item, item.sample ? std::optional<int32_t>(1) : std::nullopt);
@@ -28,16 +53,17 @@ TEST(SchedulerTest, DecodesFirstThenChunkedPrefillWithinBudget) {
   cfg.max_step_tokens = 100;
   cfg.persist_every_blocks = 0;
   Scheduler sched(cfg, [](int64_t p) { return p; });
-  for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(sched.Add(Seq(id, 10)).ok());
+  Sequences seqs;
+  for (uint64_t id = 1; id <= 3; ++id) sched.Add(seqs.New(id, 10));
   StepPlan first = sched.Plan(NoCache());
   ASSERT_EQ(first.items.size(), 3u);  // three 10-token prefills fit in 100
   for (const auto& item : first.items) EXPECT_TRUE(item.sample);
   RunPlan(sched, first);
-  ASSERT_TRUE(sched.Add(Seq(4, 1000)).ok());
+  sched.Add(seqs.New(4, 1000));
   StepPlan second = sched.Plan(NoCache());
   ASSERT_EQ(second.items.size(), 4u);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(second.items[i].end - second.items[i].begin, 1);  // decodes first
-  EXPECT_EQ(second.items[3].seq_id, 4u);
+  EXPECT_EQ(second.items[3].seq, seqs[4]);
   EXPECT_EQ(second.items[3].end - second.items[3].begin, 97);  // the rest of the budget
   EXPECT_FALSE(second.items[3].sample);
   EXPECT_EQ(second.num_tokens, 100);
@@ -51,7 +77,8 @@ TEST(SchedulerTest, PrefillChunksEndAtPersistPoints) {
   cfg.max_step_tokens = 10000;
   cfg.persist_every_blocks = 2;
   Scheduler sched(cfg, [](int64_t p) { return p; });
-  ASSERT_TRUE(sched.Add(Seq(1, 1000)).ok());
+  Sequences seqs;
+  sched.Add(seqs.New(1, 1000));
   std::vector<int64_t> ends;
   std::vector<bool> persist;
   for (int step = 0; step < 6; ++step) {
@@ -70,20 +97,52 @@ TEST(SchedulerTest, PrefillChunksEndAtPersistPoints) {
 TEST(SchedulerTest, RestoredPrefixStartsAfterTheCachedTokens) {
   SchedConfig cfg;
   Scheduler sched(cfg, [](int64_t p) { return p; });
-  ASSERT_TRUE(sched.Add(Seq(1, 300)).ok());
-  int64_t restored = -1;
-  AdmitHooks hooks{[](const Sequence&) { return int64_t{256}; }, [&](Sequence&, int64_t n) { return restored = n; }};
-  StepPlan plan = sched.Plan(hooks);
-  EXPECT_EQ(restored, 256);
+  Sequences seqs;
+  sched.Add(seqs.New(1, 300));
+  FixedCache cache(256);
+  StepPlan plan = sched.Plan(&cache);
   ASSERT_EQ(plan.items.size(), 1u);
+  EXPECT_TRUE(plan.items[0].restore);
   EXPECT_EQ(plan.items[0].begin, 256);
   EXPECT_EQ(plan.items[0].end, 300);
-  // A full-prompt hit still recomputes the last prompt token (its logits are needed).
+  EXPECT_EQ(seqs[1]->num_computed, 256);
+  EXPECT_GT(sched.PendingPromptTokens(), 0);
+  // A full-prompt hit resumes at a block boundary before the last prompt token (kv's rule: its
+  // logits are needed), whatever the index answers.
   Scheduler again(cfg, [](int64_t p) { return p; });
-  ASSERT_TRUE(again.Add(Seq(2, 256)).ok());
-  AdmitHooks all{[](const Sequence&) { return int64_t{256}; }, [](Sequence&, int64_t n) { return n; }};
-  StepPlan p2 = again.Plan(all);
-  EXPECT_EQ(p2.items[0].begin, 255);
+  again.Add(seqs.New(2, 256));
+  StepPlan p2 = again.Plan(&cache);
+  EXPECT_TRUE(p2.items[0].restore);
+  EXPECT_EQ(p2.items[0].begin, 128);
+  // Nothing cached: no restore.
+  Scheduler cold(cfg, [](int64_t p) { return p; });
+  cold.Add(seqs.New(3, 300));
+  FixedCache none(0);
+  StepPlan p3 = cold.Plan(&none);
+  EXPECT_FALSE(p3.items[0].restore);
+  EXPECT_EQ(p3.items[0].begin, 0);
+}
+
+TEST(SchedulerTest, AFailedRestoreRecomputesFromTheStart) {
+  SchedConfig cfg;
+  cfg.max_step_tokens = 1000;
+  cfg.persist_every_blocks = 0;
+  Scheduler sched(cfg, [](int64_t p) { return p; });
+  Sequences seqs;
+  sched.Add(seqs.New(1, 300));
+  FixedCache cache(256);
+  StepPlan plan = sched.Plan(&cache);
+  ASSERT_TRUE(plan.items[0].restore);
+  sched.RestoreFailed(plan.items[0]);
+  EXPECT_EQ(seqs[1]->num_computed, 0);
+  EXPECT_EQ(sched.PendingPromptTokens(), 300);
+  StepPlan next = sched.Plan(&cache);
+  ASSERT_EQ(next.items.size(), 1u);
+  EXPECT_FALSE(next.items[0].restore);  // running now: no second lookup
+  EXPECT_EQ(next.items[0].begin, 0);
+  EXPECT_EQ(next.items[0].end, 256);    // up to end of input
+  EXPECT_EQ(cache.lookups, 1);
+  EXPECT_LE(sched.pool_used(), 300);
 }
 
 TEST(SchedulerTest, PoolOverflowPreemptsTheNewestAndKeepsItsTokens) {
@@ -91,35 +150,57 @@ TEST(SchedulerTest, PoolOverflowPreemptsTheNewestAndKeepsItsTokens) {
   cfg.state_pool_bytes = 100;
   cfg.max_step_tokens = 1000;
   Scheduler sched(cfg, [](int64_t p) { return p; });  // one byte per token
-  ASSERT_TRUE(sched.Add(Seq(1, 45)).ok());
-  ASSERT_TRUE(sched.Add(Seq(2, 45)).ok());
+  Sequences seqs;
+  sched.Add(seqs.New(1, 45));
+  sched.Add(seqs.New(2, 45));
   RunPlan(sched, sched.Plan(NoCache()));
   EXPECT_EQ(sched.num_running(), 2);
   for (int step = 0; step < 20 && sched.num_preemptions() == 0; ++step) RunPlan(sched, sched.Plan(NoCache()));
   EXPECT_EQ(sched.num_preemptions(), 1);
   EXPECT_LE(sched.pool_used(), 100);
-  Sequence* victim = sched.Find(2);
-  ASSERT_NE(victim, nullptr);
+  Sequence* victim = seqs[2];
   EXPECT_EQ(victim->status, SeqStatus::kWaiting);
   EXPECT_EQ(victim->num_computed, 0);
   EXPECT_GT(victim->tokens.size(), 45u);  // generated tokens kept for the recompute
 }
 
-TEST(SchedulerTest, QueueLimitAndRunningLimit) {
+TEST(SchedulerTest, RunningLimitAndRemove) {
   SchedConfig cfg;
-  cfg.max_waiting = 2;
   cfg.max_running = 1;
   Scheduler sched(cfg, [](int64_t p) { return p; });
-  ASSERT_TRUE(sched.Add(Seq(1, 5)).ok());
-  ASSERT_TRUE(sched.Add(Seq(2, 5)).ok());
-  EXPECT_EQ(sched.Add(Seq(3, 5)).error().code(), base::ErrorCode::kResourceExhausted);
+  Sequences seqs;
+  sched.Add(seqs.New(1, 5));
+  sched.Add(seqs.New(2, 5));
+  sched.Add(seqs.New(3, 5));  // the loop bounds requests; the scheduler queues whatever it gets
   StepPlan plan = sched.Plan(NoCache());
   EXPECT_EQ(plan.items.size(), 1u);
   EXPECT_EQ(sched.num_running(), 1);
+  EXPECT_EQ(sched.num_waiting(), 2);
+  EXPECT_TRUE(sched.Remove(seqs[1]));
+  EXPECT_FALSE(sched.Remove(seqs[1]));
+  EXPECT_TRUE(sched.Remove(seqs[3]));
   EXPECT_EQ(sched.num_waiting(), 1);
-  EXPECT_TRUE(sched.Remove(1));
-  EXPECT_FALSE(sched.Remove(1));
   EXPECT_EQ(sched.pool_used(), 0);
+}
+
+TEST(SchedulerTest, ForkRunsTheChildWhereThePoolHasRoom) {
+  SchedConfig cfg;
+  cfg.state_pool_bytes = 25;
+  Scheduler sched(cfg, [](int64_t p) { return p; });
+  Sequences seqs;
+  sched.Add(seqs.New(1, 10));
+  RunPlan(sched, sched.Plan(NoCache()));
+  Sequence* child = seqs.New(2, 0);
+  ASSERT_TRUE(sched.Fork(*seqs[1], child));
+  EXPECT_EQ(child->id, 2u);
+  EXPECT_EQ(child->tokens, seqs[1]->tokens);
+  EXPECT_EQ(child->num_computed, 10);
+  EXPECT_EQ(sched.pool_used(), 20);
+  Sequence* third = seqs.New(3, 0);
+  EXPECT_FALSE(sched.Fork(*seqs[1], third));  // no room: queued, recomputes
+  EXPECT_EQ(third->status, SeqStatus::kWaiting);
+  EXPECT_EQ(third->num_computed, 0);
+  EXPECT_EQ(sched.num_waiting(), 1);
 }
 
 TEST(SchedulerTest, RandomLoadNeverExceedsThePool) {
@@ -128,21 +209,19 @@ TEST(SchedulerTest, RandomLoadNeverExceedsThePool) {
   cfg.max_step_tokens = 300;
   cfg.max_running = 8;
   Scheduler sched(cfg, [](int64_t p) { return 200 + 3 * p; });
+  Sequences seqs;
   std::mt19937 rng(1);
   uint64_t next_id = 1;
   int finished = 0;
   for (int step = 0; step < 2000; ++step) {
-    if (rng() % 3 == 0) (void)sched.Add(Seq(next_id++, 1 + static_cast<int>(rng() % 400)));
+    if (rng() % 3 == 0) sched.Add(seqs.New(next_id++, 1 + static_cast<int>(rng() % 400)));
     StepPlan plan = sched.Plan(NoCache());
     ASSERT_LE(plan.num_tokens, cfg.max_step_tokens);
     ASSERT_LE(sched.pool_used(), cfg.state_pool_bytes);
     RunPlan(sched, plan);
     for (const auto& item : plan.items) {
-      Sequence* s = sched.Find(item.seq_id);
-      if (s && static_cast<int64_t>(s->tokens.size()) - s->num_prompt >= 20) {
-        sched.Remove(item.seq_id);
-        ++finished;
-      }
+      Sequence* s = item.seq;
+      if (static_cast<int64_t>(s->tokens.size()) - s->num_prompt >= 20 && sched.Remove(s)) ++finished;
     }
   }
   EXPECT_GT(finished, 100);

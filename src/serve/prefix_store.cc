@@ -18,35 +18,42 @@ using kvstore::Tier;
 PrefixStore::PrefixStore(const engine::Model& model, std::string fingerprint, kvstore::KvStore* store)
     : model_(model), fingerprint_(std::move(fingerprint)), store_(store) {}
 
-std::vector<kv::BlockHash> PrefixStore::Hashes(const std::string& ns, std::span<const int32_t> tokens,
+kv::BlockHash PrefixStore::Seed(const std::string& cache_namespace) const {
+  return kv::HashSeed(fingerprint_, cache_namespace);
+}
+
+std::vector<kv::BlockHash> PrefixStore::Hashes(const kv::BlockHash& seed, std::span<const int32_t> tokens,
                                                int64_t limit) const {
   const int64_t max_blocks = std::min<int64_t>(static_cast<int64_t>(tokens.size()), limit) / kv::kBlockTokens;
   if (max_blocks <= 0) return {};
-  return kv::BlockHashes(kv::HashSeed(fingerprint_, ns),
-                         tokens.subspan(0, static_cast<size_t>(max_blocks * kv::kBlockTokens)));
+  return kv::BlockHashes(seed, tokens.subspan(0, static_cast<size_t>(max_blocks * kv::kBlockTokens)));
 }
 
-int64_t PrefixStore::Probe(const std::string& ns, std::span<const int32_t> tokens, int64_t limit, PrefixMatch* match) {
-  *match = PrefixMatch{};
-  std::vector<kvstore::Payload> blocks;
-  for (const kv::BlockHash& h : Hashes(ns, tokens, limit)) {
-    kvstore::Payload block = store_->GetMemory(ObjectKey{ObjectKind::kBlock, h});
-    if (!block) break;
-    blocks.push_back(std::move(block));
-    // Boundaries exist only at persist points: not finding one is no L1 miss.
-    if (kvstore::Payload boundary = store_->GetMemory(ObjectKey{ObjectKind::kBoundary, h}, /*count_miss=*/false)) {
-      match->num_blocks = static_cast<int64_t>(blocks.size());
-      match->blocks = blocks;
-      match->boundary = std::move(boundary);
-    }
+std::optional<Tier> PrefixStore::InMemory(const ObjectKey& key) const {
+  const std::optional<Tier> tier = store_->Locate(key);
+  return tier == Tier::kMemory ? tier : std::nullopt;
+}
+
+kv::ResumePoint PrefixStore::Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens) const {
+  const int64_t limit = kv::MaxResumeBlocks(static_cast<int64_t>(tokens.size())) * kv::kBlockTokens;
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, limit);
+  return kv::LongestResumePoint(std::span<const kv::BlockHash>(hashes), [&](const ObjectKey& k) { return InMemory(k); });
+}
+
+std::unique_ptr<engine::SequenceState> PrefixStore::Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                                                            int64_t blocks, bool with_mtp) {
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, blocks * kv::kBlockTokens);
+  if (blocks <= 0 || static_cast<int64_t>(hashes.size()) != blocks) return nullptr;
+  std::vector<kvstore::Payload> payloads;
+  for (const kv::BlockHash& h : hashes) {
+    payloads.push_back(store_->GetMemory(ObjectKey{ObjectKind::kBlock, h}));
+    if (!payloads.back()) return nullptr;  // evicted since the lookup
   }
-  return match->num_blocks * kv::kBlockTokens;
-}
-
-std::unique_ptr<engine::SequenceState> PrefixStore::Restore(const PrefixMatch& match, bool with_mtp) {
-  std::vector<std::string_view> blocks;
-  for (const auto& b : match.blocks) blocks.push_back(*b);
-  auto state = engine::AssembleState(*match.boundary, blocks, model_.config(), model_.plan());
+  const kvstore::Payload boundary = store_->GetMemory(ObjectKey{ObjectKind::kBoundary, hashes.back()});
+  if (!boundary) return nullptr;
+  std::vector<std::string_view> views;
+  for (const auto& p : payloads) views.push_back(*p);
+  auto state = engine::AssembleState(*boundary, views, model_.config(), model_.plan());
   if (!state.ok()) {
     FS_LOG(kWarning, "prefix cache: cannot restore a cached prefix ({}); recomputing", state.error().ToString());
     return nullptr;
@@ -55,28 +62,29 @@ std::unique_ptr<engine::SequenceState> PrefixStore::Restore(const PrefixMatch& m
   return std::move(state).value();
 }
 
-FetchPlan PrefixStore::PlanFetch(const std::string& ns, std::span<const int32_t> tokens, int64_t limit) const {
+FetchPlan PrefixStore::PlanFetch(const kv::BlockHash& seed, std::span<const int32_t> tokens) {
   FetchPlan plan;
-  std::vector<ObjectKey> missing, resident;  // not in L1 / in L1, for the blocks seen so far
-  std::vector<Tier> tiers;
-  for (const kv::BlockHash& h : Hashes(ns, tokens, limit)) {
-    const ObjectKey block{ObjectKind::kBlock, h}, boundary{ObjectKind::kBoundary, h};
-    const std::optional<Tier> block_tier = store_->Locate(block);
-    if (!block_tier) break;
-    tiers.push_back(*block_tier);
-    (*block_tier != Tier::kMemory ? missing : resident).push_back(block);
-    const std::optional<Tier> boundary_tier = store_->Locate(boundary);
-    if (!boundary_tier) continue;
-    const int64_t k = static_cast<int64_t>(tiers.size());
-    const bool all_memory = missing.empty() && *boundary_tier == Tier::kMemory;
-    if (all_memory) plan.memory_blocks = k;
-    plan.total_blocks = k;
-    plan.keys = missing;
-    plan.resident = resident;
-    (*boundary_tier != Tier::kMemory ? plan.keys : plan.resident).push_back(boundary);
-    plan.block_tiers = tiers;
+  const int64_t limit = kv::MaxResumeBlocks(static_cast<int64_t>(tokens.size())) * kv::kBlockTokens;
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, limit);
+  const std::span<const kv::BlockHash> blocks(hashes);
+  std::optional<ObjectKey> first_missing;  // the first block the walk through L1 did not find
+  plan.memory = kv::LongestResumePoint(blocks, [&](const ObjectKey& key) {
+    const std::optional<Tier> tier = InMemory(key);
+    if (!tier && key.kind == ObjectKind::kBlock) first_missing = key;
+    return tier;
+  });
+  if (first_missing) (void)store_->GetMemory(*first_missing);  // counts the L1 miss
+  plan.any = kv::LongestResumePoint(blocks, [&](const ObjectKey& key) { return store_->Locate(key); });
+  for (int64_t b = 0; b < plan.any.blocks; ++b) {
+    const ObjectKey block{ObjectKind::kBlock, hashes[static_cast<size_t>(b)]};
+    const Tier tier = store_->Locate(block).value_or(Tier::kShared);
+    plan.block_tiers.push_back(tier);
+    (tier == Tier::kMemory ? plan.resident : plan.keys).push_back(block);
   }
-  for (const ObjectKey& key : plan.keys) plan.slowest = std::max(plan.slowest, store_->Locate(key).value_or(Tier::kMemory));
+  if (plan.any.blocks > 0) {
+    const ObjectKey boundary{ObjectKind::kBoundary, hashes[static_cast<size_t>(plan.any.blocks - 1)]};
+    (plan.any.boundary_tier == Tier::kMemory ? plan.resident : plan.keys).push_back(boundary);
+  }
   return plan;
 }
 
@@ -86,11 +94,11 @@ int64_t PrefixStore::EstimateFetchBytes(int64_t blocks) const {
   return blocks * block + boundary;
 }
 
-void PrefixStore::Persist(const std::string& ns, std::span<const int32_t> tokens, const engine::SequenceState& state,
-                          const std::string& ttl_class) {
+void PrefixStore::Persist(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                          const engine::SequenceState& state, const std::string& ttl_class) {
   const int64_t position = state.position();
   if (position <= 0 || position % kv::kBlockTokens != 0 || static_cast<int64_t>(tokens.size()) < position) return;
-  const std::vector<kv::BlockHash> hashes = Hashes(ns, tokens, position);
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, position);
   for (size_t b = 0; b < hashes.size(); ++b) {
     const ObjectKey key{ObjectKind::kBlock, hashes[b]};
     if (store_->Locate(key)) continue;
@@ -104,6 +112,35 @@ void PrefixStore::Persist(const std::string& ns, std::span<const int32_t> tokens
   stored_boundary_bytes_ += static_cast<int64_t>(boundary->size());
   ++stored_boundaries_;
   store_->Put(ObjectKey{ObjectKind::kBoundary, hashes.back()}, std::move(boundary), position, ttl_class);
+}
+
+std::vector<CacheObject> PrefixStore::Export(const kv::BlockHash& seed, std::span<const int32_t> prompt,
+                                             int64_t from_block, int64_t upto_tokens) const {
+  const int64_t max_blocks = upto_tokens >= 0 ? upto_tokens / kv::kBlockTokens
+                                              : kv::MaxResumeBlocks(static_cast<int64_t>(prompt.size()));
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, prompt, max_blocks * kv::kBlockTokens);
+  const kv::ResumePoint point = kv::LongestResumePoint(static_cast<int64_t>(hashes.size()), [&](ObjectKind kind, int64_t i) {
+    if (kind == ObjectKind::kBlock && i < from_block) return std::optional<Tier>(Tier::kMemory);  // the receiver's
+    return InMemory(ObjectKey{kind, hashes[static_cast<size_t>(i)]});
+  });
+  const int64_t k = point.blocks;
+  if (k == 0 || (upto_tokens >= 0 && k != max_blocks)) return {};
+  std::vector<CacheObject> out;
+  for (int64_t b = std::max<int64_t>(from_block, 0); b < k; ++b) {
+    const kv::BlockHash& h = hashes[static_cast<size_t>(b)];
+    kvstore::Payload block = store_->GetMemory(ObjectKey{ObjectKind::kBlock, h});
+    if (!block) return {};
+    out.push_back({ObjectKind::kBlock, h, kv::kBlockTokens, std::move(block)});
+  }
+  const kv::BlockHash& last = hashes[static_cast<size_t>(k - 1)];
+  kvstore::Payload boundary = store_->GetMemory(ObjectKey{ObjectKind::kBoundary, last}, /*count_miss=*/false);
+  if (!boundary) return {};
+  out.push_back({ObjectKind::kBoundary, last, k * kv::kBlockTokens, std::move(boundary)});
+  return out;
+}
+
+void PrefixStore::Import(const CacheObject& object) {
+  if (object.payload) store_->Put({object.kind, object.hash}, object.payload, object.tokens, "");
 }
 
 std::string ModelFingerprint(const engine::Model& model, const engine::EngineOptions& options) {

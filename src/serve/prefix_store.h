@@ -1,9 +1,10 @@
-// The prefix cache as the serving loop uses it, over the tiered KV store: block keys per
-// sequence (chained hashes under the tenant's namespace), probing L1 and restoring a state
-// from cached blocks + a boundary snapshot, planning fetches of prefixes held only on disk
-// or in the shared tier, and persisting a state's blocks and boundary at a persist point.
-// Bridges kvstore::KvStore (opaque payloads) and the engine's state codec. Engine thread only
-// (the store itself is thread-safe).
+// The prefix cache as the engine loop uses it, over the tiered KV store: the L1 lookup the
+// scheduler asks at admission (kv::ResumeIndex), restoring a state from cached blocks + a
+// boundary snapshot, planning fetches of prefixes held only on disk or in the shared tier,
+// persisting a state's blocks and boundary at a persist point, and exporting a prefix to another
+// worker. What a prompt can resume from is kv's rule (kv/resume.h), applied here to the store.
+// Bridges kvstore::KvStore (opaque payloads) and the engine's state codec. Engine thread only,
+// except Seed, Hashes and Export (thread-safe; the store itself is thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -16,51 +17,59 @@
 #include "engine/options.h"
 #include "engine/state.h"
 #include "kv/block_hash.h"
+#include "kv/resume.h"
 #include "kvstore/kv_store.h"
+#include "serve/service.h"
 
 namespace flashserve::serve {
 
-// A prefix restorable from L1: its blocks and the boundary snapshot after them.
-struct PrefixMatch {
-  int64_t num_blocks = 0;
-  std::vector<kvstore::Payload> blocks;
-  kvstore::Payload boundary;
-};
-
-// A longer prefix than L1 has, held in outer tiers: what to fetch to get it.
+// A longer prefix than L1 holds, available from outer tiers: what fetching it into L1 takes.
 struct FetchPlan {
-  int64_t memory_blocks = 0;               // usable prefix in L1 now
-  int64_t total_blocks = 0;                // usable prefix in any tier
-  std::vector<kvstore::ObjectKey> keys;    // objects of the longer prefix not in L1
-  std::vector<kvstore::ObjectKey> resident;  // those in L1: pin them while the rest is fetched
-  std::vector<kvstore::Tier> block_tiers;  // tier of each block 0 .. total_blocks - 1
-  kvstore::Tier slowest = kvstore::Tier::kMemory;
+  kv::ResumePoint memory;                    // resumable from L1 now
+  kv::ResumePoint any;                       // resumable from any tier
+  std::vector<kvstore::ObjectKey> keys;      // objects of `any` not in L1
+  std::vector<kvstore::ObjectKey> resident;  // those in L1: pinned while the rest is fetched
+  std::vector<kvstore::Tier> block_tiers;    // tier of each block of `any`, before any fetch
 };
 
-class PrefixStore {
+class PrefixStore final : public kv::ResumeIndex {
  public:
   // `store` must outlive this object.
   PrefixStore(const engine::Model& model, std::string fingerprint, kvstore::KvStore* store);
 
-  // Tokens of `tokens` restorable from L1 (a multiple of 128, at most `limit`), with the match.
-  int64_t Probe(const std::string& cache_namespace, std::span<const int32_t> tokens, int64_t limit, PrefixMatch* match);
-  // Builds the state from a probed match; null when the payloads do not assemble.
-  std::unique_ptr<engine::SequenceState> Restore(const PrefixMatch& match, bool with_mtp);
-  // The longest usable prefix in any tier (no I/O) and what fetching it into L1 needs.
-  FetchPlan PlanFetch(const std::string& cache_namespace, std::span<const int32_t> tokens, int64_t limit) const;
+  // The hash seed of a cache namespace under this model (kv::HashSeed).
+  kv::BlockHash Seed(const std::string& cache_namespace) const;
+  // Block keys of the full blocks of tokens[0, min(size, limit)).
+  std::vector<kv::BlockHash> Hashes(const kv::BlockHash& seed, std::span<const int32_t> tokens, int64_t limit) const;
+
+  // kv::ResumeIndex: the prefix of `tokens` restorable from L1, no I/O, nothing counted.
+  kv::ResumePoint Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens) const override;
+  // Builds the state of tokens [0, 128 * blocks) from L1 (reads counted as L1 hits); null when
+  // an object is gone or the payloads do not assemble (logged).
+  std::unique_ptr<engine::SequenceState> Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                                                 int64_t blocks, bool with_mtp);
+  // The longest resumable prefix in any tier (no I/O) and what fetching it into L1 needs. Counts
+  // one L1 miss where the prompt's walk through L1 ends at a block L1 lacks.
+  FetchPlan PlanFetch(const kv::BlockHash& seed, std::span<const int32_t> tokens);
   // Bytes a fetch of `blocks` blocks and one boundary moves (estimate from stored sizes).
   int64_t EstimateFetchBytes(int64_t blocks) const;
   // Stores every not-yet-stored block of tokens [0, state.position()) and a boundary at the
   // state's position (a multiple of 128), retained under `ttl_class` (empty = default).
-  void Persist(const std::string& cache_namespace, std::span<const int32_t> tokens, const engine::SequenceState& state,
+  void Persist(const kv::BlockHash& seed, std::span<const int32_t> tokens, const engine::SequenceState& state,
                const std::string& ttl_class);
+  // The objects that resume `prompt` at `upto_tokens` (a multiple of 128; -1 = the longest
+  // prefix L1 holds, by kv's rule): blocks from_block..k-1 (the receiver has the ones before)
+  // and the boundary after block k-1; empty when L1 lacks one of them.
+  std::vector<CacheObject> Export(const kv::BlockHash& seed, std::span<const int32_t> prompt, int64_t from_block,
+                                  int64_t upto_tokens) const;
+  // Stores a received object in L1 (written through like a local one).
+  void Import(const CacheObject& object);
 
   kvstore::KvStore& store() { return *store_; }
   const std::string& fingerprint() const { return fingerprint_; }
-  // Block keys of the full blocks of tokens[0, min(size, limit)). Thread-safe.
-  std::vector<kv::BlockHash> Hashes(const std::string& ns, std::span<const int32_t> tokens, int64_t limit) const;
 
  private:
+  std::optional<kvstore::Tier> InMemory(const kvstore::ObjectKey& key) const;
 
   const engine::Model& model_;
   std::string fingerprint_;

@@ -1,5 +1,5 @@
 // The serving loop as the HTTP layer sees it: submit an encoded request with a sink for its
-// events, cancel it, read statistics. Implemented by serve::Server (the engine thread) and by
+// events, cancel it, read statistics. Implemented by serve::EngineLoop (the engine thread) and by
 // test fakes. Submit/Cancel/Stats/Info are thread-safe; sinks are called on the engine thread
 // and must return quickly (hand the event to the I/O thread, never block).
 #pragma once

@@ -1,6 +1,6 @@
 // The serving loop on a small generated model: determinism across batch sizes, prefix-cache
 // resume, n choices, cancellation, stop conditions, preemption and input validation.
-#include "serve/server.h"
+#include "serve/engine_loop.h"
 
 #include <gtest/gtest.h>
 
@@ -67,13 +67,13 @@ protocol::GenerateRequest Request(std::string id, std::vector<int32_t> prompt, i
   return r;
 }
 
-ServerConfig Config() {
-  ServerConfig c;
+LoopConfig Config() {
+  LoopConfig c;
   c.sched.max_step_tokens = 256;
   return c;
 }
 
-void RunUntilDone(Server& s, const std::vector<Collected*>& outs, int max_steps = 10000) {
+void RunUntilDone(EngineLoop& s, const std::vector<Collected*>& outs, int max_steps = 10000) {
   for (int i = 0; i < max_steps; ++i) {
     if (std::all_of(outs.begin(), outs.end(), [](Collected* c) { return c->done; })) return;
     s.StepOnce();
@@ -83,7 +83,7 @@ void RunUntilDone(Server& s, const std::vector<Collected*>& outs, int max_steps 
 
 // Steps the server until the request is done, waiting while nothing is runnable (a fetch from
 // disk in flight), for at most `seconds` of wall-clock time.
-bool StepUntilDone(Server& s, const Collected& out, double seconds = 30) {
+bool StepUntilDone(EngineLoop& s, const Collected& out, double seconds = 30) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!out.done && std::chrono::steady_clock::now() < until) {
     if (!s.StepOnce()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -91,17 +91,17 @@ bool StepUntilDone(Server& s, const Collected& out, double seconds = 30) {
   return out.done;
 }
 
-TEST(ServerTest, SeededOutputIsTheSameAloneAndInAnyBatch) {
+TEST(EngineLoopTest, SeededOutputIsTheSameAloneAndInAnyBatch) {
   const std::vector<int32_t> prompt = RandomTokens(150, 1);
   Collected alone;
   {
-    Server s(TestModel(), engine::EngineOptions{}, Config());
+    EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
     ASSERT_TRUE(s.Submit(Request("a", prompt, 12, 77), Collect(&alone)).ok());
     RunUntilDone(s, {&alone});
   }
   ASSERT_EQ(alone.tokens[0].size(), 12u);
   for (int batch : {2, 7, 32}) {
-    Server s(TestModel(), engine::EngineOptions{}, Config());
+    EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
     std::vector<Collected> others(static_cast<size_t>(batch - 1));
     Collected target;
     std::vector<Collected*> all = {&target};
@@ -121,7 +121,7 @@ TEST(ServerTest, SeededOutputIsTheSameAloneAndInAnyBatch) {
   }
 }
 
-TEST(ServerTest, PrefixCacheHitGivesTheColdResultAndReportsCachedTokens) {
+TEST(EngineLoopTest, PrefixCacheHitGivesTheColdResultAndReportsCachedTokens) {
   std::vector<int32_t> first = RandomTokens(300, 5);
   std::vector<int32_t> second = first;
   std::vector<int32_t> extra = RandomTokens(40, 6);
@@ -130,14 +130,14 @@ TEST(ServerTest, PrefixCacheHitGivesTheColdResultAndReportsCachedTokens) {
   greedy.sampling.temperature = 0;
   Collected cold;
   {
-    ServerConfig c = Config();
+    LoopConfig c = Config();
     c.prefix_cache_bytes = 0;
-    Server s(TestModel(), engine::EngineOptions{}, c);
+    EngineLoop s(TestModel(), engine::EngineOptions{}, c);
     ASSERT_TRUE(s.Submit(greedy, Collect(&cold)).ok());
     RunUntilDone(s, {&cold});
   }
   EXPECT_EQ(cold.usage.cached_tokens, 0);
-  Server s(TestModel(), engine::EngineOptions{}, Config());
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
   Collected a, warm;
   ASSERT_TRUE(s.Submit(Request("a", first, 3, 2), Collect(&a)).ok());
   RunUntilDone(s, {&a});
@@ -159,8 +159,8 @@ TEST(ServerTest, PrefixCacheHitGivesTheColdResultAndReportsCachedTokens) {
   EXPECT_EQ(other.usage.cached_tokens, 0);
 }
 
-TEST(ServerTest, ChoicesForkFromOnePrefillWithTheirOwnSeeds) {
-  Server s(TestModel(), engine::EngineOptions{}, Config());
+TEST(EngineLoopTest, ChoicesForkFromOnePrefillWithTheirOwnSeeds) {
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
   protocol::GenerateRequest r = Request("n", RandomTokens(60, 3), 8, 500);
   r.n = 3;
   Collected three;
@@ -181,8 +181,8 @@ TEST(ServerTest, ChoicesForkFromOnePrefillWithTheirOwnSeeds) {
   }
 }
 
-TEST(ServerTest, CancellationFreesTheSequenceWithinOneStep) {
-  Server s(TestModel(), engine::EngineOptions{}, Config());
+TEST(EngineLoopTest, CancellationFreesTheSequenceWithinOneStep) {
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
   Collected c;
   ASSERT_TRUE(s.Submit(Request("x", RandomTokens(30, 8), 1000, 1), Collect(&c)).ok());
   for (int i = 0; i < 4; ++i) s.StepOnce();
@@ -199,8 +199,8 @@ TEST(ServerTest, CancellationFreesTheSequenceWithinOneStep) {
   s.StepOnce();
 }
 
-TEST(ServerTest, StopTokensAndLength) {
-  Server s(TestModel(), engine::EngineOptions{}, Config());
+TEST(EngineLoopTest, StopTokensAndLength) {
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
   protocol::GenerateRequest greedy = Request("g", RandomTokens(10, 4), 6, 1);
   greedy.sampling.temperature = 0;
   Collected free_run;
@@ -219,13 +219,13 @@ TEST(ServerTest, StopTokensAndLength) {
   EXPECT_EQ(stopped.usage.completion_tokens, 3);  // the stop token counts, is not emitted
 }
 
-TEST(ServerTest, TinyStatePoolPreemptsAndStillGivesTheSameTokens) {
-  ServerConfig c = Config();
+TEST(EngineLoopTest, TinyStatePoolPreemptsAndStillGivesTheSameTokens) {
+  LoopConfig c = Config();
   // Room for two sequences below 128 tokens; crossing a block boundary while decoding
   // grows a state past the pool, which must preempt the newer sequence.
   c.sched.state_pool_bytes = engine::EstimateStateBytes(TestModel().config(), TestModel().plan(), false, 127) * 2 + 1000;
-  Server small(TestModel(), engine::EngineOptions{}, c);
-  Server big(TestModel(), engine::EngineOptions{}, Config());
+  EngineLoop small(TestModel(), engine::EngineOptions{}, c);
+  EngineLoop big(TestModel(), engine::EngineOptions{}, Config());
   std::vector<Collected> a(4), b(4);
   std::vector<Collected*> pa, pb;
   for (int i = 0; i < 4; ++i) {
@@ -245,10 +245,10 @@ TEST(ServerTest, TinyStatePoolPreemptsAndStillGivesTheSameTokens) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(a[i].tokens[0], b[i].tokens[0]) << i;
 }
 
-TEST(ServerTest, InvalidRequestsAndFullQueueAreRejected) {
-  ServerConfig c = Config();
+TEST(EngineLoopTest, InvalidRequestsAndFullQueueAreRejected) {
+  LoopConfig c = Config();
   c.sched.max_waiting = 2;
-  Server s(TestModel(), engine::EngineOptions{}, c);
+  EngineLoop s(TestModel(), engine::EngineOptions{}, c);
   Collected sink;
   auto r = Request("v", {1, 2, 3}, 5, 1);
   auto bad = r;
@@ -279,8 +279,8 @@ TEST(ServerTest, InvalidRequestsAndFullQueueAreRejected) {
   for (int i : {0, 1, 3, 4}) EXPECT_TRUE(queued[i].error.empty()) << queued[i].error;
 }
 
-TEST(ServerTest, EngineThreadServesConcurrentSubmitters) {
-  Server s(TestModel(), engine::EngineOptions{}, Config());
+TEST(EngineLoopTest, EngineThreadServesConcurrentSubmitters) {
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
   s.Start();
   std::vector<Collected> outs(6);
   std::mutex mu;
@@ -322,7 +322,7 @@ std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::
   return std::move(store).value();
 }
 
-TEST(ServerStoreTest, PrefixSurvivesARestartThroughTheDiskTier) {
+TEST(EngineLoopStoreTest, PrefixSurvivesARestartThroughTheDiskTier) {
   const std::string dir = std::filesystem::temp_directory_path() / ("fs_serve_store_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   base::SystemClock clock;
@@ -331,14 +331,14 @@ TEST(ServerStoreTest, PrefixSurvivesARestartThroughTheDiskTier) {
   r.ttl_class = "agent";
   Collected first, second;
   {
-    Server s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
+    EngineLoop s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
     ASSERT_TRUE(s.Submit(r, Collect(&first)).ok());
     RunUntilDone(s, {&first});
     s.Stop();  // flushes the write-through to disk
   }
   EXPECT_EQ(first.usage.cached_tokens, 0);
   {
-    Server s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
+    EngineLoop s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
     r.id = "p2";
     ASSERT_TRUE(s.Submit(r, Collect(&second)).ok());
     ASSERT_TRUE(StepUntilDone(s, second));
@@ -361,7 +361,7 @@ std::vector<bool> FetchNow(kvstore::KvStore& store, std::vector<kvstore::ObjectK
 // A fetch that completes a prefix whose head is already in L1 keeps that head pinned while the
 // rest goes in: where L1 must evict to make room, it evicts something else, and the restore
 // uses the whole prefix. L1 misses count only blocks looked for, not boundary snapshots.
-TEST(ServerStoreTest, FetchKeepsThePrefixHeadInMemory) {
+TEST(EngineLoopStoreTest, FetchKeepsThePrefixHeadInMemory) {
   const std::string dir = std::filesystem::temp_directory_path() / ("fs_serve_head_" + std::to_string(getpid()));
   std::filesystem::remove_all(dir);
   base::SystemClock clock;
@@ -369,7 +369,7 @@ TEST(ServerStoreTest, FetchKeepsThePrefixHeadInMemory) {
   r.sampling.temperature = 0;
   Collected first, again, second;
   {
-    Server s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
+    EngineLoop s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
     ASSERT_TRUE(s.Submit(r, Collect(&first)).ok());
     RunUntilDone(s, {&first});
     r.id = "p1";
@@ -404,7 +404,7 @@ TEST(ServerStoreTest, FetchKeepsThePrefixHeadInMemory) {
     raw->Unpin(filler);
   }
   {
-    Server s(TestModel(), engine::EngineOptions{}, Config(), std::move(store));
+    EngineLoop s(TestModel(), engine::EngineOptions{}, Config(), std::move(store));
     r.id = "p2";
     ASSERT_TRUE(s.Submit(r, Collect(&second)).ok());
     ASSERT_TRUE(StepUntilDone(s, second));

@@ -1,0 +1,137 @@
+// The engine loop (design.md section 3): a Service whose requests run one engine step at a
+// time, each step Plan (sched) -> Restore (prefix cache) -> Forward (engine) -> Sample (sampler,
+// the whole batch in one call) -> Commit, with continuous batching, n choices forked from one
+// prefill, fetch-or-recompute from outer cache tiers, stop/length handling and cancellation
+// within one step. Submit/Cancel/Stats/Info/KV/Export are thread-safe (they touch only the
+// intake queue, the stats under its lock, or the thread-safe store); the rest runs on the
+// engine thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "engine/engine.h"
+#include "kvstore/kv_store.h"
+#include "sched/scheduler.h"
+#include "serve/live_sequence.h"
+#include "serve/loop_stats.h"
+#include "serve/prefix_store.h"
+#include "serve/service.h"
+
+namespace flashserve::serve {
+
+struct LoopConfig {
+  std::string model_name = "deepseek-v4";
+  sched::SchedConfig sched;
+  int64_t prefix_cache_bytes = int64_t{1} << 30;  // L1 budget when the loop builds its own store; 0 disables
+  int max_choices = 16;                           // largest n
+  int64_t max_context = 0;                        // 0 = the model's max_position_embeddings
+  base::Status Validate() const;
+};
+
+class EngineLoop final : public Service {
+ public:
+  // With an in-memory prefix cache of config.prefix_cache_bytes (none when 0).
+  EngineLoop(const engine::Model& model, const engine::EngineOptions& engine_options, const LoopConfig& config);
+  // With a tiered store opened by the caller for ModelFingerprint(model, options); the loop
+  // owns it and closes it (flushing writes) on Stop.
+  EngineLoop(const engine::Model& model, const engine::EngineOptions& engine_options, const LoopConfig& config,
+             std::unique_ptr<kvstore::KvStore> store);
+  ~EngineLoop() override;
+
+  void Start();
+  void Stop();  // finishes nothing: pending requests get a kCancelled event
+
+  base::Status Submit(protocol::GenerateRequest request, EventSink sink) override;
+  void Cancel(const std::string& request_id) override;
+  ServiceStats Stats() const override;
+  ModelInfo Info() const override;
+  bool HasKvEvents() const override { return store_ != nullptr; }
+  protocol::KvEventPage KvEvents(uint64_t after, size_t max) const override;
+  protocol::KvSnapshot KvSnapshot() const override;
+  std::vector<CacheObject> ExportPrefix(const std::string& cache_namespace, std::span<const int32_t> prompt,
+                                        int64_t from_block, int64_t upto_tokens) const override;
+  void ImportObject(const CacheObject& object) override;
+
+  // Runs one engine step on the calling thread (tests drive the loop without the thread).
+  // Returns false when there was nothing to do.
+  bool StepOnce();
+
+ private:
+  using RequestPtr = std::shared_ptr<LoopRequest>;
+  // Commands from other threads to the engine thread.
+  struct SubmitCommand {
+    RequestPtr request;
+  };
+  struct CancelCommand {
+    std::string id;
+  };
+  struct FetchedCommand {  // an outer-tier fetch for `request` completed
+    RequestPtr request;
+    std::vector<kvstore::ObjectKey> pinned;  // the objects now pinned in L1
+  };
+  using Command = std::variant<SubmitCommand, CancelCommand, FetchedCommand>;
+
+  // Intake (engine_loop.cc).
+  base::Status ValidateRequest(const protocol::GenerateRequest& r) const;
+  void Run();
+  void Post(Command command);
+  void DrainCommands(bool block);
+  void Apply(SubmitCommand& c);
+  void Apply(CancelCommand& c);
+  void Apply(FetchedCommand& c);
+  // Admission and the end of requests (admission.cc).
+  bool StartFetch(const RequestPtr& request);
+  void Enqueue(const RequestPtr& request);
+  LiveSequence* NewChoice(LoopRequest& r, int index);
+  void ReleasePins(LoopRequest& request);
+  void MarkStarted(LoopRequest& request);
+  // One step (step.cc).
+  bool RestoreItem(const sched::StepItem& item);
+  void RunPlan(const sched::StepPlan& plan);
+  void CommitAndSample(std::span<const sched::StepItem> items, const engine::ForwardResult& result);
+  void ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* group);
+  void CommitToken(LiveSequence& s, const sched::StepItem& item, sampler::SampleResult sample);
+  // Ends a choice with its final event (which may carry its last token); the request is
+  // retired with its last choice.
+  void FinishChoice(LiveSequence& s, protocol::FinishReason reason, const std::string& error,
+                    protocol::GenerateEvent event = {});
+  // Ends every open choice of a request (cancel, engine error, shutdown).
+  void EndRequest(const std::string& id, protocol::FinishReason reason, const std::string& error);
+  void Retire(const std::string& id);  // out of requests_, freed after the step
+  void CountCachedTokens(LoopRequest& request, int64_t tokens);
+  void PublishStats(bool ran_step);
+
+  const engine::Model& model_;
+  engine::EngineOptions engine_options_;
+  LoopConfig config_;
+  engine::Engine engine_;
+  sched::Scheduler sched_;
+  std::unique_ptr<kvstore::KvStore> store_;
+  std::unique_ptr<PrefixStore> prefix_;
+  std::string fingerprint_;
+  LoopStats loop_stats_;
+  std::mt19937_64 seeds_;  // seeds of requests that bring none (engine thread)
+  std::map<std::string, RequestPtr> requests_;  // every accepted request not yet done, by id
+  std::vector<RequestPtr> retired_;             // done during this step; freed after it
+  uint64_t next_seq_id_ = 1;
+  std::vector<float> sample_scratch_;
+
+  mutable std::mutex mu_;  // guards inbound_, queued_requests_ and stats_
+  std::condition_variable wake_;
+  std::vector<Command> inbound_;
+  int64_t queued_requests_ = 0;  // accepted, not yet running (the 429 limit)
+  ServiceStats stats_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace flashserve::serve

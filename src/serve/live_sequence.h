@@ -1,0 +1,61 @@
+// The engine loop's records: one LoopRequest per accepted request (its choices, usage, pinned
+// cache objects) and one LiveSequence per choice, which is also the scheduler's view of it
+// (sched::Sequence), so a sequence has exactly one record. Engine thread only.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/state.h"
+#include "kvstore/kv_store.h"
+#include "protocol/generate.h"
+#include "sampler/sampler.h"
+#include "sched/scheduler.h"
+#include "serve/service.h"
+
+namespace flashserve::serve {
+
+struct LoopRequest;
+
+// One choice of a request: its tokens and scheduling (the base), its engine state and sampling.
+struct LiveSequence : sched::Sequence {
+  int index = 0;                 // the choice number
+  LoopRequest* request = nullptr;
+  std::unique_ptr<engine::SequenceState> state;
+  sampler::TokenHistory history;
+  protocol::SamplingParams params;
+  int64_t generated = 0;
+  bool finished = false;         // out of the scheduler; its request may still run other choices
+};
+
+struct LoopRequest {
+  protocol::GenerateRequest req;
+  EventSink sink;
+  kv::BlockHash cache_seed{};     // the prefix cache's hash seed of req.cache_namespace
+  int open_choices = 0;
+  int forks_pending = 0;          // choices still to fork from choice 0 after its prefill
+  bool cached_counted = false;    // prompt cache hits are counted once per request
+  bool started = false;           // left the queue (first step ran, or it ended)
+  bool fetching = false;          // waiting for an outer-tier fetch of its prefix
+  std::vector<kvstore::ObjectKey> pinned;  // a fetched prefix's objects (its L1 part too) pinned until restored
+  std::vector<kvstore::Tier> block_tiers;  // where each cached prompt block was before a fetch
+  protocol::Usage usage;
+  std::vector<std::unique_ptr<LiveSequence>> choices;  // in the order they were created
+};
+
+// The last event of choice `choice`: `event` (it may carry the choice's last token) with the
+// reason, and request_done and the usage when no choice of the request is open any more.
+inline protocol::GenerateEvent FinalEvent(const LoopRequest& r, int choice, protocol::FinishReason reason,
+                                          const std::string& error, protocol::GenerateEvent event = {}) {
+  event.choice = choice;
+  event.finish = reason;
+  event.error = error;
+  event.request_done = r.open_choices == 0;
+  if (event.request_done) event.usage = r.usage;
+  return event;
+}
+
+inline LiveSequence& Live(sched::Sequence* seq) { return static_cast<LiveSequence&>(*seq); }
+
+}  // namespace flashserve::serve

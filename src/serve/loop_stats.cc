@@ -1,0 +1,34 @@
+// LoopStats (serve/loop_stats.h).
+#include "serve/loop_stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace flashserve::serve {
+
+LoopStats::LoopStats(double now_seconds) : busy_last_seconds_(now_seconds) {}
+
+void LoopStats::RecordStep(std::span<const sched::StepItem> items, double seconds, bool ok) {
+  int64_t tokens = 0, prefill_tokens = 0;  // all tokens, and those of multi-token (prefill) items
+  for (const sched::StepItem& item : items) {
+    tokens += item.end - item.begin;
+    if (item.end - item.begin > 1) prefill_tokens += item.end - item.begin;
+  }
+  if (tokens <= 0) return;
+  step_prefill_seconds_ += seconds * static_cast<double>(prefill_tokens) / static_cast<double>(tokens);
+  if (!ok || tokens < 32) return;  // a prefill-heavy step updates the recompute estimate
+  const double per_token = seconds / static_cast<double>(tokens);
+  prefill_seconds_per_token_ =
+      prefill_seconds_per_token_ > 0 ? 0.8 * prefill_seconds_per_token_ + 0.2 * per_token : per_token;
+}
+
+double LoopStats::UpdateBusyFraction(double now_seconds) {
+  const double decay = std::exp(-(now_seconds - busy_last_seconds_) / 60.0);
+  busy_prefill_sum_ = busy_prefill_sum_ * decay + step_prefill_seconds_;
+  busy_wall_sum_ = busy_wall_sum_ * decay + (now_seconds - busy_last_seconds_);
+  busy_last_seconds_ = now_seconds;
+  step_prefill_seconds_ = 0;
+  return busy_wall_sum_ > 0 ? std::min(1.0, busy_prefill_sum_ / busy_wall_sum_) : 0;
+}
+
+}  // namespace flashserve::serve
