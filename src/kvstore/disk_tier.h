@@ -2,6 +2,7 @@
 // scanning <root>/<fingerprint>, checked reads, budgeted atomic writes with expired-first then
 // least-valuable eviction, rate-limited GC, and write disabling after errors. Thread-safe; KvStore
 // calls it from I/O threads, the GC thread and (index lookups only) the engine thread.
+// Its StoreTier part is what it shares with L1 (memory_tier.h).
 #pragma once
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include "kvstore/io_pool.h"
 #include "kvstore/kv_store.h"
 #include "kvstore/object_file.h"
+#include "kvstore/store_tier.h"
 #include "kvstore/tier_index.h"
 
 namespace flashserve::kvstore {
@@ -34,7 +36,7 @@ struct DiskTierOptions {
   ReadBufferPool* read_buffers = nullptr;  // direct reads' memory (the store's L1 pool); direct_io only
 };
 
-class DiskTier {
+class DiskTier final : public StoreTier {
  public:
   DiskTier(DiskTierOptions options, const ClassTable& classes, FileSystem& fs, const base::Clock& clock);
 
@@ -46,8 +48,8 @@ class DiskTier {
   // Corrupt and foreign objects are deleted and counted; stale temporary files are deleted.
   void Scan(int num_threads, bool full);
 
-  // Indexed and unexpired (no I/O).
-  bool Holds(const ObjectKey& key, int64_t now) const;
+  Tier tier() const override { return options_.tier; }
+  bool Holds(const ObjectKey& key, int64_t now) const override;
   // Whether a write-through with this expiry is worth queuing (false when the tier holds the key
   // with an expiry within `slack`, a write is queued, or writes are disabled: then counted dropped).
   bool ShouldWrite(const ObjectKey& key, int64_t file_bytes, int64_t expiry, int64_t slack);
@@ -69,16 +71,14 @@ class DiskTier {
   void ReadMany(std::span<const ObjectKey> keys, bool probe,
                 const std::function<void(size_t, ReadResult)>& on_result);
   ReadResult Read(const ObjectKey& key, bool probe);
-  // Deletes expired objects, paced by limiter; stops early when *cancel. Returns how many.
-  int64_t CollectExpired(RateLimiter& limiter, const std::atomic<bool>* cancel);
-  void Touch(const ObjectKey& key, int64_t now);
+  int64_t CollectExpired(RateLimiter& limiter, const std::atomic<bool>* cancel) override;
+  void Touch(const ObjectKey& key, int64_t now) override;
 
-  TierStats Stats() const;
+  TierStats Stats() const override;
   // KV events: see TierIndex::Observer (set before Scan to announce what a scan finds).
   void SetObserver(TierIndex::Observer observer);
-  // Calls fn for every indexed, unexpired object (under the tier's lock: fn must be quick).
-  void ForEachObject(int64_t now, const std::function<void(const ObjectKey&, int64_t expiry)>& fn) const;
-  void AddClassStats(std::vector<ClassStats>* classes) const;
+  void ForEachObject(int64_t now, const std::function<void(const ObjectKey&, int64_t expiry)>& fn) const override;
+  void AddClassStats(std::vector<ClassStats>* classes) const override;
   // Fetch bandwidth from this tier (KvStore measures whole Fetch calls: parallel reads,
   // readahead and stragglers included).
   void RecordFetch(int64_t bytes, double seconds) { meter_.Record(bytes, seconds); }

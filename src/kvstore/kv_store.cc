@@ -1,4 +1,5 @@
-// KvStore (kvstore/kv_store.h): L1 in this file, L2/L3 in disk_tier.cc, threads in io_pool.cc.
+// KvStore (kvstore/kv_store.h): the tiers together (L1 memory_tier.cc, L2/L3 disk_tier.cc, both
+// StoreTiers), write-through, fetches, GC; threads in io_pool.cc.
 #include "kvstore/kv_store.h"
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "kvstore/disk_tier.h"
 #include "kvstore/event_log.h"
 #include "kvstore/io_pool.h"
+#include "kvstore/memory_tier.h"
 #include "kvstore/tier_index.h"
 
 namespace flashserve::kvstore {
@@ -41,22 +43,20 @@ struct KvStore::Impl {
         default_class(classes.Id(c.default_ttl_class)),
         read_buffers(c.direct_io ? static_cast<size_t>(c.memory_bytes) + ReadBufferMargin(c) : 0,  // capacity
                      ReadBufferPool::kDefaultSlabBytes, /*retain=*/ReadBufferMargin(c)),
+        memory(c.memory_bytes, clk),
         gc_limiter(c.gc_max_deletes_per_second),
         events(static_cast<size_t>(c.event_log_capacity), NewEpoch()) {
-    memory_stats.capacity = c.memory_bytes;
     memory.SetObserver(ObserverFor(Tier::kMemory));
+    tiers.push_back(&memory);
   }
 
   TierIndex::Observer ObserverFor(Tier tier) {
     return [this, tier](const ObjectKey& key, bool stored, int64_t expiry) { events.Append(tier, key, stored, expiry); };
   }
 
-  DiskTier* disk(Tier t) const { return tiers[static_cast<int>(t)].get(); }
+  DiskTier* disk(Tier t) const { return disks[static_cast<int>(t)].get(); }
+  void AddDiskTier(std::unique_ptr<DiskTier> tier);
   uint8_t ResolveClass(const std::string& name);
-  bool InsertMemory(const ObjectKey& key, Payload payload, int64_t tokens, int64_t expiry, uint8_t class_id,
-                    bool pin);
-  // Whether key is in unexpired L1 (touched, and pinned when pin).
-  bool FindInMemory(const ObjectKey& key, bool pin);
   // Loads keys[begin, end): L1 hits, then the rest from L2 as one batch, then what L2 lacked
   // from L3; adds the bytes read per tier.
   void FetchChunk(const std::vector<ObjectKey>& keys, size_t begin, size_t end, bool pin, std::vector<uint8_t>* present,
@@ -75,11 +75,10 @@ struct KvStore::Impl {
   // Direct reads land here and their payloads stay here in L1: L1's budget plus a margin
   // (slabs are mapped as needed; free memory beyond the margin goes back to the kernel).
   ReadBufferPool read_buffers;
-  std::unique_ptr<DiskTier> tiers[kNumTiers];  // [kDisk], [kShared]; null when off
-
-  mutable std::mutex mem_mu;
-  TierIndex memory;
-  TierStats memory_stats;  // counters
+  MemoryTier memory;                           // L1
+  std::unique_ptr<DiskTier> disks[kNumTiers];  // [kDisk], [kShared]; null when off
+  std::vector<DiskTier*> outer;                // the disk tiers configured, L2 first
+  std::vector<StoreTier*> tiers;               // every tier configured, fastest first
 
   std::unique_ptr<IoPool> io;
   std::atomic<int64_t> pending_writes{0}, pending_write_bytes{0};
@@ -107,38 +106,10 @@ uint8_t KvStore::Impl::ResolveClass(const std::string& name) {
   return default_class;
 }
 
-bool KvStore::Impl::InsertMemory(const ObjectKey& key, Payload payload, int64_t tokens, int64_t expiry,
-                                 uint8_t class_id, bool pin) {
-  const int64_t now = clock.NowUnixSeconds();
-  const int64_t size = static_cast<int64_t>(payload->size());
-  std::vector<Payload> evicted;  // released after the lock
-  std::lock_guard<std::mutex> lock(mem_mu);
-  if (const IndexEntry* e = memory.Find(key)) {
-    if (expiry > e->expiry) memory.SetExpiry(key, expiry);
-    memory.Touch(key, now, 0);
-    if (pin) memory.AddPins(key, 1);
-    return true;
-  }
-  if (size > config.memory_bytes) return false;
-  while (memory.bytes() + size > config.memory_bytes) {
-    ObjectKey victim;
-    if (!memory.PickVictim(now, nullptr, &victim)) return false;  // everything left is pinned
-    IndexEntry erased;
-    memory.Erase(victim, &erased);
-    ++(now >= erased.expiry ? memory_stats.expirations : memory_stats.evictions);
-    evicted.push_back(std::move(erased.payload));
-  }
-  IndexEntry entry;
-  entry.bytes = size;
-  entry.tokens = tokens;
-  entry.expiry = expiry;
-  entry.last_use = now;
-  entry.ttl_class = class_id;
-  entry.pins = pin ? 1 : 0;
-  entry.payload = std::move(payload);
-  memory.Insert(key, std::move(entry));
-  memory_stats.bytes_written += size;
-  return true;
+void KvStore::Impl::AddDiskTier(std::unique_ptr<DiskTier> tier) {
+  outer.push_back(tier.get());
+  tiers.push_back(tier.get());
+  disks[static_cast<int>(tier->tier())] = std::move(tier);
 }
 
 void KvStore::Impl::QueueWrite(DiskTier* tier, const ObjectHeader& header, const Payload& payload, int64_t slack) {
@@ -167,15 +138,15 @@ void KvStore::Impl::FetchChunk(const std::vector<ObjectKey>& keys, size_t begin,
                                std::vector<uint8_t>* present, std::atomic<int64_t>* bytes_read) {
   std::vector<size_t> missing;  // positions in keys
   for (size_t i = begin; i < end; ++i) {
-    if (FindInMemory(keys[i], pin)) {
+    if (memory.FindAndTouch(keys[i], pin)) {
       (*present)[i] = 1;
     } else {
       missing.push_back(i);
     }
   }
-  for (Tier t : {Tier::kDisk, Tier::kShared}) {
-    DiskTier* tier = disk(t);
-    if (tier == nullptr || missing.empty()) continue;
+  for (DiskTier* tier : outer) {
+    if (missing.empty()) break;
+    const Tier t = tier->tier();
     std::vector<ObjectKey> wanted;
     for (size_t i : missing) wanted.push_back(keys[i]);
     std::vector<size_t> still_missing;
@@ -188,8 +159,8 @@ void KvStore::Impl::FetchChunk(const std::vector<ObjectKey>& keys, size_t begin,
                        return;
                      }
                      bytes += r.file_bytes;
-                     const bool in_memory = InsertMemory(wanted[j], r.payload, r.header.tokens, r.header.expiry_unix,
-                                                         classes.Id(r.header.ttl_class), pin);
+                     const bool in_memory = memory.Insert(wanted[j], r.payload, r.header.tokens,
+                                                          r.header.expiry_unix, classes.Id(r.header.ttl_class), pin);
                      (*present)[missing[j]] = in_memory ? 1 : 0;
                      if (t == Tier::kShared && disk(Tier::kDisk) != nullptr) {
                        QueueWrite(disk(Tier::kDisk), r.header, r.payload, /*slack=*/0);  // local copy of a shared hit
@@ -210,16 +181,6 @@ void KvStore::Impl::RecordFetch(const std::atomic<int64_t>* bytes_read, int64_t 
       ->RecordFetch(total, static_cast<double>(clock.NowNanos() - start_nanos) * 1e-9);
 }
 
-bool KvStore::Impl::FindInMemory(const ObjectKey& key, bool pin) {
-  const int64_t now = clock.NowUnixSeconds();
-  std::lock_guard<std::mutex> lock(mem_mu);
-  const IndexEntry* e = memory.Find(key);
-  if (e == nullptr || now >= e->expiry) return false;
-  memory.Touch(key, now, 0);
-  if (pin) memory.AddPins(key, 1);
-  return true;
-}
-
 void KvStore::Impl::LogIndex(const DiskTier& tier) const {
   const TierStats s = tier.Stats();
   FS_LOG(kInfo, "kvstore: indexed {} objects ({:.1f} MB) under {} in {:.3f} s ({:.0f} objects/s)", s.indexed_objects,
@@ -228,22 +189,8 @@ void KvStore::Impl::LogIndex(const DiskTier& tier) const {
 }
 
 int64_t KvStore::Impl::CollectGarbage() {
-  const int64_t now = clock.NowUnixSeconds();
   int64_t deleted = 0;
-  std::vector<Payload> dropped;  // released after the lock
-  {
-    std::lock_guard<std::mutex> lock(mem_mu);
-    for (const ObjectKey& key : memory.Expired(now, SIZE_MAX, nullptr)) {
-      IndexEntry erased;
-      memory.Erase(key, &erased);
-      dropped.push_back(std::move(erased.payload));
-      ++memory_stats.expirations;
-      ++deleted;
-    }
-  }
-  for (Tier t : {Tier::kDisk, Tier::kShared}) {
-    if (disk(t) != nullptr) deleted += disk(t)->CollectExpired(gc_limiter, &closing);
-  }
+  for (StoreTier* tier : tiers) deleted += tier->CollectExpired(gc_limiter, &closing);
   return deleted;
 }
 
@@ -288,7 +235,7 @@ base::Result<std::unique_ptr<KvStore>> KvStore::Open(const StoreConfig& config, 
     tier->SetObserver(impl->ObserverFor(d.tier));
     tier->Scan(config.io_threads, /*full=*/true);
     impl->LogIndex(*tier);
-    impl->tiers[static_cast<int>(d.tier)] = std::move(tier);
+    impl->AddDiskTier(std::move(tier));
   }
   impl->io = std::make_unique<IoPool>(config.io_threads);
   Impl* raw = impl.get();
@@ -296,30 +243,12 @@ base::Result<std::unique_ptr<KvStore>> KvStore::Open(const StoreConfig& config, 
   return std::unique_ptr<KvStore>(new KvStore(std::move(impl)));
 }
 
-Payload KvStore::GetMemory(const ObjectKey& key, bool count_miss) {
-  const int64_t now = impl_->clock.NowUnixSeconds();
-  std::lock_guard<std::mutex> lock(impl_->mem_mu);
-  const IndexEntry* e = impl_->memory.Find(key);
-  if (e == nullptr || now >= e->expiry) {
-    if (count_miss) ++impl_->memory_stats.misses;
-    return nullptr;
-  }
-  Payload payload = e->payload;
-  impl_->memory.Touch(key, now, 0);
-  ++impl_->memory_stats.hits;
-  impl_->memory_stats.bytes_read += static_cast<int64_t>(payload->size());
-  return payload;
-}
+Payload KvStore::GetMemory(const ObjectKey& key, bool count_miss) { return impl_->memory.Get(key, count_miss); }
 
 std::optional<Tier> KvStore::Locate(const ObjectKey& key) const {
   const int64_t now = impl_->clock.NowUnixSeconds();
-  {
-    std::lock_guard<std::mutex> lock(impl_->mem_mu);
-    const IndexEntry* e = impl_->memory.Find(key);
-    if (e != nullptr && now < e->expiry) return Tier::kMemory;
-  }
-  for (Tier t : {Tier::kDisk, Tier::kShared}) {
-    if (impl_->disk(t) != nullptr && impl_->disk(t)->Holds(key, now)) return t;
+  for (const StoreTier* tier : impl_->tiers) {
+    if (tier->Holds(key, now)) return tier->tier();
   }
   return std::nullopt;
 }
@@ -365,7 +294,7 @@ void KvStore::Put(const ObjectKey& key, Payload payload, int64_t tokens, const s
   const uint8_t class_id = impl_->ResolveClass(ttl_class);
   const TtlClass& cls = impl_->classes.classes()[class_id];
   const int64_t expiry = now + cls.seconds;
-  impl_->InsertMemory(key, payload, tokens, expiry, class_id, /*pin=*/false);
+  impl_->memory.Insert(key, payload, tokens, expiry, class_id, /*pin=*/false);
   if (impl_->closing.load()) return;
   ObjectHeader header;
   header.key = key;
@@ -374,60 +303,27 @@ void KvStore::Put(const ObjectKey& key, Payload payload, int64_t tokens, const s
   header.tokens = tokens;
   header.created_unix = now;
   header.expiry_unix = expiry;
-  for (Tier t : {Tier::kDisk, Tier::kShared}) {
-    if (impl_->disk(t) != nullptr) impl_->QueueWrite(impl_->disk(t), header, payload, cls.seconds / 4);
-  }
+  for (DiskTier* tier : impl_->outer) impl_->QueueWrite(tier, header, payload, cls.seconds / 4);
 }
 
 bool KvStore::Pin(const ObjectKey& key) {
   const int64_t now = impl_->clock.NowUnixSeconds();
-  bool pinned = false;
-  {
-    std::lock_guard<std::mutex> lock(impl_->mem_mu);
-    if (impl_->memory.Find(key) != nullptr) {
-      impl_->memory.Touch(key, now, 1);
-      impl_->memory.AddPins(key, 1);
-      pinned = true;
-    }
-  }
-  for (Tier t : {Tier::kDisk, Tier::kShared}) {
-    if (impl_->disk(t) != nullptr) impl_->disk(t)->Touch(key, now);
-  }
-  return pinned;
+  for (StoreTier* tier : impl_->tiers) tier->Touch(key, now);
+  return impl_->memory.Pin(key);
 }
 
-void KvStore::Unpin(const ObjectKey& key) {
-  std::lock_guard<std::mutex> lock(impl_->mem_mu);
-  impl_->memory.AddPins(key, -1);
-}
+void KvStore::Unpin(const ObjectKey& key) { impl_->memory.Unpin(key); }
 
 StoreStats KvStore::Stats() const {
   StoreStats stats;
-  const int64_t now = impl_->clock.NowUnixSeconds();
   for (const TtlClass& c : impl_->classes.classes()) stats.classes.push_back({c.name, c.seconds, {}, {}});
   stats.classes.push_back({"other", 0, {}, {}});
-  {
-    std::lock_guard<std::mutex> lock(impl_->mem_mu);
-    TierStats& m = stats.tiers[0];
-    m = impl_->memory_stats;
-    m.objects = impl_->memory.size();
-    m.bytes = impl_->memory.bytes();
-    m.pinned = impl_->memory.pinned();
-    m.gc_backlog = impl_->memory.CountExpired(now);
-    for (size_t i = 0; i < stats.classes.size(); ++i) {
-      const uint8_t id = i + 1 == stats.classes.size() ? kOtherClass : static_cast<uint8_t>(i);
-      stats.classes[i].objects[0] = impl_->memory.class_objects(id);
-      stats.classes[i].bytes[0] = impl_->memory.class_bytes(id);
-    }
+  for (int t = 1; t < kNumTiers; ++t) {
+    stats.tiers[t].writable = false;
+    stats.tiers[t].write_disabled_reason = "not configured";
   }
-  for (Tier t : {Tier::kDisk, Tier::kShared}) {
-    const DiskTier* tier = impl_->disk(t);
-    if (tier == nullptr) {
-      stats.tiers[static_cast<int>(t)].writable = false;
-      stats.tiers[static_cast<int>(t)].write_disabled_reason = "not configured";
-      continue;
-    }
-    stats.tiers[static_cast<int>(t)] = tier->Stats();
+  for (const StoreTier* tier : impl_->tiers) {
+    stats.tiers[static_cast<int>(tier->tier())] = tier->Stats();
     tier->AddClassStats(&stats.classes);
   }
   stats.pending_writes = impl_->pending_writes.load();
@@ -456,15 +352,7 @@ protocol::KvSnapshot KvStore::Snapshot() const {
       snapshot.objects.push_back({tier, key.kind, key.hash, expiry});
     };
   };
-  {
-    std::lock_guard<std::mutex> lock(impl_->mem_mu);
-    auto fn = add(Tier::kMemory);
-    impl_->memory.ForEach([&](const ObjectKey& key, const IndexEntry& e) {
-      if (now < e.expiry) fn(key, e.expiry);
-    });
-  }
-  for (Tier t : {Tier::kDisk, Tier::kShared})
-    if (const DiskTier* tier = impl_->disk(t)) tier->ForEachObject(now, add(t));
+  for (const StoreTier* tier : impl_->tiers) tier->ForEachObject(now, add(tier->tier()));
   return snapshot;
 }
 
