@@ -16,14 +16,16 @@ base::Status ApiConfig::Validate() const {
 }
 
 ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tokenizer::Tokenizer& tokenizer)
-    : config_(config), router_(&metrics_) {
+    : config_(config), routes_([this](const std::string& label, int status, double seconds) {
+        metrics_.RecordRequest(label, status, seconds);
+      }) {
   context_.service = &service;
   context_.tokenizer = &tokenizer;
   context_.metrics = &metrics_;
   context_.ids = &ids_;
-  keys_ = net::ApiKeyRing(config.api_keys);
+  keys_ = meter::ApiKeyRing(config.api_keys);
   context_.keys = &keys_;
-  router_.SetKeys(&keys_);
+  routes_.SetAuthorizer([this](const net::HttpRequest& r) { return !keys_.enabled() || keys_.Find(r) != nullptr; });
   context_.options = config.routes;
   context_.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -34,20 +36,20 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   // DeepSeek's base URL has no /v1; both spellings are served.
   for (const char* prefix : {"/v1", ""}) {
     const std::string p = prefix;
-    router_.Add("POST", p + "/chat/completions", "/v1/chat/completions", bind(HandleChatCompletions), true);
-    router_.Add("POST", p + "/completions", "/v1/completions", bind(HandleCompletions), true);
-    router_.Add("GET", p + "/models", "/v1/models", bind(HandleListModels), true);
-    router_.Add("GET", p + "/models/*", "/v1/models/{id}", bind(HandleGetModel), true);
+    routes_.Add("POST", p + "/chat/completions", "/v1/chat/completions", bind(HandleChatCompletions), true);
+    routes_.Add("POST", p + "/completions", "/v1/completions", bind(HandleCompletions), true);
+    routes_.Add("GET", p + "/models", "/v1/models", bind(HandleListModels), true);
+    routes_.Add("GET", p + "/models/*", "/v1/models/{id}", bind(HandleGetModel), true);
   }
-  router_.Add("POST", "/v1/messages", "/v1/messages", bind(HandleNotImplemented), true);
-  router_.Add("POST", "/v1/responses", "/v1/responses", bind(HandleNotImplemented), true);
-  router_.Add("GET", "/v1/load", "/v1/load", bind(HandleLoad), true);
-  router_.Add("GET", "/v1/kv/events", "/v1/kv/events", bind(HandleKvEvents), true);
-  router_.Add("GET", "/v1/kv/snapshot", "/v1/kv/snapshot", bind(HandleKvSnapshot), true);
-  router_.Add("GET", "/health", "/health", bind(HandleHealth));
-  router_.Add("GET", "/metrics", "/metrics", bind(HandleMetrics));
+  routes_.Add("POST", "/v1/messages", "/v1/messages", bind(HandleNotImplemented), true);
+  routes_.Add("POST", "/v1/responses", "/v1/responses", bind(HandleNotImplemented), true);
+  routes_.Add("GET", "/v1/load", "/v1/load", bind(HandleLoad), true);
+  routes_.Add("GET", "/v1/kv/events", "/v1/kv/events", bind(HandleKvEvents), true);
+  routes_.Add("GET", "/v1/kv/snapshot", "/v1/kv/snapshot", bind(HandleKvSnapshot), true);
+  routes_.Add("GET", "/health", "/health", bind(HandleHealth));
+  routes_.Add("GET", "/metrics", "/metrics", bind(HandleMetrics));
   http_ = std::make_unique<net::HttpServer>(
-      config.http, [this](std::shared_ptr<net::Exchange> exchange) { router_.Handle(std::move(exchange)); },
+      config.http, [this](std::shared_ptr<net::Exchange> exchange) { routes_.Handle(std::move(exchange)); },
       [this](int status) { metrics_.RecordRequest("other", status, 0.0); });
 }
 

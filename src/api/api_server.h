@@ -5,11 +5,11 @@
 
 #include <memory>
 
-#include "net/api_keys.h"
+#include "meter/api_keys.h"
 #include "net/http_server.h"
 #include "api/metrics.h"
 #include "api/response_json.h"
-#include "api/router.h"
+#include "net/route_table.h"
 #include "api/routes.h"
 #include "base/result.h"
 #include "serve/service.h"
@@ -20,7 +20,7 @@ namespace flashserve::api {
 struct ApiConfig {
   net::HttpServerConfig http;
   RouteOptions routes;
-  std::vector<net::ApiKey> api_keys;  // empty: no authentication
+  std::vector<meter::ApiKey> api_keys;  // empty: no authentication
   base::Status Validate() const;
 };
 
@@ -45,9 +45,9 @@ class ApiServer {
   ApiConfig config_;
   ApiMetrics metrics_;
   IdSource ids_;
-  net::ApiKeyRing keys_;
+  meter::ApiKeyRing keys_;
   RouteContext context_;
-  Router router_;
+  net::RouteTable routes_;
   std::unique_ptr<net::HttpServer> http_;
 };
 

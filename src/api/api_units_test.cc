@@ -1,9 +1,8 @@
-// Pure pieces of the api room: error mapping and bodies, generation-field parsing, stop strings,
+// Pure pieces of the api room: generation-field parsing, stop strings,
 // HTTP/SSE framing, usage JSON and the Prometheus text.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "net/api_keys.h"
 #include "net/api_error.h"
 #include "net/http_wire.h"
 #include "api/metrics.h"
@@ -14,50 +13,7 @@
 namespace flashserve::api {
 namespace {
 
-using base::ErrorCode;
 using Json = nlohmann::ordered_json;
-
-TEST(ApiErrorTest, MapsEveryErrorCodeToItsStatus) {
-  struct Case {
-    ErrorCode code;
-    int status;
-    const char* type;
-    const char* api_code;
-  };
-  const Case cases[] = {
-      {ErrorCode::kBadChatRequest, 400, "invalid_request_error", ""},
-      {ErrorCode::kInvalidArgument, 400, "invalid_request_error", ""},
-      {ErrorCode::kOutOfRange, 400, "invalid_request_error", ""},
-      {ErrorCode::kInvalidUtf8, 400, "invalid_request_error", "invalid_utf8"},
-      {ErrorCode::kContextOverflow, 400, "invalid_request_error", "context_length_exceeded"},
-      {ErrorCode::kNotFound, 404, "invalid_request_error", "not_found"},
-      {ErrorCode::kResourceExhausted, 429, "rate_limit_error", "rate_limit_exceeded"},
-      {ErrorCode::kUnavailable, 503, "server_error", "service_unavailable"},
-      {ErrorCode::kTimeout, 504, "server_error", "timeout"},
-      {ErrorCode::kInternal, 500, "server_error", "internal_error"},
-      {ErrorCode::kBadTokenizer, 500, "server_error", "internal_error"},
-  };
-  for (const Case& c : cases) {
-    net::ApiError e = net::FromError(base::Error(c.code, "m"));
-    EXPECT_EQ(e.status, c.status) << base::ErrorCodeName(c.code);
-    EXPECT_EQ(e.type, c.type) << base::ErrorCodeName(c.code);
-    EXPECT_EQ(e.code, c.api_code) << base::ErrorCodeName(c.code);
-    EXPECT_EQ(e.message, "m");
-  }
-}
-
-TEST(ApiErrorTest, BodyHasTheOpenAiShapeWithNulls) {
-  Json body = Json::parse(net::ErrorBody(net::InvalidRequest("bad temperature", "temperature")));
-  EXPECT_EQ(body["error"]["message"], "bad temperature");
-  EXPECT_EQ(body["error"]["type"], "invalid_request_error");
-  EXPECT_EQ(body["error"]["param"], "temperature");
-  EXPECT_TRUE(body["error"]["code"].is_null());
-  net::HttpResponse r = net::ErrorResponse(net::FromError(base::Error(ErrorCode::kResourceExhausted, "full")));
-  EXPECT_EQ(r.status, 429);
-  ASSERT_EQ(r.headers.size(), 1u);
-  EXPECT_EQ(r.headers[0].first, "Retry-After");
-  EXPECT_TRUE(net::ErrorResponse(net::InvalidRequest("x")).headers.empty());
-}
 
 std::optional<net::ApiError> Parse(const std::string& text, GenerationOptions* out, Dialect d = Dialect::kChat) {
   Json body;
@@ -262,40 +218,6 @@ TEST(MetricsTest, ApiMetricsExportServiceStats) {
   EXPECT_NE(text.find("flashserve_http_requests_total{route=\"/v1/chat/completions\",status=\"429\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("flashserve_time_to_first_token_seconds_count 1\n"), std::string::npos);
   EXPECT_NE(text.find("flashserve_inter_token_latency_seconds_count 1\n"), std::string::npos);
-}
-
-}  // namespace
-}  // namespace flashserve::api
-
-namespace flashserve::api {
-namespace {
-
-TEST(ApiKeysTest, ParsesSpecsAndMatchesBearerOrHeader) {
-  auto plain = net::ParseApiKey("sk-abcdefgh");
-  ASSERT_TRUE(plain.ok());
-  EXPECT_EQ(plain->tenant, "");
-  auto full = net::ParseApiKey("sk-12345678:acme:agent");
-  ASSERT_TRUE(full.ok());
-  EXPECT_EQ(full->tenant, "acme");
-  EXPECT_EQ(full->ttl_class, "agent");
-  EXPECT_FALSE(net::ParseApiKey("short").ok());
-  EXPECT_FALSE(net::ParseApiKey("sk-12345678:bad tenant").ok());
-  EXPECT_FALSE(net::ParseApiKey("sk-12345678:acme:").ok());
-  net::ApiKeyRing ring({*plain, *full});
-  net::HttpRequest r;
-  EXPECT_EQ(ring.Find(r), nullptr);
-  r.headers = {{"Authorization", "Bearer sk-12345678"}};
-  ASSERT_NE(ring.Find(r), nullptr);
-  EXPECT_EQ(ring.Find(r)->tenant, "acme");
-  r.headers = {{"x-api-key", "sk-abcdefgh"}};
-  ASSERT_NE(ring.Find(r), nullptr);
-  r.headers = {{"Authorization", "Bearer sk-abcdefgX"}};
-  EXPECT_EQ(ring.Find(r), nullptr);
-  // Tenants are cache namespaces: different tenants never share one, a key without a tenant
-  // gets its own.
-  EXPECT_EQ(net::ApiKeyRing::Namespace(*full), "tenant:acme");
-  EXPECT_NE(net::ApiKeyRing::Namespace(*plain), net::ApiKeyRing::Namespace(*full));
-  EXPECT_FALSE(net::ApiKeyRing().enabled());
 }
 
 }  // namespace

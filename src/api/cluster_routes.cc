@@ -50,9 +50,7 @@ net::HttpResponse JsonText(std::string body) {
 
 bool RequireKvEvents(const RouteContext& ctx, const ExchangePtr& exchange) {
   if (ctx.service->HasKvEvents()) return true;
-  net::ApiError e = net::InvalidRequest("this worker runs without a prefix cache: no KV events");
-  e.status = 404;
-  exchange->Respond(net::ErrorResponse(e));
+  exchange->Respond(net::ErrorResponse(net::NotFound("this worker runs without a prefix cache: no KV events")));
   return false;
 }
 

@@ -61,7 +61,7 @@ class ClusterRoutesTest : public ::testing::Test {
     RouteContext ctx;
     ctx.service = &service;
     ctx.metrics = &metrics_;
-    ctx.options.role = "both";
+    ctx.options.role = protocol::WorkerRole::kBoth;
     auto ex = std::make_shared<FakeExchange>("", "GET", target);
     handler(ctx, ex);
     return ex;

@@ -118,12 +118,8 @@ void GenerationJob::OnEvent(const protocol::GenerateEvent& e) {
       }
       FinishChoice(c, reason);
     } else if (c.finish_reason.empty() && e.finish == FinishReason::kCancelled) {
-      net::ApiError err;
-      err.status = 503;
-      err.type = "server_error";
-      err.code = "cancelled";
-      err.message = "the request was cancelled" + (e.error.empty() ? std::string() : ": " + e.error);
-      Fail(err);
+      Fail(net::Unavailable("the request was cancelled" + (e.error.empty() ? std::string() : ": " + e.error), 0,
+                            "cancelled"));
     } else if (c.finish_reason.empty() && e.finish == FinishReason::kError) {
       Fail(net::FromError(base::Error(base::ErrorCode::kInternal, e.error.empty() ? "generation failed" : e.error)));
     }

@@ -8,6 +8,7 @@
 #include "net/api_error.h"
 #include "api/generation_job.h"
 #include "api/routes.h"
+#include "protocol/headers.h"
 #include "tokenizer/utf8.h"
 
 namespace flashserve::api {
@@ -30,10 +31,9 @@ bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialec
     return false;
   }
   if (options->model != info.name) {
-    net::ApiError e = net::InvalidRequest(fmt::format("The model '{}' does not exist; this server serves '{}'", options->model, info.name),
-                                "model", "model_not_found");
-    e.status = 404;
-    exchange.Respond(net::ErrorResponse(e));
+    exchange.Respond(net::ErrorResponse(net::NotFound(
+        fmt::format("The model '{}' does not exist; this server serves '{}'", options->model, info.name), "model",
+        "model_not_found")));
     return false;
   }
   return true;
@@ -103,14 +103,14 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Diale
   request.ignore_eos = options.ignore_eos;
   request.ttl_class = options.cache_ttl;
   if (ctx.keys != nullptr && ctx.keys->enabled()) {
-    if (const net::ApiKey* key = ctx.keys->Find(exchange->request())) {
-      request.cache_namespace = net::ApiKeyRing::Namespace(*key);
+    if (const meter::ApiKey* key = ctx.keys->Find(exchange->request())) {
+      request.cache_namespace = meter::ApiKeyRing::Namespace(*key);
       if (request.ttl_class.empty()) request.ttl_class = key->ttl_class;
     }
   }
 
   JobDeps deps{ctx.service, ctx.tokenizer, ctx.metrics, ctx.ids};
-  const std::string transfer = exchange->request().Header(kTransferHeader);
+  const std::string transfer = exchange->request().Header(protocol::kTransferHeader);
   if (!transfer.empty()) return StartDisaggregated(ctx, exchange, std::move(job), deps, std::move(request), transfer);
   GenerationJob::Create(std::move(job), deps, exchange)->Start(std::move(request));
 }

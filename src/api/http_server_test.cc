@@ -407,7 +407,7 @@ TEST(HttpServerKeysTest, GenerationRoutesNeedAKeyAndTheKeyChoosesTenantAndRetent
   service.reply = Bytes("Hi");
   ApiConfig config;
   config.http.port = 0;
-  config.api_keys = {net::ParseApiKey("sk-acme-0001:acme:agent").value(), net::ParseApiKey("sk-beta-0002:beta").value()};
+  config.api_keys = {meter::ParseApiKey("sk-acme-0001:acme:agent").value(), meter::ParseApiKey("sk-beta-0002:beta").value()};
   ApiServer server(config, service, *tok);
   ASSERT_TRUE(server.Start().ok());
   service.StartThread(std::chrono::microseconds(0));

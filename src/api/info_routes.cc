@@ -29,9 +29,8 @@ void HandleGetModel(const RouteContext& ctx, const ExchangePtr& exchange) {
   const std::string id = path.substr(path.rfind("/models/") + 8);
   const serve::ModelInfo info = ctx.service->Info();
   if (id != info.name) {
-    net::ApiError e = net::InvalidRequest("The model '" + id + "' does not exist", "model", "model_not_found");
-    e.status = 404;
-    return exchange->Respond(net::ErrorResponse(e));
+    return exchange->Respond(
+        net::ErrorResponse(net::NotFound("The model '" + id + "' does not exist", "model", "model_not_found")));
   }
   exchange->Respond(JsonResponse(ModelJson(ctx, info)));
 }
@@ -52,11 +51,8 @@ void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange) {
 void HandleNotImplemented(const RouteContext&, const ExchangePtr& exchange) {
   const std::string& path = exchange->request().path;
   const char* api = path.find("/messages") != std::string::npos ? "The Anthropic Messages API" : "The OpenAI Responses API";
-  net::ApiError e = net::InvalidRequest(std::string(api) + " (POST " + path +
-                                            ") is not implemented yet; use POST /v1/chat/completions",
-                                        "", "not_implemented");
-  e.status = 501;
-  exchange->Respond(net::ErrorResponse(e));
+  exchange->Respond(net::ErrorResponse(net::NotImplemented(
+      std::string(api) + " (POST " + path + ") is not implemented yet; use POST /v1/chat/completions")));
 }
 
 }  // namespace flashserve::api

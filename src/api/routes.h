@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "net/api_keys.h"
+#include "meter/api_keys.h"
 #include "net/exchange.h"
 #include "api/metrics.h"
 #include "api/generation_job.h"
@@ -26,13 +26,13 @@ struct RouteOptions {
   // max_tokens when the request gives none; clipped to the context left after the prompt.
   int64_t default_max_tokens = 4096;
   std::string system_fingerprint = "fp_flashserve";
-  std::string role = "both";  // reported to the router: both | prefill | decode
+  protocol::WorkerRole role = protocol::WorkerRole::kBoth;  // reported to the router
   std::string transfer_address;  // host:port of this worker's transfer receiver ("" = none)
 };
 
 struct RouteContext {
   serve::Service* service = nullptr;
-  const net::ApiKeyRing* keys = nullptr;  // null or empty: no authentication
+  const meter::ApiKeyRing* keys = nullptr;  // null or empty: no authentication
   const tokenizer::Tokenizer* tokenizer = nullptr;
   ApiMetrics* metrics = nullptr;
   IdSource* ids = nullptr;
@@ -68,13 +68,12 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Diale
                      GenerationOptions options, std::vector<int32_t> prompt, bool thinking,
                      const char* prompt_param);
 
-// Disaggregated serving (disagg.cc). The router names a transfer in kTransferHeader on both
-// halves of a request. With kPrefillToHeader (host:port of the decode worker's receiver) this
-// worker computes the prompt (one token), then streams the prompt state there; without it this
-// worker waits for that transfer (imported into its prefix cache), then generates, resuming from
-// the received state, or recomputing when the transfer failed.
-inline constexpr char kTransferHeader[] = "x-flashserve-transfer";
-inline constexpr char kPrefillToHeader[] = "x-flashserve-prefill-to";
+// Disaggregated serving (disagg_route.cc). The router names a transfer in
+// protocol::kTransferHeader on both halves of a request. With protocol::kPrefillToHeader
+// (host:port of the decode worker's receiver) this worker computes the prompt (one token) while
+// serve::StateShipper streams the prompt state there; without it this worker waits for that
+// transfer (imported into its prefix cache), then generates, resuming from the received state,
+// or recomputing when the transfer failed.
 void StartDisaggregated(const RouteContext& ctx, const ExchangePtr& exchange, JobOptions job, JobDeps deps,
                         protocol::GenerateRequest request, const std::string& transfer_id);
 

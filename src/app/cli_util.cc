@@ -164,7 +164,7 @@ base::Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::str
   return tokenizer::Tokenizer::Load(path, tokenizer::LoadOptions{.define_missing_v4_tokens = true});
 }
 
-base::Result<std::vector<net::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file) {
+base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file) {
   std::vector<std::string> specs = flags;
   if (!file.empty()) {
     FS_ASSIGN_OR_RETURN(std::string text, base::ReadFileToString(file));
@@ -178,9 +178,9 @@ base::Result<std::vector<net::ApiKey>> ReadApiKeys(const std::vector<std::string
       if (!line.empty() && line[0] != '#') specs.push_back(line);
     }
   }
-  std::vector<net::ApiKey> keys;
+  std::vector<meter::ApiKey> keys;
   for (const std::string& spec : specs) {
-    auto key = net::ParseApiKey(spec);
+    auto key = meter::ParseApiKey(spec);
     if (!key.ok()) return key.error();
     keys.push_back(*key);
   }

@@ -13,7 +13,7 @@
 #include "engine/model.h"
 #include "engine/options.h"
 #include "kvstore/kv_store.h"
-#include "net/api_keys.h"
+#include "meter/api_keys.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve::app {
@@ -46,7 +46,7 @@ base::Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::str
 
 // --api-key specs plus the lines of an --api-keys-file ("" = none; blank lines and # comments
 // skipped), parsed.
-base::Result<std::vector<net::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file);
+base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file);
 
 // Prints "error: <message>" to stderr and returns 1.
 int PrintError(const base::Error& error);

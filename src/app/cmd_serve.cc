@@ -176,7 +176,7 @@ int RunServe(ServeFlags f) {
   std::unique_ptr<serve::TransferInbox> inbox;
   std::unique_ptr<transfer::TransferReceiver> receiver;
   f.api.routes.role = f.role;
-  if (f.role != "prefill") {  // decode and both receive prompt state from prefill workers
+  if (f.role != protocol::WorkerRole::kPrefill) {  // decode and both receive prompt state from prefill workers
     inbox = std::make_unique<serve::TransferInbox>(&loop);
     transfer::ReceiverOptions ro;
     ro.host = f.host;
@@ -217,8 +217,11 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--port", f->port, "Port (0 = any free port; the banner shows it)")->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--served-model-name", f->served_name, "Model id clients send (default: deepseek-v4-demo, or the checkpoint folder name)");
   cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json (default: the checkpoint's own, else the DeepSeek one from setup)")->check(CLI::ExistingFile);
+  const std::map<std::string, protocol::WorkerRole> roles = {
+      {"both", protocol::WorkerRole::kBoth}, {"prefill", protocol::WorkerRole::kPrefill},
+      {"decode", protocol::WorkerRole::kDecode}};
   cmd->add_option("--role", f->role, "both, or one half of disaggregated serving: prefill | decode (the router pairs them)")
-      ->check(CLI::IsMember({"both", "prefill", "decode"}))->capture_default_str();
+      ->transform(CLI::CheckedTransformer(roles))->default_str("both");
   cmd->add_option("--transfer-port", f->transfer_port, "Port receiving prompt state from prefill workers (decode, both; 0 = any)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--encoding", f->encoding, "Prompt format: auto (from the checkpoint's architecture), v4 or v41")

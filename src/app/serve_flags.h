@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "engine/model.h"
 #include "engine/options.h"
 #include "kvstore/kv_store.h"
+#include "protocol/cluster.h"
 #include "serve/engine_loop.h"
 
 namespace flashserve::app {
@@ -27,7 +29,7 @@ inline kvstore::StoreConfig DefaultStoreConfig() {
 struct ServeFlags {
   std::string model, host = "127.0.0.1", served_name, tokenizer, encoding = "auto";
   int port = 8000;
-  std::string role = "both";  // both | prefill | decode (disaggregated serving)
+  protocol::WorkerRole role = protocol::WorkerRole::kBoth;  // disaggregated serving: one half
   int transfer_port = 0;      // decode/both: prompt-state receiver port (0 = any free port)
   serve::LoopConfig loop;
   kvstore::StoreConfig store = DefaultStoreConfig();

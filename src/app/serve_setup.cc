@@ -26,9 +26,9 @@ base::Result<std::unique_ptr<kvstore::KvStore>> OpenStore(ServeFlags& f, const e
 
 // --api-key specs and the lines of --api-keys-file ("KEY[:TENANT[:TTL_CLASS]]", # comments).
 base::Status LoadApiKeys(ServeFlags* f) {
-  FS_ASSIGN_OR_RETURN(std::vector<net::ApiKey> keys, ReadApiKeys(f->api_keys, f->api_keys_file));
+  FS_ASSIGN_OR_RETURN(std::vector<meter::ApiKey> keys, ReadApiKeys(f->api_keys, f->api_keys_file));
   const std::vector<kvstore::TtlClass> classes = f->store.Classes();
-  for (const net::ApiKey& key : keys) {
+  for (const meter::ApiKey& key : keys) {
     const bool known = key.ttl_class.empty() || std::any_of(classes.begin(), classes.end(), [&](const kvstore::TtlClass& c) {
       return c.name == key.ttl_class;
     });

@@ -3,16 +3,26 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+
 namespace flashserve::net {
 
 using base::ErrorCode;
 
-ApiError InvalidRequest(std::string message, std::string param, std::string code) {
+namespace {
+ApiError Make(int status, std::string message, std::string type, std::string code) {
   ApiError e;
-  e.status = 400;
+  e.status = status;
   e.message = std::move(message);
-  e.param = std::move(param);
+  e.type = std::move(type);
   e.code = std::move(code);
+  return e;
+}
+}  // namespace
+
+ApiError InvalidRequest(std::string message, std::string param, std::string code) {
+  ApiError e = Make(400, std::move(message), "invalid_request_error", std::move(code));
+  e.param = std::move(param);
   return e;
 }
 
@@ -20,49 +30,77 @@ ApiError ContextLengthExceeded(std::string message) {
   return InvalidRequest(std::move(message), "messages", "context_length_exceeded");
 }
 
-ApiError FromError(const base::Error& error, std::string param) {
-  ApiError e;
-  e.message = error.message();
+ApiError Unauthorized(std::string message) {
+  if (message.empty()) message = "Incorrect or missing API key: send \"Authorization: Bearer <key>\"";
+  return Make(401, std::move(message), "authentication_error", "invalid_api_key");
+}
+
+ApiError NotFound(std::string message, std::string param, std::string code) {
+  ApiError e = Make(404, std::move(message), "invalid_request_error", std::move(code));
   e.param = std::move(param);
+  return e;
+}
+
+ApiError TooLarge(std::string message, int status) {
+  return Make(status, std::move(message), "invalid_request_error", status == 413 ? "request_too_large" : "");
+}
+
+ApiError MethodNotAllowed(std::string message, std::string allow) {
+  ApiError e = Make(405, std::move(message), "invalid_request_error", "method_not_allowed");
+  e.allow = std::move(allow);
+  return e;
+}
+
+ApiError RateLimited(std::string message, int retry_after_s) {
+  ApiError e = Make(429, std::move(message), "rate_limit_error", "rate_limit_exceeded");
+  e.retry_after_s = std::max(1, retry_after_s);
+  return e;
+}
+
+ApiError Internal(std::string message) { return Make(500, std::move(message), "server_error", "internal_error"); }
+
+ApiError NotImplemented(std::string message) {
+  return Make(501, std::move(message), "invalid_request_error", "not_implemented");
+}
+
+ApiError Upstream(std::string message) { return Make(502, std::move(message), "upstream_error", ""); }
+
+ApiError Unavailable(std::string message, int retry_after_s, std::string code) {
+  ApiError e = Make(503, std::move(message), "server_error", std::move(code));
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+
+ApiError Timeout(std::string message) { return Make(504, std::move(message), "server_error", "timeout"); }
+
+namespace {
+ApiError ForCode(const base::Error& error) {
   switch (error.code()) {
     case ErrorCode::kBadChatRequest:
     case ErrorCode::kInvalidArgument:
     case ErrorCode::kOutOfRange:
-      e.status = 400;
-      break;
+      return InvalidRequest(error.message());
     case ErrorCode::kInvalidUtf8:
-      e.status = 400;
-      e.code = "invalid_utf8";
-      break;
+      return InvalidRequest(error.message(), "", "invalid_utf8");
     case ErrorCode::kContextOverflow:
-      e.status = 400;
-      e.code = "context_length_exceeded";
-      break;
+      return InvalidRequest(error.message(), "", "context_length_exceeded");
     case ErrorCode::kNotFound:
-      e.status = 404;
-      e.code = "not_found";
-      break;
+      return NotFound(error.message());
     case ErrorCode::kResourceExhausted:
-      e.status = 429;
-      e.type = "rate_limit_error";
-      e.code = "rate_limit_exceeded";
-      break;
+      return RateLimited(error.message());
     case ErrorCode::kUnavailable:
-      e.status = 503;
-      e.type = "server_error";
-      e.code = "service_unavailable";
-      break;
+      return Unavailable(error.message());
     case ErrorCode::kTimeout:
-      e.status = 504;
-      e.type = "server_error";
-      e.code = "timeout";
-      break;
+      return Timeout(error.message());
     default:
-      e.status = 500;
-      e.type = "server_error";
-      e.code = "internal_error";
-      break;
+      return Internal(error.message());
   }
+}
+}  // namespace
+
+ApiError FromError(const base::Error& error, std::string param) {
+  ApiError e = ForCode(error);
+  e.param = std::move(param);
   return e;
 }
 
@@ -82,7 +120,8 @@ HttpResponse ErrorResponse(const ApiError& error) {
   HttpResponse r;
   r.status = error.status;
   r.body = ErrorBody(error);
-  if (error.status == 429) r.headers.emplace_back("Retry-After", "1");
+  if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
+  if (!error.allow.empty()) r.headers.emplace_back("Allow", error.allow);
   return r;
 }
 

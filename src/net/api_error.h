@@ -16,11 +16,36 @@ struct ApiError {
   std::string type = "invalid_request_error";
   std::string param;  // "" = null
   std::string code;   // "" = null
+  int retry_after_s = 0;  // > 0: a Retry-After header (429 and 503)
+  std::string allow;      // 405: the Allow header
 };
 
-// Ready-made errors (message may be refined by the caller).
+// The errors by status, each with its OpenAI type and code; callers pick one, never rewrite a
+// status. 400 invalid_request_error (code as given):
 ApiError InvalidRequest(std::string message, std::string param = "", std::string code = "");
+// 400 context_length_exceeded, param "messages".
 ApiError ContextLengthExceeded(std::string message);
+// 401 authentication_error / invalid_api_key (the default message says how to send a key).
+ApiError Unauthorized(std::string message = "");
+// 404 invalid_request_error (code "not_found" unless given: "model_not_found", "unknown_url").
+ApiError NotFound(std::string message, std::string param = "", std::string code = "not_found");
+// 413 request_too_large / 431: a request the HTTP layer refuses before any route sees it.
+ApiError TooLarge(std::string message, int status = 413);
+// 405 invalid_request_error / method_not_allowed, with the Allow header.
+ApiError MethodNotAllowed(std::string message, std::string allow);
+// 429 rate_limit_error / rate_limit_exceeded, Retry-After (at least 1 s).
+ApiError RateLimited(std::string message, int retry_after_s = 1);
+// 500 server_error / internal_error.
+ApiError Internal(std::string message);
+// 501 invalid_request_error / not_implemented.
+ApiError NotImplemented(std::string message);
+// 502 upstream_error (a worker behind the router failed).
+ApiError Upstream(std::string message);
+// 503 server_error (code "service_unavailable" unless given, e.g. "cancelled"), Retry-After
+// when retry_after_s > 0.
+ApiError Unavailable(std::string message, int retry_after_s = 0, std::string code = "service_unavailable");
+// 504 server_error / timeout.
+ApiError Timeout(std::string message);
 
 // base::Error -> ApiError. kBadChatRequest / kInvalidArgument / kOutOfRange / kInvalidUtf8 ->
 // 400, kContextOverflow -> 400 "context_length_exceeded", kNotFound -> 404,
@@ -30,7 +55,7 @@ ApiError FromError(const base::Error& error, std::string param = "");
 // {"error": {"message", "type", "param", "code"}} as JSON text.
 std::string ErrorBody(const ApiError& error);
 
-// A complete response for the error (429 carries Retry-After, 405 the caller adds Allow).
+// A complete response for the error (with its Retry-After and Allow headers).
 HttpResponse ErrorResponse(const ApiError& error);
 
 }  // namespace flashserve::net

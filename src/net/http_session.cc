@@ -154,10 +154,10 @@ void Session::OnReadError(beast::error_code ec) {
     return DoClose();
   }
   if (ec == http::error::body_limit) {
-    return SendErrorAndClose(413, "the request body exceeds the limit of " + std::to_string(config_.max_body_bytes) + " bytes");
+    return SendErrorAndClose(TooLarge("the request body exceeds the limit of " + std::to_string(config_.max_body_bytes) + " bytes"));
   }
-  if (ec == http::error::header_limit) return SendErrorAndClose(431, "the request headers are too large");
-  SendErrorAndClose(400, "malformed HTTP request: " + ec.message());
+  if (ec == http::error::header_limit) return SendErrorAndClose(TooLarge("the request headers are too large", 431));
+  SendErrorAndClose(InvalidRequest("malformed HTTP request: " + ec.message()));
 }
 
 void Session::Watch() {
@@ -236,14 +236,12 @@ void Session::Continue() {
   ReadHeader();
 }
 
-void Session::SendErrorAndClose(int status, const std::string& message) {
-  if (on_rejected_) on_rejected_(status);
+void Session::SendErrorAndClose(const ApiError& error) {
+  if (on_rejected_) on_rejected_(error.status);
   closing_ = true;
   keep_alive_ = false;
-  ApiError e = InvalidRequest(message, "", status == 413 ? "request_too_large" : "");
-  e.status = status;
-  const std::string body = ErrorBody(e);
-  Enqueue(ResponseHead(status, "application/json", static_cast<int64_t>(body.size()), false, {}) + body);
+  const std::string body = ErrorBody(error);
+  Enqueue(ResponseHead(error.status, "application/json", static_cast<int64_t>(body.size()), false, {}) + body);
 }
 
 void Session::GracefulClose() {

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "net/api_error.h"
 #include "net/exchange.h"
 #include "net/http_server.h"
 
@@ -51,7 +52,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void OnWrite(beast::error_code ec);
   void Continue();  // after a response is fully written: next request or close
   void EndResponse();
-  void SendErrorAndClose(int status, const std::string& message);
+  void SendErrorAndClose(const ApiError& error);
   void GracefulClose();
   void Drain();
   void ClientGone();

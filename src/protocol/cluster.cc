@@ -99,6 +99,26 @@ const char* KvTierName(KvTier tier) {
 
 const char* KvObjectKindName(KvObjectKind k) { return k == KvObjectKind::kBoundary ? "boundary" : "block"; }
 
+const char* WorkerRoleName(WorkerRole role) {
+  switch (role) {
+    case WorkerRole::kPrefill:
+      return "prefill";
+    case WorkerRole::kDecode:
+      return "decode";
+    case WorkerRole::kBoth:
+      break;
+  }
+  return "both";
+}
+
+base::Result<WorkerRole> ParseWorkerRole(std::string_view name) {
+  for (WorkerRole r : {WorkerRole::kBoth, WorkerRole::kPrefill, WorkerRole::kDecode}) {
+    if (name == WorkerRoleName(r)) return r;
+  }
+  return base::MakeError(base::ErrorCode::kInvalidArgument,
+                         "unknown worker role '" + std::string(name) + "' (both, prefill or decode)");
+}
+
 std::string ToJson(const KvEventPage& page) {
   Json events = Json::array();
   for (const KvEvent& e : page.events) {
@@ -121,7 +141,7 @@ std::string ToJson(const KvSnapshot& snapshot) {
 std::string ToJson(const WorkerLoad& l) {
   return Json{{"model", l.model},
               {"fingerprint", l.fingerprint},
-              {"role", l.role},
+              {"role", WorkerRoleName(l.role)},
               {"encoding_version", l.encoding_version},
               {"prompt_format", l.prompt_format},
               {"block_tokens", l.block_tokens},
@@ -182,8 +202,9 @@ base::Result<WorkerLoad> ParseWorkerLoad(std::string_view json_text) {
   FS_ASSIGN_OR_RETURN(Json j, ParseObject(json_text));
   WorkerLoad l;
   int64_t version = l.encoding_version;
+  std::string role = WorkerRoleName(l.role);
   const bool ok = GetString(j, "model", &l.model) && GetString(j, "fingerprint", &l.fingerprint) &&
-                  GetString(j, "role", &l.role) && GetI64(j, "encoding_version", &version) &&
+                  GetString(j, "role", &role) && GetI64(j, "encoding_version", &version) &&
                   GetString(j, "prompt_format", &l.prompt_format) &&
                   GetI64(j, "block_tokens", &l.block_tokens) &&
                   GetI64(j, "queued_prefill_tokens", &l.queued_prefill_tokens) && GetI64(j, "running", &l.running) &&
@@ -195,6 +216,7 @@ base::Result<WorkerLoad> ParseWorkerLoad(std::string_view json_text) {
                   GetString(j, "transfer_address", &l.transfer_address) && GetBool(j, "kv_enabled", &l.kv_enabled) && GetString(j, "kv_epoch", &l.kv_epoch) &&
                   GetU64(j, "kv_last_seq", &l.kv_last_seq);
   if (!ok) return Bad("load report: a field has the wrong type");
+  FS_ASSIGN_OR_RETURN(l.role, ParseWorkerRole(role));
   if (l.fingerprint.empty()) return Bad("load report: fingerprint is missing");
   if (l.block_tokens <= 0) return Bad("load report: block_tokens must be positive");
   l.encoding_version = static_cast<int>(version);

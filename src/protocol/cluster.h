@@ -49,11 +49,18 @@ struct KvSnapshot {
   std::vector<KvObject> objects;
 };
 
+// What a worker does in a disaggregated deployment: everything (both), only prompts (prefill:
+// it ships each prompt's state to a decode worker), or only generation from shipped state
+// (decode). On the wire: "both" | "prefill" | "decode".
+enum class WorkerRole : uint8_t { kBoth, kPrefill, kDecode };
+const char* WorkerRoleName(WorkerRole role);
+base::Result<WorkerRole> ParseWorkerRole(std::string_view name);  // kInvalidArgument naming the value
+
 // GET /v1/load: what the router's load view and hashing need from a worker.
 struct WorkerLoad {
   std::string model;         // served model id
   std::string fingerprint;   // model fingerprint (seeds the block hashes)
-  std::string role = "both"; // both | prefill | decode
+  WorkerRole role = WorkerRole::kBoth;
   int encoding_version = 1;  // block-hash seed input
   std::string prompt_format; // chat prompt format the worker encodes with: "v4" | "v41" ("" = not reported)
   int64_t block_tokens = 128;

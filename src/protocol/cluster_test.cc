@@ -63,6 +63,7 @@ TEST(ClusterWireTest, SnapshotAndLoadRoundTrip) {
   l.kv_enabled = true;
   l.kv_last_seq = 77;
   l.prompt_format = "v41";
+  l.role = WorkerRole::kDecode;
   auto pl = ParseWorkerLoad(ToJson(l));
   ASSERT_TRUE(pl.ok());
   EXPECT_EQ(pl->queued_prefill_tokens, 1234);
@@ -74,7 +75,15 @@ TEST(ClusterWireTest, SnapshotAndLoadRoundTrip) {
   EXPECT_TRUE(pl->kv_enabled);
   EXPECT_EQ(pl->kv_last_seq, 77u);
   EXPECT_EQ(pl->prompt_format, "v41");
+  EXPECT_EQ(pl->role, WorkerRole::kDecode);
+  EXPECT_NE(ToJson(l).find(R"("role":"decode")"), std::string::npos);
   EXPECT_EQ(ParseWorkerLoad(R"({"fingerprint":"f"})")->prompt_format, "");  // older workers: not reported
+  EXPECT_EQ(ParseWorkerLoad(R"({"fingerprint":"f"})")->role, WorkerRole::kBoth);
+  for (WorkerRole r : {WorkerRole::kBoth, WorkerRole::kPrefill, WorkerRole::kDecode}) {
+    EXPECT_EQ(*ParseWorkerRole(WorkerRoleName(r)), r);
+  }
+  EXPECT_NE(ParseWorkerRole("encoder").error().message().find("encoder"), std::string::npos);
+  EXPECT_FALSE(ParseWorkerLoad(R"({"fingerprint":"f","role":"primary"})").ok());
 }
 
 TEST(ClusterWireTest, MalformedInputIsAnErrorNotACrash) {

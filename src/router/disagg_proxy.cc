@@ -31,13 +31,13 @@ bool RouterServer::Impl::Disaggregated() const {
   for (int w = 0; w < pool.size(); ++w) {
     const WorkerStatus& s = pool.status(w);
     if (!s.healthy) continue;
-    prefill |= s.role == "prefill";
-    decode |= s.role == "decode" && !s.transfer_address.empty();
+    prefill |= s.role == protocol::WorkerRole::kPrefill;
+    decode |= s.role == protocol::WorkerRole::kDecode && !s.transfer_address.empty();
   }
   return prefill && decode;
 }
 
-LoadView RouterServer::Impl::RoleView(const std::string& role) const {
+LoadView RouterServer::Impl::RoleView(protocol::WorkerRole role) const {
   LoadView view = loads;
   for (int w = 0; w < pool.size(); ++w)
     if (pool.status(w).role != role) view.MarkUnhealthy(w);
@@ -45,9 +45,9 @@ LoadView RouterServer::Impl::RoleView(const std::string& role) const {
 }
 
 Decision RouterServer::Impl::RouteDisaggregated(const std::shared_ptr<ProxyCall>& call, std::string* transfer_id) {
-  const Decision prefill = Decide(*call, chooser, RoleView("prefill"));
+  const Decision prefill = Decide(*call, chooser, RoleView(protocol::WorkerRole::kPrefill));
   if (prefill.outcome != Outcome::kRouted) return prefill;
-  const Decision decode = Decide(*call, decode_chooser, RoleView("decode"));
+  const Decision decode = Decide(*call, decode_chooser, RoleView(protocol::WorkerRole::kDecode));
   if (decode.outcome != Outcome::kRouted) return decode;
   *transfer_id = NewTransferIdHex();
   metrics.Counter("flashserve_router_disaggregated_total", "Requests split into a prefill and a decode half").Add();
@@ -62,7 +62,7 @@ asio::awaitable<void> RouterServer::Impl::PrefillHalf(std::shared_ptr<ProxyCall>
                                                       std::string transfer_id) {
   net::RequestExtras extras;
   extras.authorization = call->authorization;
-  extras.headers = {{"x-flashserve-transfer", transfer_id}, {"x-flashserve-prefill-to", to}};
+  extras.headers = {{protocol::kTransferHeader, transfer_id}, {protocol::kPrefillToHeader, to}};
   const std::string url = pool.status(worker).url;
   net::HttpOutcome out = co_await pool.proxy_client(worker).Post(call->path, call->body, nullptr, std::move(extras));
   const std::string status = out.transport ? "transport" : std::to_string(out.status);

@@ -36,7 +36,7 @@ std::string Authorization(const net::HttpRequest& req) {
   return auth;
 }
 
-std::string AffinityKey(const net::HttpRequest& req, const Json& body, const net::ApiKey* key) {
+std::string AffinityKey(const net::HttpRequest& req, const Json& body, const meter::ApiKey* key) {
   if (std::string s = req.Header("x-session-id"); !s.empty()) return s;
   if (auto it = body.find("user"); it != body.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
     return "user:" + it->get<std::string>();
@@ -51,17 +51,7 @@ void PostResponse(const std::shared_ptr<net::Exchange>& exchange, net::HttpRespo
 
 void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind) {
   const net::HttpRequest& req = exchange->request();
-  const net::ApiKey* key = nullptr;
-  if (keys.enabled()) {
-    key = keys.Find(req);
-    if (key == nullptr) {
-      net::ApiError e = net::InvalidRequest("Incorrect or missing API key: send \"Authorization: Bearer <key>\"", "",
-                                            "invalid_api_key");
-      e.status = 401;
-      e.type = "authentication_error";
-      return exchange->Respond(net::ErrorResponse(e));
-    }
-  }
+  const meter::ApiKey* key = keys.enabled() ? keys.Find(req) : nullptr;  // the route table checked it
   auto call = std::make_shared<ProxyCall>();
   call->exchange = exchange;
   call->kind = kind;
@@ -69,7 +59,7 @@ void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, Pro
   call->body = req.body;
   call->authorization = Authorization(req);
   call->start_s = base::MonotonicSeconds();
-  if (key != nullptr) call->cache_namespace = net::ApiKeyRing::Namespace(*key);
+  if (key != nullptr) call->cache_namespace = meter::ApiKeyRing::Namespace(*key);
   Json body = Json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_object()) {
     auto stream = body.find("stream");
@@ -116,20 +106,15 @@ Decision RouterServer::Impl::Decide(const ProxyCall& call, Chooser& which, const
 
 void RouterServer::Impl::Reject(const ProxyCall& call, const Decision& d) {
   const bool none = d.reason == Reason::kNoHealthyWorker;
-  net::ApiError e = net::InvalidRequest(none ? "no healthy worker is available; retry later"
-                                             : "every worker is saturated; retry later");
-  e.status = none ? 503 : 429;
-  e.type = none ? "service_unavailable" : "rate_limit_exceeded";
-  net::HttpResponse r = net::ErrorResponse(e);
-  r.headers.clear();
-  r.headers.emplace_back("Retry-After", std::to_string(std::max(1, d.retry_after_s)));
+  const int retry_after_s = std::max(1, d.retry_after_s);
+  const net::ApiError e = none ? net::Unavailable("no healthy worker is available; retry later", retry_after_s)
+                               : net::RateLimited("every worker is saturated; retry later", retry_after_s);
   metrics.Counter("flashserve_router_rejects_total", "Requests refused by the router (429/503)",
                   {{"status", std::to_string(e.status)}}).Add();
-  PostResponse(call.exchange, std::move(r));
+  PostResponse(call.exchange, net::ErrorResponse(e));
 }
 
 asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call) {
-  int last_status = 0;
   for (int attempt = 0; attempt < config.max_attempts && !call->gone; ++attempt) {
     std::string transfer_id;
     const Decision d = Disaggregated() ? RouteDisaggregated(call, &transfer_id) : Decide(*call, chooser, loads);
@@ -137,14 +122,10 @@ asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call)
     if (attempt > 0) metrics.Counter("flashserve_router_retries_total", "Requests retried on another worker").Add();
     const ForwardResult result = co_await ForwardTo(call, d, attempt + 1 == config.max_attempts, transfer_id);
     if (result == ForwardResult::kDone) co_return;
-    last_status = 502;
   }
   if (call->gone) co_return;
-  net::ApiError e = net::InvalidRequest("no worker could serve the request (tried " +
-                                        std::to_string(config.max_attempts) + ")");
-  e.status = last_status != 0 ? last_status : 502;
-  e.type = "upstream_error";
-  PostResponse(call->exchange, net::ErrorResponse(e));
+  PostResponse(call->exchange, net::ErrorResponse(net::Upstream(
+                                   "no worker could serve the request (tried " + std::to_string(config.max_attempts) + ")")));
 }
 
 asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_ptr<ProxyCall>& call, const Decision& d,
@@ -182,7 +163,7 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
   extras.authorization = call->authorization;
   extras.cancelled = [call] { return call->gone.load(); };
   extras.whole_body = true;
-  if (!transfer_id.empty()) extras.headers.emplace_back("x-flashserve-transfer", transfer_id);
+  if (!transfer_id.empty()) extras.headers.emplace_back(protocol::kTransferHeader, transfer_id);
   metrics.Counter("flashserve_router_requests_total", "Requests forwarded, per worker", {{"worker", url}}).Add();
   net::HttpOutcome out = co_await pool.proxy_client(w).Post(call->path, call->body, on_body, std::move(extras));
   if (out.transport) {
@@ -194,9 +175,7 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
       co_return ForwardResult::kRetry;
     }
     // Mid-stream: the client gets a clean error event and the end of the stream, never a hang.
-    net::ApiError e = net::InvalidRequest("the worker serving this stream failed: " + out.transport->message());
-    e.status = 502;
-    e.type = "upstream_error";
+    const net::ApiError e = net::Upstream("the worker serving this stream failed: " + out.transport->message());
     pool.ReportFailure(w, out.transport->message());
     call->exchange->Post([ex = call->exchange, frame = tail + net::SseData(net::ErrorBody(e))]() mutable {
       ex->Write(std::move(frame));
@@ -220,7 +199,7 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
   net::HttpResponse r;
   r.status = out.status;
   r.body = std::move(out.body);
-  r.headers.emplace_back("x-flashserve-worker", url);
+  r.headers.emplace_back(protocol::kWorkerHeader, url);
   if (out.retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(static_cast<int>(std::ceil(*out.retry_after_s))));
   PostResponse(call->exchange, std::move(r));
   co_return ForwardResult::kDone;

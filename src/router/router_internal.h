@@ -16,6 +16,8 @@
 
 #include "net/exchange.h"
 #include "net/prometheus.h"
+#include "net/route_table.h"
+#include "protocol/headers.h"
 #include "router/prompt_hasher.h"
 #include "router/router_server.h"
 
@@ -42,8 +44,9 @@ enum class ForwardResult { kDone, kRetry };
 struct RouterServer::Impl {
   Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok);
 
-  void Handle(std::shared_ptr<net::Exchange> exchange);              // HTTP I/O strand
-  void StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind);
+  void AddRoutes();  // the route table, at construction
+  void StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind);  // HTTP I/O strand
+  void RecordRequest(const std::string& route, int status, double seconds);  // any I/O thread
   void AnswerHealth(const std::shared_ptr<net::Exchange>& exchange);  // posts to the routing thread
   void AnswerModels(const std::shared_ptr<net::Exchange>& exchange);
   void AnswerWorkers(const std::shared_ptr<net::Exchange>& exchange);
@@ -61,13 +64,13 @@ struct RouterServer::Impl {
   Decision RouteDisaggregated(const std::shared_ptr<ProxyCall>& call, std::string* transfer_id);
   boost::asio::awaitable<void> PrefillHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
                                            std::string transfer_id);
-  LoadView RoleView(const std::string& role) const;
+  LoadView RoleView(protocol::WorkerRole role) const;
   void RecordUsage(int worker, std::string_view json_text);
 
   const RouterConfig config;
   const tokenizer::Tokenizer& tokenizer;
   const PromptHasher hasher;
-  net::ApiKeyRing keys;
+  meter::ApiKeyRing keys;
   net::MetricsRegistry metrics;
   boost::asio::io_context ioc{1};
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
@@ -77,6 +80,7 @@ struct RouterServer::Impl {
   Chooser chooser;    // routing thread
   Chooser decode_chooser;  // routing thread: least-load over decode workers
   WorkerPool pool;    // routing thread
+  net::RouteTable routes;  // read-only once constructed
   std::unique_ptr<net::HttpServer> http;
   bool started = false;
 };

@@ -41,7 +41,10 @@ RouterServer::Impl::Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok)
         d.policy = Policy::kLeastLoad;
         return d;
       }()),
-      pool(ioc, c.pool, &index, &loads, &metrics) {}
+      pool(ioc, c.pool, &index, &loads, &metrics),
+      routes([this](const std::string& route, int status, double seconds) { RecordRequest(route, status, seconds); }) {
+  AddRoutes();
+}
 
 namespace {
 
@@ -52,32 +55,40 @@ void Respond(const std::shared_ptr<net::Exchange>& exchange, int status, const J
   exchange->Post([exchange, r = std::move(r)]() mutable { exchange->Respond(std::move(r)); });
 }
 
-bool IsOneOf(const std::string& path, std::initializer_list<const char*> paths) {
-  for (const char* p : paths)
-    if (path == p) return true;
-  return false;
-}
+const std::vector<double> kLatencyBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
 
 }  // namespace
 
-void RouterServer::Impl::Handle(std::shared_ptr<net::Exchange> exchange) {
-  const net::HttpRequest& req = exchange->request();
-  const std::string& path = req.path;
-  const bool post = req.method == "POST", get = req.method == "GET";
-  if (post && IsOneOf(path, {"/v1/chat/completions", "/chat/completions"})) return StartProxy(exchange, PromptKind::kChat);
-  if (post && IsOneOf(path, {"/v1/completions", "/completions"})) return StartProxy(exchange, PromptKind::kCompletion);
-  if (get && IsOneOf(path, {"/v1/models", "/models"})) return AnswerModels(exchange);
-  if (get && path == "/health") return AnswerHealth(exchange);
-  if (get && path == "/v1/router/workers") return AnswerWorkers(exchange);
-  if (get && path == "/metrics") {
+// The same route table as a worker's (404, 405 + Allow, 401 without a key, per-route metrics);
+// generation routes need a key when keys are configured, as on the workers.
+void RouterServer::Impl::AddRoutes() {
+  using Exchange = std::shared_ptr<net::Exchange>;
+  for (const char* prefix : {"/v1", ""}) {  // DeepSeek's base URL has no /v1: both spellings
+    const std::string p = prefix;
+    routes.Add("POST", p + "/chat/completions", "/v1/chat/completions",
+               [this](const Exchange& e) { StartProxy(e, PromptKind::kChat); }, /*needs_key=*/true);
+    routes.Add("POST", p + "/completions", "/v1/completions",
+               [this](const Exchange& e) { StartProxy(e, PromptKind::kCompletion); }, /*needs_key=*/true);
+    routes.Add("GET", p + "/models", "/v1/models", [this](const Exchange& e) { AnswerModels(e); }, /*needs_key=*/true);
+  }
+  routes.Add("GET", "/health", "/health", [this](const Exchange& e) { AnswerHealth(e); });
+  routes.Add("GET", "/v1/router/workers", "/v1/router/workers", [this](const Exchange& e) { AnswerWorkers(e); });
+  routes.Add("GET", "/metrics", "/metrics", [this](const Exchange& e) {
     net::HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
     r.body = metrics.Render();
-    return exchange->Respond(std::move(r));
-  }
-  net::ApiError e = net::InvalidRequest("no route " + req.method + " " + path + " on the router");
-  e.status = 404;
-  exchange->Respond(net::ErrorResponse(e));
+    e->Respond(std::move(r));
+  });
+  routes.SetAuthorizer([this](const net::HttpRequest& r) { return !keys.enabled() || keys.Find(r) != nullptr; });
+}
+
+void RouterServer::Impl::RecordRequest(const std::string& route, int status, double seconds) {
+  metrics.Counter("flashserve_router_http_requests_total", "HTTP requests to the router by route and status",
+                  {{"route", route}, {"status", std::to_string(status)}})
+      .Add();
+  metrics.Histo("flashserve_router_http_request_duration_seconds", "Time from request read to response end",
+                kLatencyBuckets, {{"route", route}})
+      .Observe(seconds);
 }
 
 void RouterServer::Impl::AnswerHealth(const std::shared_ptr<net::Exchange>& exchange) {
@@ -107,7 +118,7 @@ void RouterServer::Impl::AnswerWorkers(const std::shared_ptr<net::Exchange>& exc
     Json list = Json::array();
     for (int w = 0; w < pool.size(); ++w) {
       const WorkerStatus& s = pool.status(w);
-      Json j = {{"url", s.url}, {"healthy", s.healthy}, {"model", s.model}, {"role", s.role},
+      Json j = {{"url", s.url}, {"healthy", s.healthy}, {"model", s.model}, {"role", protocol::WorkerRoleName(s.role)},
                 {"kv_epoch", s.epoch}, {"kv_last_seq", s.last_seq}, {"kv_events", s.events},
                 {"kv_resyncs", s.resyncs}, {"poll_failures", s.poll_failures}, {"last_error", s.last_error}};
       if (loads.present(w)) {
@@ -134,7 +145,8 @@ base::Status RouterServer::Start() {
   Impl& m = *impl_;
   FS_RETURN_IF_ERROR(m.config.Validate());
   for (const std::string& url : m.config.workers) FS_RETURN_IF_ERROR(m.pool.Add(url).status());
-  m.http = std::make_unique<net::HttpServer>(m.config.http, [&m](std::shared_ptr<net::Exchange> e) { m.Handle(std::move(e)); });
+  m.http = std::make_unique<net::HttpServer>(m.config.http,
+                                             [&m](std::shared_ptr<net::Exchange> e) { m.routes.Handle(std::move(e)); });
   FS_RETURN_IF_ERROR(m.http->Start());
   m.work.emplace(m.ioc.get_executor());
   m.pool.Start();

@@ -13,7 +13,7 @@
 
 #include "base/result.h"
 #include "encoding/version.h"
-#include "net/api_keys.h"
+#include "meter/api_keys.h"
 #include "net/http_server.h"
 #include "router/policy.h"
 #include "router/worker_pool.h"
@@ -29,7 +29,7 @@ struct RouterConfig {
   // Chat prompt format for prefix hashing; nullopt = the one the workers report (v4 until one
   // answered).
   std::optional<encoding::EncodingVersion> encoding_version;
-  std::vector<net::ApiKey> api_keys;       // empty: no authentication at the router
+  std::vector<meter::ApiKey> api_keys;       // empty: no authentication at the router
   int max_attempts = 3;                    // workers tried per request before giving up
   int64_t max_index_entries_per_worker = int64_t{1} << 22;
   base::Status Validate() const;

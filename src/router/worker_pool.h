@@ -35,7 +35,8 @@ struct WorkerStatus {
   std::string url;
   bool healthy = false;
   bool ever_seen = false;       // answered a poll at least once
-  std::string fingerprint, model, role, epoch;
+  std::string fingerprint, model, epoch;
+  protocol::WorkerRole role = protocol::WorkerRole::kBoth;
   std::string transfer_address;  // decode side: where prefill workers send prompt state
   uint64_t last_seq = 0;
   int64_t resyncs = 0, events = 0, poll_failures = 0;

@@ -159,6 +159,29 @@ TEST(EngineLoopTest, PrefixCacheHitGivesTheColdResultAndReportsCachedTokens) {
   EXPECT_EQ(other.usage.cached_tokens, 0);
 }
 
+// Disaggregation exports what a resume needs, by kv's rule: blocks with the prompt tokens each
+// covers (as Persist stores them) and the boundary after the last.
+TEST(EngineLoopTest, ExportPrefixGivesTheObjectsOfAResume) {
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
+  Collected done;
+  const std::vector<int32_t> prompt = RandomTokens(300, 9);
+  ASSERT_TRUE(s.Submit(Request("e", prompt, 2, 1), Collect(&done)).ok());
+  RunUntilDone(s, {&done});
+  const std::vector<CacheObject> all = s.ExportPrefix("", prompt, 0, -1);
+  ASSERT_EQ(all.size(), 3u);  // blocks 0 and 1, the boundary at 256 (end of input)
+  EXPECT_EQ(all[0].kind, protocol::KvObjectKind::kBlock);
+  EXPECT_EQ(all[0].tokens, 128);
+  EXPECT_EQ(all[1].tokens, 256);
+  EXPECT_EQ(all[2].kind, protocol::KvObjectKind::kBoundary);
+  EXPECT_EQ(all[2].tokens, 256);
+  EXPECT_EQ(all[2].hash, all[1].hash);
+  const std::vector<CacheObject> rest = s.ExportPrefix("", prompt, 1, 256);
+  ASSERT_EQ(rest.size(), 2u);  // the receiver has block 0 already
+  EXPECT_EQ(rest[0].hash, all[1].hash);
+  EXPECT_TRUE(s.ExportPrefix("", prompt, 0, 128).empty());  // no boundary was persisted at 128
+  EXPECT_TRUE(s.ExportPrefix("tenant-2", prompt, 0, -1).empty());  // another namespace holds nothing
+}
+
 TEST(EngineLoopTest, ChoicesForkFromOnePrefillWithTheirOwnSeeds) {
   EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
   protocol::GenerateRequest r = Request("n", RandomTokens(60, 3), 8, 500);

@@ -130,7 +130,7 @@ std::vector<CacheObject> PrefixStore::Export(const kv::BlockHash& seed, std::spa
     const kv::BlockHash& h = hashes[static_cast<size_t>(b)];
     kvstore::Payload block = store_->GetMemory(ObjectKey{ObjectKind::kBlock, h});
     if (!block) return {};
-    out.push_back({ObjectKind::kBlock, h, kv::kBlockTokens, std::move(block)});
+    out.push_back({ObjectKind::kBlock, h, (b + 1) * kv::kBlockTokens, std::move(block)});  // as Persist stores it
   }
   const kv::BlockHash& last = hashes[static_cast<size_t>(k - 1)];
   kvstore::Payload boundary = store_->GetMemory(ObjectKey{ObjectKind::kBoundary, last}, /*count_miss=*/false);

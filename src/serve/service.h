@@ -59,7 +59,7 @@ using EventSink = std::function<void(const protocol::GenerateEvent&)>;
 struct CacheObject {
   protocol::KvObjectKind kind = protocol::KvObjectKind::kBlock;
   protocol::KvHash hash{};
-  int64_t tokens = 0;  // prompt tokens it covers
+  int64_t tokens = 0;  // prompt tokens it covers: 128 (k + 1) for block k, 128 k for the boundary after block k-1
   base::SharedBytes payload;  // shared with the KV store and transfers, never copied
 };
 

@@ -124,6 +124,19 @@ try {
   const withKey = await fetch(`${keyed.base}/v1/chat/completions`, { method: 'POST',
     headers: { 'content-type': 'application/json', authorization: 'Bearer secret-1' }, body: chatBody([{ role: 'user', content: 'hi' }]) });
   assert.equal(withKey.status, 200);
+  // The router's HTTP front is the workers' route table: 401 on /v1/models without a key as on a
+  // worker, 405 with Allow for a known path and another method, 404 naming the URL, and
+  // per-route request metrics.
+  assert.equal((await fetch(`${keyed.base}/v1/models`)).status, 401);
+  const wrongMethod = await fetch(`${keyed.base}/v1/chat/completions`);
+  assert.equal(wrongMethod.status, 405);
+  assert.equal(wrongMethod.headers.get('allow'), 'POST');
+  const unknown = await fetch(`${keyed.base}/v2/nothing`);
+  assert.equal(unknown.status, 404);
+  assert.equal((await unknown.json()).error.code, 'unknown_url');
+  const routeMetrics = await (await fetch(`${keyed.base}/metrics`)).text();
+  assert.match(routeMetrics, /flashserve_router_http_requests_total\{route="\/v1\/chat\/completions",status="401"\} 1/);
+  assert.match(routeMetrics, /flashserve_router_http_requests_total\{route="\/v1\/chat\/completions",status="200"\} 1/);
 
   // 4a. A worker killed mid-stream: the client gets an error event and the end of the stream.
   const single = await router([w2]);

@@ -1,12 +1,12 @@
-// API keys (net/api_keys.h).
-#include "net/api_keys.h"
+// API keys (meter/api_keys.h).
+#include "meter/api_keys.h"
 
 #include <strings.h>
 
 #include <cctype>
 #include <functional>
 
-namespace flashserve::net {
+namespace flashserve::meter {
 
 using base::Error;
 using base::ErrorCode;
@@ -45,7 +45,7 @@ base::Result<ApiKey> ParseApiKey(std::string_view spec) {
   return key;
 }
 
-const ApiKey* ApiKeyRing::Find(const HttpRequest& request) const {
+const ApiKey* ApiKeyRing::Find(const net::HttpRequest& request) const {
   std::string presented = request.Header("x-api-key");
   const std::string auth = request.Header("authorization");
   if (auth.size() > 7 && strncasecmp(auth.c_str(), "bearer ", 7) == 0) presented = auth.substr(7);
@@ -61,4 +61,4 @@ std::string ApiKeyRing::Namespace(const ApiKey& key) {
                             : "tenant:" + key.tenant;
 }
 
-}  // namespace flashserve::net
+}  // namespace flashserve::meter

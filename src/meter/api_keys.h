@@ -1,7 +1,7 @@
 // API keys: which clients may call the generation routes, and per key the tenant (its
 // prefix-cache namespace: tenants never share cached prefixes unless given the same tenant)
-// and the default KV-store retention class. Built once at start-up, then read-only; Find is
-// safe from any I/O thread.
+// and the default KV-store retention class. Used by the worker's API and the router alike.
+// Built once at start-up, then read-only; Find is safe from any I/O thread.
 #pragma once
 
 #include <string>
@@ -11,7 +11,7 @@
 #include "net/exchange.h"
 #include "base/result.h"
 
-namespace flashserve::net {
+namespace flashserve::meter {
 
 struct ApiKey {
   std::string key;
@@ -30,7 +30,7 @@ class ApiKeyRing {
   bool enabled() const { return !keys_.empty(); }
   // The key presented as "Authorization: Bearer KEY" or "x-api-key: KEY"; null when none
   // matches (compared in constant time per key).
-  const ApiKey* Find(const HttpRequest& request) const;
+  const ApiKey* Find(const net::HttpRequest& request) const;
   // The cache namespace of a matched key.
   static std::string Namespace(const ApiKey& key);
 
@@ -38,4 +38,4 @@ class ApiKeyRing {
   std::vector<ApiKey> keys_;
 };
 
-}  // namespace flashserve::net
+}  // namespace flashserve::meter

@@ -1,0 +1,38 @@
+// API keys: specs, matching by header, tenants as cache namespaces (meter/api_keys.h).
+#include "meter/api_keys.h"
+
+#include <gtest/gtest.h>
+
+namespace flashserve::meter {
+namespace {
+
+TEST(ApiKeysTest, ParsesSpecsAndMatchesBearerOrHeader) {
+  auto plain = ParseApiKey("sk-abcdefgh");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->tenant, "");
+  auto full = ParseApiKey("sk-12345678:acme:agent");
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(full->tenant, "acme");
+  EXPECT_EQ(full->ttl_class, "agent");
+  EXPECT_FALSE(ParseApiKey("short").ok());
+  EXPECT_FALSE(ParseApiKey("sk-12345678:bad tenant").ok());
+  EXPECT_FALSE(ParseApiKey("sk-12345678:acme:").ok());
+  ApiKeyRing ring({*plain, *full});
+  net::HttpRequest r;
+  EXPECT_EQ(ring.Find(r), nullptr);
+  r.headers = {{"Authorization", "Bearer sk-12345678"}};
+  ASSERT_NE(ring.Find(r), nullptr);
+  EXPECT_EQ(ring.Find(r)->tenant, "acme");
+  r.headers = {{"x-api-key", "sk-abcdefgh"}};
+  ASSERT_NE(ring.Find(r), nullptr);
+  r.headers = {{"Authorization", "Bearer sk-abcdefgX"}};
+  EXPECT_EQ(ring.Find(r), nullptr);
+  // Tenants are cache namespaces: different tenants never share one, a key without a tenant
+  // gets its own.
+  EXPECT_EQ(ApiKeyRing::Namespace(*full), "tenant:acme");
+  EXPECT_NE(ApiKeyRing::Namespace(*plain), ApiKeyRing::Namespace(*full));
+  EXPECT_FALSE(ApiKeyRing().enabled());
+}
+
+}  // namespace
+}  // namespace flashserve::meter
