@@ -1,9 +1,10 @@
 // A/B timing of the AMX matrix products against the AVX-512 paths in one process: each call
 // alternates between the two on the same weights and activations, and the fastest of many
 // counts. A VM that switches between a fast and a slow mode between runs (docs/benchmarks.md,
-// "AMX tiles") then still compares the two within one mode. --threads threads (1); weights of the medium
-// engine's shapes in L2 (FP4 768 x 1024, the FP8 shape given) with activations that are exact
-// BF16 (AMX takes them). Exits 0 without measuring where the CPU or the kernel lacks AMX.
+// "CPU kernels", Emerald Rapids) then still compares the two within one mode. --threads threads
+// (1); weights of the medium engine's shapes in L2 (FP4 768 x 1024, the FP8 shape given) with
+// activations that are exact BF16 (AMX takes them). Exits 0 without measuring where the CPU or
+// the kernel lacks AMX.
 // --cold MB: the engine's batch-1 case instead: copies of each matrix (the medium engine's
 // FP4 expert, FP8 query and BF16 head shapes) filling MB megabytes, more than the last-level
 // cache, multiplied one after another on --threads threads, so that every call streams its

@@ -1,6 +1,6 @@
 // Which summation orders give the bits of AMX's TDPBF16PS and of VDPBF16PS, measured: the facts
 // an AMX instruction set for the matrix products must respect to keep a row's bits independent
-// of its batch (docs/benchmarks.md, "On Emerald Rapids"). Prints, for random BF16 values
+// of its batch (docs/benchmarks.md, "CPU kernels", Emerald Rapids). Prints, for random BF16 values
 // (exponents -20..20, both signs; 20 tiles of 16 x 16 outputs over K = 2048), how many outputs
 // differ between:
 //   - VDPBF16PS with weight rows across the lanes (activation pair broadcast) and sequential

@@ -376,8 +376,8 @@ double Restore(kvstore::KvStore& store, int64_t n, int batch, int64_t object_byt
 
 // A cold restore Fetch by Fetch, each preceded by a direct sequential read of as many bytes of
 // the plain file (continuing where the last stopped), so that both rates come from the same
-// moments of the disk (a virtual disk's rate moved about 3x within minutes: docs/benchmarks.md,
-// KV store, the Zen 4 VM). Single stream.
+// moments of the disk (a virtual disk's rate can move severalfold within minutes:
+// docs/benchmarks.md, "KV store"). Single stream.
 struct PairedRates {
   double restore = 0;     // bytes of the objects found per second of Fetch
   double sequential = 0;  // bytes per second; 0 where the file system refuses O_DIRECT

@@ -32,8 +32,8 @@ void FinishEntry(Ops& ops, const CompressorSpec& spec, int64_t window_index, flo
 namespace {
 
 // A sequence with at least kSlicedFoldRows rows in the batch folds in tasks of
-// kFoldSliceChannels channels (a prefill's 512 rows folded on one thread took 30 ms of the 100
-// ms compressor phase); shorter ones fold whole, one task each.
+// kFoldSliceChannels channels (a prefill's 512 rows folded on one thread took a large share of
+// the compressor phase); shorter ones fold whole, one task each.
 constexpr int64_t kSlicedFoldRows = 16;
 constexpr int kFoldSliceChannels = 64;
 

@@ -21,20 +21,20 @@ namespace flashserve::engine {
 struct ModelLoadOptions {
   // Copy the output head (vocab x hidden, read whole for every decode step) into anonymous
   // memory in 2 MiB pages where transparent huge pages are available: the checkpoint mapping's
-  // 4 KiB pages cost TLB misses (medium, decode batch 1: head 9.0 -> 6.0-7.5 ms). Costs a
+  // 4 KiB pages cost TLB misses (a faster head at medium's decode batch 1). Costs a
   // second copy of the head in memory (1.06 GB for V4-Flash, 1.85 GB for V4-Pro); kept only if
   // the kernel backs it with huge pages.
   bool head_in_huge_pages = true;
   // Read the whole checkpoint into memory at load, in 2 MiB pages where the kernel gives them
   // (model::Checkpoint::Preload), instead of on demand in whatever pages the first touches
-  // leave: the streaming reads of decode then take fewer TLB misses (medium, five interleaved
-  // pairs: decode batch 1 +8.5%, batch 8 +5.2%; docs/benchmarks.md). Skipped, with a log line,
+  // leave: the streaming reads of decode then take fewer TLB misses (medium decodes faster at
+  // batch 1 and 8; docs/benchmarks.md). Skipped, with a log line,
   // where the shards are larger than the memory available.
   bool preload_weights = true;
   // Where the kernels decode FP4 faster from model::Fp4Layout::kLanePairs
   // (kernels::PrefersFp4LanePairs: AVX-512), copy every FP4 matrix into that layout, in
-  // anonymous memory in 2 MiB pages where available (medium: 830 MB in 1.2 s on two cores;
-  // decode batch 8's experts 11% faster, docs/benchmarks.md). The same logits. The copy
+  // anonymous memory in 2 MiB pages where available (a one-time copy at load; decode batch 8's
+  // experts run faster, docs/benchmarks.md). The same logits. The copy
   // replaces the mapping's pages in use (those stay in the page cache, reclaimable); skipped,
   // with a log line, where the FP4 bytes exceed the memory available.
   bool fp4_lane_pairs = true;

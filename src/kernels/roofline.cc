@@ -19,9 +19,9 @@ namespace {
 
 constexpr int64_t kChunkFloats = int64_t{1} << 18;  // 1 MiB per bandwidth task
 constexpr int64_t kWindowChunks = 64;                 // timed unit: 64 MiB, twice the L3
-// Per FMA task: 0.4 ms of work on Zen 5 (two 512-bit FMA pipes), 0.9 ms on Zen 4; a pass
-// (16 tasks per thread) is longer than a scheduler slice, so that other work on a core
-// interrupts every pass (roofline_test).
+// Per FMA task: enough work that a pass (16 tasks per thread) is longer than a scheduler slice
+// on current x86 cores, so that other work on a core interrupts every pass (roofline_test; a
+// shorter pass could run untouched between slices).
 constexpr int64_t kFmaIterations = int64_t{1} << 18;
 constexpr int kFmaAccumulators = 12;  // simd::VecOps::fma_loop
 
@@ -112,7 +112,7 @@ double MeasureFmaPeak(base::ThreadPool& pool, int passes) {
 
 double MeasureAmxPeak(base::ThreadPool& pool, int passes) {
   if (!AmxOn()) return 0.0;
-  constexpr int64_t kTileIterations = 4096;  // about 0.1 ms per task at 6 ns per TDPBF16PS
+  constexpr int64_t kTileIterations = 4096;  // a fraction of a millisecond per task at the tile unit's rate
   const int64_t num_tasks = 16 * pool.num_threads();
   std::vector<double> flops(static_cast<size_t>(num_tasks));
   double best = 0.0;

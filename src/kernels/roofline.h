@@ -9,7 +9,8 @@
 // disturbed by other processes). This is DRAM read bandwidth, the floor for decode (n = 1..4),
 // which reads each weight byte once. FMA peak: 16 tasks per thread, each a loop of register-
 // only FMAs on 12 independent accumulators (enough to cover FMA latency times throughput on
-// current x86 cores); GFLOP/s = 2 * lanes * FMAs / wall time, best of `passes` (7 ms each on Zen 5, 14 on Zen 4).
+// current x86 cores); GFLOP/s = 2 * lanes * FMAs / wall time, best of `passes` (each longer than a
+// scheduler slice).
 // Each task is also timed by its thread's CPU clock: where the wall-clock rate falls well below
 // the rate per CPU-second times the threads (other work held the cores, or there are more
 // threads than CPUs, or a CPU quota), MeasureFmaPeak warns that floors computed from it are low.

@@ -10,10 +10,9 @@ namespace {
 struct Avx512Attention : simd::Avx512 {
   // Logits: 8 heads x 3 keys (11 loads per 24 FMAs, 3 of them keys, mostly from L2); values:
   // 8 heads x 3 vectors (3 key loads and 8 broadcasts per 24 FMAs); 28 of the 32 registers.
-  // Emerald Rapids, one core, dim 512, 16 and 64 heads over 128..1000 keys in cache, GFLOP/s
-  // (two alternating runs of matmul_bench --only "attention avx512"): 4 x 4 (Zen 4's best,
-  // where 4 x 6 and 6 x 4 were within 5%) 58-79, 8 x 2 81-92, 6 x 3 69-89, 16 x 1 59-68,
-  // 8 x 3 with 2 value vectors 83-99, 8 x 3 91-101.
+  // The fastest of the tiles tried on Emerald Rapids with keys in cache (matmul_bench --only
+  // "attention avx512"): 4 x 4 (Zen 4's best), 8 x 2, 6 x 3, 16 x 1 and 8 x 3 with 2 value
+  // vectors were all slower (docs/benchmarks.md, "CPU kernels").
   static constexpr int kHeadBlock = 8;
   static constexpr int kLogitKeys = 3;
   static constexpr int kValueVectors = 3;

@@ -95,7 +95,7 @@ class ExactMatMul {
   base::Status Synchronize();
   // Activation rows per thread: the largest of 1, 2, 4, 8 that n fills. More rows share each
   // weight load and decode; fewer leave more threads. Measured on an H200 at n = 8: 8 rows
-  // were the fastest or within 6% of it for every shape (docs/benchmarks.md).
+  // were the fastest, or close to it, for every shape (docs/benchmarks.md, "CUDA kernels").
   static int RowsPerThread(int64_t n);
 
  private:

@@ -34,18 +34,16 @@ constexpr int64_t kDirectTaskRows = 24;       // output rows per task: a multipl
 constexpr int kTileGroupRows = 8;             // largest weight-row tile (matmul_simd.h)
 constexpr int64_t kActivationGroupRows = 8;   // activation rows per pass: a multiple of 4 and 8
 constexpr int64_t kPanelFloats = 32 * 1024;  // 128 KiB of dequantized weights per panel
-constexpr int64_t kMinPartWork = int64_t{1} << 17;  // weights x max(2, n): about 5 us on one core
-// BF16 pairs where exact, from these row counts (measured on Zen 4, cold weights: FP4 768 x 1024
-// on one thread, as the experts run, n = 1: 24-27 us against 29-30 on the f32 path, n = 2: 31-33
-// against 40; on 2 threads n = 4: 31 against 35, n = 8: 50 against 74. FP8 panels, n = 16: 121
-// against 136 us for 768 x 1024, 2.2 against 2.6 ms for 4096 x 4096; n = 512: 53 against 98 ms).
+constexpr int64_t kMinPartWork = int64_t{1} << 17;  // weights x max(2, n): a few microseconds on one core
+// BF16 pairs where exact, from these row counts: where they measured faster than the f32 paths on
+// Zen 4 with cold weights (FP4 on one thread, as the experts run, from one row; FP8 panels from
+// 16 rows; docs/benchmarks.md, "CPU kernels").
 constexpr int64_t kFp4PairsMinRows = 1;
 constexpr int64_t kFp8PairsMinRows = 16;
 constexpr int64_t kBf16PairsMinRows = 1;
 // FP8 decoded in registers into BF16 pairs for one pass of wide tiles (5-8 rows, cols a multiple
-// of 32, tiles at least 32 columns wide), where eight rows share each decode (Zen 4, one thread, cold: 768 x 1024 at n = 8 90
-// against 137 us, 4096 x 4096 2.04-2.09 against 2.65 ms; n = 6 -13%, n = 5 -2%; n = 4 3-7% and
-// n = 9 20% slower than the f32 paths).
+// of 32, tiles at least 32 columns wide), where eight rows share each decode: faster than the f32
+// paths there on Zen 4 (one thread, cold), slower at n = 4 and at n = 9 (docs/benchmarks.md).
 constexpr int64_t kFp8RegisterPairsMinRows = 5, kFp8RegisterPairsMaxRows = 8;
 std::atomic<Bf16Dots> bf16_dots{Bf16Dots::kAuto};
 std::atomic<bool> amx_enabled{true};
@@ -178,9 +176,8 @@ double MeasuredBf16DotRate() {
 // kMinBf16DotRate of them per FMA. At 0.5 a pair's two products cost what an FMA's one does and
 // the pairs' cheaper decoding still wins; the threshold sits below that, so that a CPU at 0.5
 // (Zen 4's double-pumped units may be one) cannot flip between processes on a noisy probe. On
-// Emerald Rapids, at 0.25-0.29, the f32 paths were as fast at n = 1 and faster from n = 2 (FP4
-// 768 x 1024 in L2, one core, us per call, n = 2 46-58 against 57-70, n = 8 110 against 215-225;
-// FP8 n = 16 294-310 against 444-447).
+// Emerald Rapids, which runs them at a fraction of the FMA rate, the f32 paths were as fast at
+// n = 1 and faster from n = 2 (docs/benchmarks.md, "CPU kernels").
 constexpr double kMinBf16DotRate = 0.4;
 
 bool Bf16DotsOn() {
@@ -292,7 +289,7 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
     }
     // Otherwise the kernel scales the activations ahead where that is exact (it checks). A band
     // of fewer rows leaves too little work per scaling of the activations (FP8 4096 x 4096 in
-    // 32 x 32 tiles, n = 32: 6% slower than panels; 128-row bands: 10-20% faster, n = 4..64).
+    // 32 x 32 tiles measured slower than panels at n = 32; 128-row bands faster at n = 4..64).
     a.fp8_prescale = a.fp8_vector && !a.fp8_scale_x && n <= kPrescaleMaxRows &&
                      (w.tile_rows >= kPrescaleMinBand || n <= 8);
     if (a.fp8_prescale) a.fp8_low = low_range;
@@ -302,11 +299,10 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
     a.fp8_scale_hi = range.hi;
   }
   // Panels pay off only where decoding costs more than streaming a decoded copy from cache:
-  // FP8 with n > 16 and weights scaled in registers (measured on Zen 4, one core: panels 87 vs
-  // in-register 80 GFLOP/s at n = 32, but 58-65 vs 77-80 at n = 9, equal at 16; FP4 and BF16
-  // decode in registers at 101 and 96 against 88 and 75 with panels). Prescaled activations
-  // (no multiply per weight) beat panels up to n = 64 on cold weights (n = 32: 78% against 70%
-  // of the FMA peak, n = 48: 84% against 69%; in L2 81% against 77% at n = 32).
+  // FP8 with n > 16 and weights scaled in registers (measured on Zen 4, one core: panels faster
+  // at n = 32, slower at n = 9, even at 16; FP4 and BF16 faster decoded in registers than with
+  // panels). Prescaled activations (no multiply per weight) beat panels up to n = 64, on cold
+  // weights and in L2.
   a.direct = w.format != model::MatrixFormat::kFp8 || (n <= kDirectMaxRows && a.fp8_vector) || a.fp8_prescale;
   a.padded_cols = (w.cols + lanes - 1) / lanes * lanes;
   a.panel_rows = std::clamp<int64_t>(kPanelFloats / a.padded_cols / 4 * 4, 4, 24);
@@ -339,9 +335,9 @@ MatMulArgs PrepareArgs(Isa isa, const model::Matrix& w, const float* x, int64_t 
 // Row tasks of one call split into contiguous parts, one per thread (fewer for little work:
 // below kMinPartWork no worker is woken). Each part is consumed front to back in kPieces pieces
 // through its own cursor; a thread drains its part, then takes pieces of the others. So each
-// thread streams one range with its prefetches running ahead (measured on cold 0.4-0.5 MiB
-// FP8/FP4 matrices at n = 1..8: 10-17% faster than interleaved dynamic chunks, which start cold
-// several times per call), and a thread delayed by the system costs little.
+// thread streams one range with its prefetches running ahead (measured faster on cold 0.4-0.5 MiB
+// FP8/FP4 matrices at n = 1..8 than interleaved dynamic chunks, which start cold several times
+// per call), and a thread delayed by the system costs little.
 class RowParts {
  public:
   RowParts(const model::Matrix& w, int64_t n, int64_t num_tasks, int threads)

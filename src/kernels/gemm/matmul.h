@@ -30,7 +30,7 @@ const char* MatMulIsa();
 
 // Whether this process's kernels decode FP4 faster from model::Fp4Layout::kLanePairs (the
 // AVX-512 ones: one shuffle fewer per 32 weights; FP4 768 x 1024 on Zen 4, QAT activations, in
-// L2: 14-17% less time at n = 1, 2, 4 and 32). Only the AVX-512 and portable kernels read that
+// L2: less time at every row count measured). Only the AVX-512 and portable kernels read that
 // layout; the others reject it.
 bool PrefersFp4LanePairs();
 

@@ -34,9 +34,9 @@ struct WholePanels {
 };
 
 // One activation block: one weight panel (A: tmm0) against it (B: tmm3), C in tmm4. One chain
-// of products into one C tile runs at the unit's full rate here (5.8 ns per TDPBF16PS, as four
-// independent chains), and three panels decoded side by side ran slower at n = 1 (FP8 8192 x 512,
-// one core: 620-1000 against 475-500 us per call; the 48 rows' streams miss more).
+// of products into one C tile runs at the unit's full rate here (as fast as four independent
+// chains), and three panels decoded side by side ran slower at n = 1 (FP8 8192 x 512, one core:
+// the 48 rows' streams miss more).
 // a_panels.Tiles(s): where step s's A tile is, a_panels.After(s) runs once its tile loads are
 // issued. xb: the block's B tiles, `width` words per row, one per step.
 template <class APanels>
@@ -165,7 +165,7 @@ void PackAmxActivations(const float* x, int64_t ldx, const int32_t* rows, int64_
 
 void MatMulRowsAmx(const MatMulArgs& a, const std::function<bool(int64_t*, int64_t*)>& next_rows, float* scratch) {
   const bool split = a.amx_split;
-  ConfigureTiles(BlockWidth(a.n), split);  // once per thread and call: 140 ns with its release
+  ConfigureTiles(BlockWidth(a.n), split);  // once per thread and call: cheap, with its release
   int64_t r0 = 0, r1 = 0;
   while (next_rows(&r0, &r1)) {
     if (split) {

@@ -26,8 +26,8 @@ constexpr int kRing = 4;        // steps of decoded tiles in flight where decodi
 constexpr int kDecodeAhead = 3;  // steps between a step's decoding and its products (StreamedPanels)
 
 // FP8 rows decoded by arithmetic into BF16 (the table decoder of matmul_bf16_rows.h reads four
-// 64-byte tables per 32 weights: FP8 8192 x 512 at n = 1 ran 3x slower than the f32 path). With
-// scale byte s, a normal e4m3 magnitude (e << 3 | m, e >= 1) times 2^(s - 127) is the BF16
+// 64-byte tables per 32 weights: FP8 8192 x 512 at n = 1 ran several times slower than the f32
+// path). With scale byte s, a normal e4m3 magnitude (e << 3 | m, e >= 1) times 2^(s - 127) is the BF16
 // (e + s - 7) << 7 | m << 4, i.e. (magnitude << 4) + ((s - 7) << 7); a subnormal one (e = 0) is
 // (s - 7) << 7 plus a fixed offset per m, and zero is zero: magnitudes below 8 take
 // Table(bias)'s entry, whose entry 0 is -bias; the sign is bit 7. Exact for scale bytes 10..246
@@ -70,9 +70,9 @@ struct Fp8BitsRows {
 
 // Whole panels (16 rows of the matrix) decoded one step at a time by a loop of the source's own,
 // with its pointers set up once per panel, where the source has one (GCC 12 kept the generic
-// loop's cursors in memory and spilled its addresses). Streamed as matmul_amx.cc's Run does, one core, in
-// L2, n = 1, us per call, generic -> these (the AVX-512 f32 path alongside): FP4 768 x 1024
-// 39.5 -> 31-32 (29-30), FP8 2048 x 512 103-105 -> 87-89 (75-77).
+// loop's cursors in memory and spilled its addresses). Streamed as matmul_amx.cc's Run does (one
+// core, in L2, n = 1), these measured faster than the generic loop for FP4 and FP8, close to the
+// AVX-512 f32 path.
 template <class Src>
 struct PanelSteps {
   static constexpr bool kHas = false;
@@ -185,9 +185,9 @@ class PanelDecoder {
 // Decodes each step kAhead steps before its products, into a ring of kRing slots, with
 // decode(s, tiles, panel_stride) (panel j of a step at j * kPanelStride words). Tiles(s) gives
 // step s's (decoded before), After(s) decodes step s + kAhead once step s's tile loads are
-// issued. A tile load of lines stored just before waits for them: FP4 768 x 1024 at n = 1, one
-// core, us per call: kAhead 1 about 1.6x kAhead 2 (a standalone loop: 55 against 35 cycles per
-// step), kAhead 3 39-40 against kAhead 2's 47-57.
+// issued. A tile load of lines stored just before waits for them: with FP4 768 x 1024 at n = 1 on
+// one core, kAhead 1 was much slower than kAhead 2 (a standalone loop too), and kAhead 3 faster
+// than kAhead 2.
 template <class DecodeStep>
 class StreamedPanels {
  public:

@@ -115,8 +115,8 @@ struct RingTiles {
 
 // Calls multiply(tiles) with the A tiles of the FP8 panels [o0, o0 + 16 * panels) (rows from r1
 // on zero) decoded a step at a time into `ring` while the products of earlier steps run (RingTiles),
-// not in full before them (wo_a, 256 x 2048 at n = 1, one core: 63-100 us a call decoded in full,
-// against 43-52 on the AVX-512 path).
+// not in full before them (decoded in full, wo_a's 256 x 2048 at n = 1 on one core ran well behind
+// the AVX-512 path).
 template <class Multiply>
 void WithFp8Ring(const MatMulArgs& a, int64_t o0, int64_t r1, int panels, int64_t steps, uint32_t* ring,
                  const Multiply& multiply) {
@@ -165,8 +165,8 @@ void MultiplyBlock(const ATiles& a_tiles, const uint32_t* xb, int64_t part_words
 // kBlocks blocks of activations from xb (16 rows wide; block b's B tile of each part in turn in
 // tmm 2 + b, PanelPairProducts), stored to c in that order. Per part, four independent products (two with one block) reuse
 // each loaded tile twice: a chain of products into one C tile waits for each product's result
-// (one panel against one block, its three parts in a row: 23-25% of the tile peak on one core,
-// n = 32). Each C tile still sums steps ascending, parts 0, 1, 2 within a step.
+// (one panel against one block, its three parts in a row, ran far below the tile peak on one
+// core at n = 32). Each C tile still sums steps ascending, parts 0, 1, 2 within a step.
 template <int kBlocks, class ATiles>
 void MultiplyPanelPair(const ATiles& a_tiles, const uint32_t* xb, int64_t block_words, int64_t part_words,
                        int64_t steps, float* c) {

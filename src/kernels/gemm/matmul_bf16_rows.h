@@ -26,9 +26,8 @@ struct Tiles : simd::Avx512 {
   static constexpr int kMaxMr = 4;
   static constexpr int kSingleNr = 8;
   // Weight rows per tile for 1-4 activation rows (gemm::NarrowNr): wider than the f32 paths' 4,
-  // since a dot product covers two columns per lane. Zen 5, one core, FP4 768 x 1024 in L2,
-  // fastest of 8 interleaved runs, us per call, 4 rows -> these: n = 2 22.4 -> 19.2 (2 x 12:
-  // 27.1), n = 3 27.5 -> 23.0 (3 x 8: 24.7), n = 4 29.8 -> 27.3.
+  // since a dot product covers two columns per lane. On Zen 5 (one core, FP4 768 x 1024 in L2)
+  // these beat 4 rows at n = 2, 3 and 4, and 2 x 12 and 3 x 8 were slower (docs/benchmarks.md).
   static constexpr int kNarrowNr[5] = {0, 4, 8, 6, 6};
 };
 
@@ -44,14 +43,14 @@ inline __m512 DotPairs(__m512 w, __m512 x, __m512 acc) { return _mm512_dpbf16_ps
 // fills the FMA pipes), and one from the lane-pair layout.
 enum class Fp4Indices {
   // VPMULTISHIFTQB on bytes 0-7 broadcast into qwords 0-3 and 8-15 into 4-7: one operation
-  // beside the two broadcast loads (n = 1..4: 9-17% faster than kWidened), but in the FMA pipes.
+  // beside the two broadcast loads (faster than kWidened at n = 1..4), but in the FMA pipes.
   kMultishift,
   // VPMOVZXBD, two shifts and a merge: two more operations, none in the FMA pipes, which the
-  // wide tiles (5-8 rows) fill with their dot products (n = 8: 5% faster than kMultishift).
+  // wide tiles (5-8 rows) fill with their dot products (faster than kMultishift at n = 8).
   kWidened,
   // Data in model::Fp4Layout::kLanePairs: a 128-bit broadcast load and one shift per dword
-  // (simd::Avx512::Fp4LanePairCodes), beside the dot products in the pipes (on Zen 4 a
-  // VPMULTISHIFTQB and a VDPBF16PS take 2.0 cycles a pair, VPSRLVD and VDPBF16PS 1.0).
+  // (simd::Avx512::Fp4LanePairCodes), beside the dot products in the pipes (on Zen 4
+  // VPMULTISHIFTQB competes with VDPBF16PS for them, VPSRLVD does not).
   kLanePairs,
 };
 
@@ -89,14 +88,12 @@ struct Fp4PairRows {
   static constexpr int kStep = 16;  // pair columns per Load: 32 columns, 16 bytes, one scale
   static constexpr int kStepBytes = 16;
   // Twice gemm::kPrefetchLead: with lane-pair decoding two threads' experts wait on DRAM more
-  // than on decoding (medium, batch 8, three interleaved pairs: experts phase 20.7 / 20.1 /
-  // 19.9 -> 16.6 / 17.8 / 18.8 ms per step; batch 1 the same within noise). The same lead for
-  // every product slowed batch 1 and 32.
+  // than on decoding (medium, batch 8: a shorter experts phase; batch 1 the same within noise;
+  // docs/benchmarks.md). The same lead for every product slowed batch 1 and 32.
   static constexpr uintptr_t kPrefetchLead = 8192;
   static constexpr bool kScalesX = false;
-  // 2: more than 8 rows go in passes of 8 (8 x 3 tiles), not of 4 (4 x 6). Zen 5, one core,
-  // 768 x 1024 in L2, eight alternating runs, median us: n = 16 104 -> 97, n = 32 176 -> 158,
-  // n = 48 309 -> 286; n = 12 (two passes of 6 x 3) 82 -> 84.
+  // 2: more than 8 rows go in passes of 8 (8 x 3 tiles), not of 4 (4 x 6): faster on Zen 5 (one
+  // core, 768 x 1024 in L2) at n = 16, 32 and 48, about even at n = 12 (two passes of 6 x 3).
   static constexpr int kDecodeCost = 2;
   static constexpr int64_t kGroupRows = kHow == Fp4Indices::kLanePairs ? model::kFp4GroupRows : 1;
   static F Dot(F w, F x, F acc) { return DotPairs(w, x, acc); }
@@ -172,10 +169,9 @@ struct Fp8PairRows {
   };
   // All rows of a tile at step k: rows in one band of scale tiles share the table. With MR
   // activation rows, tiles of up to 18 accumulators keep all four quarters in registers, up to
-  // 21 two (the other two stay memory operands), wider ones load per row. Measured on Zen 4,
-  // one thread, FP8 768 x 1024 DRAM-cold, us per call: n = 5 75-76 -> 65-66, n = 6 84-86 ->
-  // 73-74, n = 7 89-90 -> 81; at n = 8 (24 accumulators) sharing even two quarters was 1-7%
-  // slower, so it loads per row as before.
+  // 21 two (the other two stay memory operands), wider ones load per row. Measured on Zen 4
+  // (one thread, FP8 768 x 1024 DRAM-cold): sharing is faster at n = 5..7; at n = 8 (24
+  // accumulators) sharing even two quarters was slower, so it loads per row as before.
   template <int MR, int NR, int kVecs>
   static void LoadRows(const Cursor (&rows)[NR], int64_t k, F (&w)[NR][kVecs]) {
     bool shared = MR * NR <= 21;

@@ -37,8 +37,8 @@ struct MatMulArgs {
   // one vector and every scale byte is <= 246, so each weight e4m3 * 2^-8 * 2^(s-119) is an
   // exact f32. Otherwise panels are filled from the scalar tables.
   bool fp8_vector = false;
-  // With fp8_scale_x: FP8 decoded without the f16 conversion (simd DecodeFp8Low, 14-20% faster
-  // at n = 1, slower than f16 where FMAs fill the pipes): each weight is e4m3 * 2^-120 and the
+  // With fp8_scale_x: FP8 decoded without the f16 conversion (simd DecodeFp8Low, faster at
+  // n = 1, slower than f16 where FMAs fill the pipes): each weight is e4m3 * 2^-120 and the
   // activations are multiplied by 2^(s-7). Chosen where every scale byte is <= 134, that product
   // is exact, and the calling thread does not treat subnormal inputs as zero (e4m3 subnormals
   // become f32 subnormals). The same products, so the same bits, as the f16 route.
@@ -105,8 +105,8 @@ void MatMulRowsAvx2(const MatMulArgs& args, int64_t row_begin, int64_t row_end, 
 void MatMulRowsAvx512Bf16(const MatMulArgs& args, int64_t row_begin, int64_t row_end, float* scratch);
 // VDPBF16PS instructions retired per VFMADD231PS (both 512-bit, 12 independent chains each;
 // the faster of three tries), measured on the calling core (same condition). At a rate of 1 a
-// dot product of pairs does twice an FMA's work; Emerald Rapids runs VDPBF16PS at a quarter
-// (0.5 per cycle against 2).
+// dot product of pairs does twice an FMA's work; Emerald Rapids runs VDPBF16PS at a fraction of
+// the FMA rate (docs/benchmarks.md, "CPU kernels").
 double Bf16DotRateVsFmaAvx512();
 // Its activation checks and packing (same condition). The exponent field of the smallest
 // nonzero |x| (255: all zero), or -1 unless every value is a finite, exact BF16, zero or normal.

@@ -3,8 +3,8 @@
 // product x * 2^(s - b) of an activation and a scale byte s in the matrix's range is exact (a
 // normal float or zero); if so, for each band of weight rows sharing one row of scale tiles it
 // multiplies the activation rows by the band's factors once, into scratch, and the band's
-// weights decode without any multiply (measured on Zen 4, one core, FP8 256 x 1024 in L2:
-// n = 4 66% -> 81% of the FMA peak, n = 8 73% -> 87%, n = 16 75% -> 87%). An exact
+// weights decode without any multiply (measured on Zen 4, one core, FP8 256 x 1024 in L2: a
+// larger share of the FMA peak at n = 4, 8 and 16). An exact
 // x * 2^(s - b) times the weight decoded as e4m3 * 2^(b - 127) is the very product
 // x * (e4m3 * 2^(s - 127)) that scaling the weights feeds the FMA, so the bits are the same.
 // Where a product would not be exact, the weights are scaled. Re-entrant; scratch is the caller's.

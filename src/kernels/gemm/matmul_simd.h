@@ -23,7 +23,7 @@
 namespace flashserve::kernels::internal::gemm {
 
 // Prefetching of weights streamed from memory (measured on Zen 4, cold 0.5-4 MiB matrices,
-// n = 1, one thread: 15-25% faster than prefetching only the next tile's rows): the stream runs
+// n = 1, one thread: faster than prefetching only the next tile's rows): the stream runs
 // kPrefetchLead bytes (a source's own Src::kPrefetchLead where it has one) past the next
 // register tile, and a call's first kWarmBytes are requested before its first tile, so that a
 // cold matrix streams at full rate from its first rows.
@@ -220,8 +220,8 @@ PrefetchSpan NextBlock(const Src& src, int64_t b0, int64_t b1) {
 // in L1; sources with kDecodeCost 2: kWideMr rows, fewer decodes) over blocks of about kBlockBytes
 // of weights, so that the block read from memory by the first pass is still in L2 for the
 // others (passes over a whole task range would stream a tall matrix from DRAM once per pass:
-// the 129280-row head ran at 27% of the FMA peak); meanwhile the second pass requests the next
-// block (decode batch 8, head: 10.1-11.2 -> 8.3-9.8 ms per step).
+// the 129280-row head ran far below the FMA peak); meanwhile the second pass requests the next
+// block (the head at decode batch 8 measured faster).
 template <class V, class Src>
 void Rows(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, PrefetchSpan window = {}) {
   if constexpr (Src::kStepBytes > 0) {
@@ -234,7 +234,7 @@ void Rows(const Src& src, const MatMulArgs& a, int64_t r0, int64_t r1, PrefetchS
     return;
   }
   // Wide tiles save decodes; for the cheapest decoders two full passes of kMaxMr rows run
-  // faster (measured on Zen 4, BF16 n = 8: 8% faster; n = 5..7 and FP4/FP8: wide tiles).
+  // faster (measured on Zen 4: BF16 at n = 8; at n = 5..7 and for FP4/FP8 the wide tiles win).
   const bool wide = a.n <= V::kWideMr && (Src::kDecodeCost > 0 || a.n % V::kMaxMr != 0);
   if (a.n <= V::kMaxMr || wide) {
     Group<V>(src, a, 0, a.n, r0, r1, window);

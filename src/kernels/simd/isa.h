@@ -31,7 +31,7 @@ bool AmxSupported();
 
 // Whether arithmetic on subnormal operands is much slower here than on normal ones (Intel
 // cores take a microcode assist per such instruction unless MXCSR flushes them: FP8 products
-// decoded into f32 subnormals ran 25-30x slower on random codes, 5% of them e4m3 subnormals;
+// decoded into f32 subnormals ran many times slower on random codes, 5% of them e4m3 subnormals;
 // AMD's run them at full speed). Measured once per process with MXCSR's flush bits
 // cleared, by timing a chain of dependent multiplies on each.
 bool SubnormalOperandsAreSlow();

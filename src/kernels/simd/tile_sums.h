@@ -10,9 +10,8 @@ namespace flashserve::kernels::simd {
 
 // ys[i][o0 + j] = V::Sum(acc[i][j]). Where the traits have Sums (the same trees for kLanes
 // vectors at once), groups of at least 3/4 kLanes accumulators take it, zero-padded (measured
-// on Zen 4, BF16 4 x 4 tiles in L2: 88% -> 92% of the FMA peak at 1024 columns, 80% -> 87% at
-// 512, with the tile loops unrolled; smaller groups keep separate trees, which use fewer
-// shuffle slots where decoding already fills them).
+// faster on Zen 4, BF16 4 x 4 tiles in L2, with the tile loops unrolled; smaller groups keep
+// separate trees, which use fewer shuffle slots where decoding already fills them).
 template <class V, int MR, int NR>
 inline void StoreSums(const typename V::F (&acc)[MR][NR], float* const* ys, int64_t o0) {
   using F = typename V::F;
