@@ -69,7 +69,7 @@ void DiskTier::Scan(int num_threads, bool full) {
   for (std::thread& t : threads) t.join();
   complete = complete && std::all_of(listed.begin(), listed.end(), [](uint8_t ok) { return ok != 0; });
 
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   std::unordered_set<ObjectKey, ObjectKeyHasher> seen;
   if (full) index_.Clear();
   int64_t count = 0, unread = 0;
@@ -106,6 +106,23 @@ void DiskTier::Scan(int num_threads, bool full) {
   ++stats_.scans;
   stats_.incomplete_scans += complete && unread == 0 ? 0 : 1;
   stats_.index_seconds = base::MonotonicSeconds() - start;
+  lock.unlock();
+  TrimToBudget();
+}
+
+// Files indexed without a write of this process (scans; reads, GC checks and probes that find a
+// file another worker wrote or renewed, perhaps larger) may not fit the budget: another worker
+// budgets its own view of a shared directory, and a budget may have been lowered since.
+void DiskTier::TrimToBudget() {
+  std::vector<std::pair<ObjectKey, bool>> victims;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    EvictFor(0, clock_.NowUnixSeconds(), &victims);
+  }
+  if (victims.empty()) return;
+  FS_LOG_THROTTLED(10, kInfo, "kvstore: {} tier over its budget: evicting {} objects", TierName(options_.tier),
+                   victims.size());
+  RemoveVictims(victims);
 }
 
 void DiskTier::Forget(const ObjectKey& key, IndexEntry* erased) {
@@ -197,9 +214,12 @@ void DiskTier::RemoveBad(const ObjectKey& key, const std::string& path, Verdict 
   if (deleted && checked != Verdict::kExpired) {
     FS_LOG_THROTTLED(10, kWarning, "kvstore: deleted {} object {}: {}", VerdictName(checked), path, detail);
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  FinishRemoval(key, deleted);
-  if (deleted) CountDeleted(checked);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    FinishRemoval(key, deleted);
+    if (deleted) CountDeleted(checked);
+  }
+  if (!deleted) TrimToBudget();  // a replacement another worker wrote is indexed instead
 }
 
 Verdict DiskTier::DeleteBadFile(const ObjectKey& key, const std::string& path, Verdict verdict) {
@@ -268,10 +288,14 @@ void DiskTier::AbandonWrite(const ObjectKey& key) {
 
 bool DiskTier::MakeRoom(const ObjectKey& key, int64_t bytes, int64_t now,
                         std::vector<std::pair<ObjectKey, bool>>* victims) {
-  auto busy = [this](const ObjectKey& k) { return busy_.count(k) > 0; };
   const IndexEntry* old = index_.Find(key);
   const int64_t replaced = old != nullptr ? old->bytes : 0;  // a rewrite (later expiry) replaces its file
-  while (index_.bytes() - replaced + reserved_bytes_ + bytes > options_.capacity_bytes) {
+  return EvictFor(bytes - replaced, now, victims);
+}
+
+bool DiskTier::EvictFor(int64_t extra, int64_t now, std::vector<std::pair<ObjectKey, bool>>* victims) {
+  auto busy = [this](const ObjectKey& k) { return busy_.count(k) > 0; };
+  while (index_.bytes() + reserved_bytes_ + extra > options_.capacity_bytes) {
     ObjectKey victim;
     if (!index_.PickVictim(now, busy, &victim)) return false;
     IndexEntry erased;
@@ -382,21 +406,22 @@ void DiskTier::ReadMany(std::span<const ObjectKey> keys, bool probe,
     }
     on_result(wanted[j], Account(key, paths[j], now, indexed[j] != 0, std::move(out)));
   };
-  if (options_.direct_io && options_.read_buffers != nullptr &&
-      fs_.ReadWholeFilesDirect(paths, *options_.read_buffers, check)) {
-    return;
-  }
-  // Buffered: readahead for every file first, so the disk sees them all at once, then each
-  // payload is read straight into its buffer.
-  if (paths.size() > 1) {
-    for (const std::string& path : paths) {
-      if (auto file = fs_.OpenForRead(path); file.ok()) (*file)->WillReadAll();
+  const bool direct = options_.direct_io && options_.read_buffers != nullptr &&
+                      fs_.ReadWholeFilesDirect(paths, *options_.read_buffers, check);
+  if (!direct) {
+    // Buffered: readahead for every file first, so the disk sees them all at once, then each
+    // payload is read straight into its buffer.
+    if (paths.size() > 1) {
+      for (const std::string& path : paths) {
+        if (auto file = fs_.OpenForRead(path); file.ok()) (*file)->WillReadAll();
+      }
+    }
+    for (size_t j = 0; j < wanted.size(); ++j) {
+      const ObjectKey& key = keys[wanted[j]];
+      on_result(wanted[j], Account(key, paths[j], now, indexed[j] != 0, ReadObject(fs_, paths[j], checks(key))));
     }
   }
-  for (size_t j = 0; j < wanted.size(); ++j) {
-    const ObjectKey& key = keys[wanted[j]];
-    on_result(wanted[j], Account(key, paths[j], now, indexed[j] != 0, ReadObject(fs_, paths[j], checks(key))));
-  }
+  TrimToBudget();  // probes and renewed files found by the reads
 }
 
 DiskTier::ReadResult DiskTier::Read(const ObjectKey& key, bool probe) {
@@ -475,6 +500,7 @@ int64_t DiskTier::CollectExpired(RateLimiter& limiter, const std::atomic<bool>* 
     total += deleted;
     if (cancelled) break;
   }
+  TrimToBudget();  // files other workers renewed, re-indexed at their new size
   return total;
 }
 

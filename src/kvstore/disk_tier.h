@@ -128,6 +128,10 @@ class DiskTier final : public StoreTier {
   // Picks victims (expired first) until `bytes` for key fit, counting key's current file as
   // replaced; false when they cannot. mu_ held.
   bool MakeRoom(const ObjectKey& key, int64_t bytes, int64_t now, std::vector<std::pair<ObjectKey, bool>>* victims);
+  // Evicts (deleting files) until the index fits the budget; mu_ not held.
+  void TrimToBudget();
+  // Picks victims (expired first) until `extra` more bytes fit; false when they cannot. mu_ held.
+  bool EvictFor(int64_t extra, int64_t now, std::vector<std::pair<ObjectKey, bool>>* victims);
   void RemoveVictims(const std::vector<std::pair<ObjectKey, bool>>& victims);
 
   const DiskTierOptions options_;

@@ -313,6 +313,31 @@ TEST(KvStoreTest, SurvivesRestart) {
   EXPECT_FALSE(OpenOrDie(config, clock)->Locate(keys[0]).has_value());  // expiry survives too
 }
 
+// A scan that finds more than the budget holds (a budget lowered since, or other workers'
+// writes to a shared directory) evicts down to it: a tier's view never exceeds its budget.
+TEST(KvStoreTest, AScanThatFindsMoreThanTheBudgetEvictsDownToIt) {
+  TempDir dir;
+  FakeClock clock;
+  StoreConfig config = BaseConfig(dir);
+  {
+    auto store = OpenOrDie(config, clock);
+    for (int i = 0; i < 10; ++i) store->Put(Key(i), MakePayload(i), 128, "");
+  }
+  auto bigger = OpenOrDie(config, clock);
+  const int64_t all = bigger->Stats().tiers[1].bytes;
+  ASSERT_EQ(bigger->Stats().tiers[1].objects, 10);
+  bigger->Close();
+  config.disk_bytes = all * 4 / 10 + 1;  // room for four objects
+  auto smaller = OpenOrDie(config, clock);
+  const TierStats disk = smaller->Stats().tiers[1];
+  EXPECT_LE(disk.bytes, config.disk_bytes);
+  EXPECT_EQ(disk.objects, 4);
+  EXPECT_EQ(disk.evictions, 6);
+  int on_disk = 0;
+  for (int i = 0; i < 10; ++i) on_disk += Exists(DiskPath(config, Key(i))) ? 1 : 0;
+  EXPECT_EQ(on_disk, 4);  // the evicted files are gone, not only unindexed
+}
+
 TEST(KvStoreTest, TwoStoresShareOneL3Directory) {
   TempDir dir;
   FakeClock clock;
