@@ -129,7 +129,7 @@ int64_t MeasureBytesPerToken(const std::string& dir) {
   const double formula = (21 * (32 * 711.0 + 32 * 68.0) + 20 * 711.0) / 128;
   std::printf("== bytes per token (codec, 43 layers: 2 SWA, 21 CSA, 20 HCA, + MTP; QAT on; %d tokens in %.1f s)\n",
               kTokens, forward_s);
-  std::printf("block object payload: %.0f B = %.1f B/token (engine/README.md formula, entries only: %.1f B/token)\n",
+  std::printf("block object payload: %.0f B = %.1f B/token (docs/engine.md formula, entries only: %.1f B/token)\n",
               per_block, per_block / 128, formula);
   std::printf("boundary snapshot: %zu B (rings %lld, carries %lld, entries %lld)\n", boundary.size(),
               static_cast<long long>(sizes.rings), static_cast<long long>(sizes.carries),
