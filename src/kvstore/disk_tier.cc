@@ -112,17 +112,23 @@ void DiskTier::Scan(int num_threads, bool full) {
 
 // Files indexed without a write of this process (scans; reads, GC checks and probes that find a
 // file another worker wrote or renewed, perhaps larger) may not fit the budget: another worker
-// budgets its own view of a shared directory, and a budget may have been lowered since.
+// budgets its own view of a shared directory, and a budget may have been lowered since. L2 is
+// this process's own: the excess is deleted. In L3 the excess is only dropped from this view:
+// the files are other workers' too, and only a write of this process deletes there to make room.
 void DiskTier::TrimToBudget() {
   std::vector<std::pair<ObjectKey, bool>> victims;
   {
     std::lock_guard<std::mutex> lock(mu_);
     EvictFor(0, clock_.NowUnixSeconds(), &victims);
+    if (options_.tier == Tier::kShared) {
+      for (const auto& [key, expired] : victims) FinishRemoval(key, /*deleted=*/false);
+    }
   }
   if (victims.empty()) return;
-  FS_LOG_THROTTLED(10, kInfo, "kvstore: {} tier over its budget: evicting {} objects", TierName(options_.tier),
-                   victims.size());
-  RemoveVictims(victims);
+  const bool shared = options_.tier == Tier::kShared;
+  FS_LOG_THROTTLED(10, kInfo, "kvstore: {} tier over its budget: {} {} objects", TierName(options_.tier),
+                   shared ? "unindexing (files kept)" : "evicting", victims.size());
+  if (!shared) RemoveVictims(victims);
 }
 
 void DiskTier::Forget(const ObjectKey& key, IndexEntry* erased) {

@@ -146,7 +146,7 @@ void Scheduler::ScheduleRunning(StepPlan* plan) {
 // Tokens the cache restores at admission: kv's rule, and never the last token (its logits start
 // the generation), whatever the index answers.
 int64_t Scheduler::CachedTokens(const kv::ResumeIndex* cache, const Sequence& s) const {
-  if (cache == nullptr) return 0;
+  if (cache == nullptr || s.skip_cache) return 0;
   const int64_t tokens = cache->Lookup(s.cache_seed, s.tokens).tokens();
   return std::min(tokens, kv::MaxResumeBlocks(static_cast<int64_t>(s.tokens.size())) * kv::kBlockTokens);
 }
@@ -161,6 +161,7 @@ void Scheduler::AdmitWaiting(const kv::ResumeIndex* cache, StepPlan* plan) {
       break;
     }
     waiting_.pop_front();
+    s.skip_cache = false;
     s.status = SeqStatus::kRunning;
     s.admitted_order = ++admit_counter_;
     running_.push_back(&s);
@@ -180,7 +181,16 @@ void Scheduler::Commit(const StepItem& item, std::optional<int32_t> sampled) {
   if (sampled) item.seq->tokens.push_back(*sampled);
 }
 
-void Scheduler::RestoreFailed(const StepItem& item) { item.seq->num_computed = 0; }
+void Scheduler::RestoreFailed(const StepItem& item, bool objects_gone) {
+  Sequence& s = *item.seq;
+  pool_used_ -= s.pool_bytes;
+  s.pool_bytes = 0;
+  s.num_computed = 0;
+  s.status = SeqStatus::kWaiting;
+  s.skip_cache = !objects_gone;
+  std::erase(running_, &s);
+  waiting_.push_front(&s);
+}
 
 int64_t Scheduler::PendingPromptTokens() const {
   int64_t total = 0;

@@ -44,6 +44,7 @@ struct Sequence {
   int64_t admitted_order = 0;    // larger = admitted later
   int64_t pool_bytes = 0;        // accounted state memory
   int64_t num_preemptions = 0;
+  bool skip_cache = false;       // its last restore met bad objects: the next admission recomputes
 };
 
 struct StepItem {
@@ -84,9 +85,11 @@ class Scheduler {
   // After the engine ran `item`: the state now holds item.end tokens; a sampled token is
   // appended to the sequence.
   void Commit(const StepItem& item, std::optional<int32_t> sampled);
-  // The restore of a planned item failed (an object gone or corrupt): the sequence recomputes
-  // from token 0, starting next step. Its item must not run.
-  void RestoreFailed(const StepItem& item);
+  // The restore of a planned item failed; its item must not run. The sequence goes back to the
+  // front of the queue with no pool bytes held. `objects_gone` (evicted since the plan): its
+  // next admission asks the cache again; else (objects that do not assemble) it recomputes
+  // without the cache, so bad objects cannot make it retry forever.
+  void RestoreFailed(const StepItem& item, bool objects_gone);
 
   int64_t pool_used() const { return pool_used_; }
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }

@@ -81,8 +81,9 @@ void EngineLoop::Stop() {
   std::vector<std::string> ids;
   for (const auto& [id, r] : requests_) ids.push_back(id);
   for (const auto& id : ids) EndRequest(id, FinishReason::kCancelled, "server shutting down");
+  if (store_) store_->Close();  // flushes queued write-throughs; fetches in flight report
+  DrainCommands(false);         // the fetches' results: their pins are released
   retired_.clear();
-  if (store_) store_->Close();  // flushes queued write-throughs
 }
 
 void EngineLoop::Run() {

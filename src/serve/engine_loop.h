@@ -62,7 +62,7 @@ class EngineLoop final : public Service {
   void ImportObject(const CacheObject& object) override;
 
   // Runs one engine step on the calling thread (tests drive the loop without the thread).
-  // Returns false when there was nothing to do.
+  // Returns false when the engine did not run (nothing to do, or only failed restores).
   bool StepOnce();
 
  private:
@@ -96,7 +96,7 @@ class EngineLoop final : public Service {
   void MarkStarted(LoopRequest& request);
   // One step (step.cc).
   bool RestoreItem(const sched::StepItem& item);
-  void RunPlan(const sched::StepPlan& plan);
+  bool RunPlan(const sched::StepPlan& plan);  // whether the engine ran
   void CommitAndSample(std::span<const sched::StepItem> items, const engine::ForwardResult& result);
   void ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* group);
   void CommitToken(LiveSequence& s, const sched::StepItem& item, sampler::SampleResult sample);

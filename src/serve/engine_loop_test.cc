@@ -182,6 +182,35 @@ TEST(EngineLoopTest, ExportPrefixGivesTheObjectsOfAResume) {
   EXPECT_TRUE(s.ExportPrefix("tenant-2", prompt, 0, -1).empty());  // another namespace holds nothing
 }
 
+// Cached objects that do not assemble (a corrupt import) are found, fail to restore, and the
+// request recomputes: the cold result, no hits reported, no endless retry.
+TEST(EngineLoopTest, BadCachedObjectsAreRecomputed) {
+  const std::vector<int32_t> prompt = RandomTokens(300, 21);
+  protocol::GenerateRequest greedy = Request("g", prompt, 6, 1);
+  greedy.sampling.temperature = 0;
+  Collected cold, bad;
+  {
+    LoopConfig c = Config();
+    c.prefix_cache_bytes = 0;
+    EngineLoop s(TestModel(), engine::EngineOptions{}, c);
+    ASSERT_TRUE(s.Submit(greedy, Collect(&cold)).ok());
+    RunUntilDone(s, {&cold});
+  }
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
+  const std::string fingerprint = ModelFingerprint(TestModel(), engine::EngineOptions{});
+  const std::vector<kv::BlockHash> hashes =
+      kv::BlockHashes(kv::HashSeed(fingerprint, ""), std::span<const int32_t>(prompt).subspan(0, 256));
+  auto junk = base::MakeSharedBytes(std::string(4096, 'x'));
+  s.ImportObject({protocol::KvObjectKind::kBlock, hashes[0], 128, junk});
+  s.ImportObject({protocol::KvObjectKind::kBlock, hashes[1], 256, junk});
+  s.ImportObject({protocol::KvObjectKind::kBoundary, hashes[1], 256, junk});
+  ASSERT_TRUE(s.Submit(greedy, Collect(&bad)).ok());
+  RunUntilDone(s, {&bad}, 200);
+  EXPECT_GE(s.Stats().kv_tiers[0].hits, 3);  // the restore read them
+  EXPECT_EQ(bad.usage.cached_tokens, 0);
+  EXPECT_EQ(bad.tokens[0], cold.tokens[0]);
+}
+
 TEST(EngineLoopTest, ChoicesForkFromOnePrefillWithTheirOwnSeeds) {
   EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
   protocol::GenerateRequest r = Request("n", RandomTokens(60, 3), 8, 500);
@@ -440,6 +469,39 @@ TEST(EngineLoopStoreTest, FetchKeepsThePrefixHeadInMemory) {
   EXPECT_EQ(second.usage.cached_disk, 256);
   EXPECT_EQ(second.tokens[0], first.tokens[0]);
   EXPECT_EQ(second.logprobs[0], first.logprobs[0]);
+  std::filesystem::remove_all(dir);
+}
+
+// A request cancelled while its prefix is being fetched from disk leaves no pin behind, whichever
+// finishes first, and the loop serves on.
+TEST(EngineLoopStoreTest, CancelDuringAFetchReleasesEveryPin) {
+  const std::string dir = std::filesystem::temp_directory_path() / ("fs_serve_cancel_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  base::SystemClock clock;
+  protocol::GenerateRequest r = Request("p", RandomTokens(400, 13), 4, 3);
+  Collected first, cancelled, after;
+  {
+    EngineLoop s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(dir, clock));
+    ASSERT_TRUE(s.Submit(r, Collect(&first)).ok());
+    RunUntilDone(s, {&first});
+    s.Stop();
+  }
+  auto store = DiskStore(dir, clock);
+  kvstore::KvStore* raw = store.get();
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config(), std::move(store));
+  r.id = "p2";
+  ASSERT_TRUE(s.Submit(r, Collect(&cancelled)).ok());
+  s.Cancel("p2");
+  ASSERT_TRUE(StepUntilDone(s, cancelled));
+  EXPECT_EQ(cancelled.finish[0], protocol::FinishReason::kCancelled);
+  raw->Flush();  // the fetch has landed (or never started)
+  s.StepOnce();  // its result reaches the loop
+  EXPECT_EQ(raw->Stats().tiers[0].pinned, 0);
+  r.id = "p3";
+  ASSERT_TRUE(s.Submit(r, Collect(&after)).ok());
+  ASSERT_TRUE(StepUntilDone(s, after));
+  EXPECT_EQ(after.tokens[0], first.tokens[0]);
+  EXPECT_EQ(raw->Stats().tiers[0].pinned, 0);
   std::filesystem::remove_all(dir);
 }
 

@@ -40,26 +40,26 @@ kv::ResumePoint PrefixStore::Lookup(const kv::BlockHash& seed, std::span<const i
   return kv::LongestResumePoint(std::span<const kv::BlockHash>(hashes), [&](const ObjectKey& k) { return InMemory(k); });
 }
 
-std::unique_ptr<engine::SequenceState> PrefixStore::Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens,
-                                                            int64_t blocks, bool with_mtp) {
+Restored PrefixStore::Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens, int64_t blocks,
+                              bool with_mtp) {
   const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, blocks * kv::kBlockTokens);
-  if (blocks <= 0 || static_cast<int64_t>(hashes.size()) != blocks) return nullptr;
+  if (blocks <= 0 || static_cast<int64_t>(hashes.size()) != blocks) return {};
   std::vector<kvstore::Payload> payloads;
   for (const kv::BlockHash& h : hashes) {
     payloads.push_back(store_->GetMemory(ObjectKey{ObjectKind::kBlock, h}));
-    if (!payloads.back()) return nullptr;  // evicted since the lookup
+    if (!payloads.back()) return {nullptr, /*objects_gone=*/true};  // evicted since the lookup
   }
   const kvstore::Payload boundary = store_->GetMemory(ObjectKey{ObjectKind::kBoundary, hashes.back()});
-  if (!boundary) return nullptr;
+  if (!boundary) return {nullptr, /*objects_gone=*/true};
   std::vector<std::string_view> views;
   for (const auto& p : payloads) views.push_back(*p);
   auto state = engine::AssembleState(*boundary, views, model_.config(), model_.plan());
   if (!state.ok()) {
     FS_LOG(kWarning, "prefix cache: cannot restore a cached prefix ({}); recomputing", state.error().ToString());
-    return nullptr;
+    return {};
   }
-  if ((*state)->with_mtp() != with_mtp) return nullptr;
-  return std::move(state).value();
+  if ((*state)->with_mtp() != with_mtp) return {};
+  return {std::move(state).value(), false};
 }
 
 FetchPlan PrefixStore::PlanFetch(const kv::BlockHash& seed, std::span<const int32_t> tokens) {
@@ -116,8 +116,9 @@ void PrefixStore::Persist(const kv::BlockHash& seed, std::span<const int32_t> to
 
 std::vector<CacheObject> PrefixStore::Export(const kv::BlockHash& seed, std::span<const int32_t> prompt,
                                              int64_t from_block, int64_t upto_tokens) const {
-  const int64_t max_blocks = upto_tokens >= 0 ? upto_tokens / kv::kBlockTokens
-                                              : kv::MaxResumeBlocks(static_cast<int64_t>(prompt.size()));
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
+  const int64_t max_blocks = upto_tokens >= 0 ? std::min(upto_tokens, prompt_tokens) / kv::kBlockTokens
+                                              : kv::MaxResumeBlocks(prompt_tokens);
   const std::vector<kv::BlockHash> hashes = Hashes(seed, prompt, max_blocks * kv::kBlockTokens);
   const kv::ResumePoint point = kv::LongestResumePoint(static_cast<int64_t>(hashes.size()), [&](ObjectKind kind, int64_t i) {
     if (kind == ObjectKind::kBlock && i < from_block) return std::optional<Tier>(Tier::kMemory);  // the receiver's

@@ -32,6 +32,12 @@ struct FetchPlan {
   std::vector<kvstore::Tier> block_tiers;    // tier of each block of `any`, before any fetch
 };
 
+// A restore's outcome: the state, or why there is none.
+struct Restored {
+  std::unique_ptr<engine::SequenceState> state;  // null: failed
+  bool objects_gone = false;  // an object left L1 since the lookup (else: they do not assemble)
+};
+
 class PrefixStore final : public kv::ResumeIndex {
  public:
   // `store` must outlive this object.
@@ -44,10 +50,9 @@ class PrefixStore final : public kv::ResumeIndex {
 
   // kv::ResumeIndex: the prefix of `tokens` restorable from L1, no I/O, nothing counted.
   kv::ResumePoint Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens) const override;
-  // Builds the state of tokens [0, 128 * blocks) from L1 (reads counted as L1 hits); null when
-  // an object is gone or the payloads do not assemble (logged).
-  std::unique_ptr<engine::SequenceState> Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens,
-                                                 int64_t blocks, bool with_mtp);
+  // Builds the state of tokens [0, 128 * blocks) from L1 (reads counted as L1 hits); no state
+  // when an object is gone or the payloads do not assemble (logged).
+  Restored Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens, int64_t blocks, bool with_mtp);
   // The longest resumable prefix in any tier (no I/O) and what fetching it into L1 needs. Counts
   // one L1 miss where the prompt's walk through L1 ends at a block L1 lacks.
   FetchPlan PlanFetch(const kv::BlockHash& seed, std::span<const int32_t> tokens);

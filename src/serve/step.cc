@@ -23,8 +23,7 @@ bool EngineLoop::StepOnce() {
   DrainCommands(false);
   const sched::StepPlan plan = sched_.Plan(prefix_.get());
   for (sched::Sequence* s : plan.preempted) Live(s).state.reset();
-  const bool ran = !plan.items.empty();
-  if (ran) RunPlan(plan);
+  const bool ran = !plan.items.empty() && RunPlan(plan);
   retired_.clear();
   PublishStats(ran);
   return ran;
@@ -35,10 +34,12 @@ bool EngineLoop::StepOnce() {
 bool EngineLoop::RestoreItem(const sched::StepItem& item) {
   LiveSequence& s = Live(item.seq);
   LoopRequest& r = *s.request;
-  s.state = prefix_ ? prefix_->Restore(s.cache_seed, s.tokens, item.begin / kv::kBlockTokens, false) : nullptr;
+  Restored restored;
+  if (prefix_) restored = prefix_->Restore(s.cache_seed, s.tokens, item.begin / kv::kBlockTokens, false);
+  s.state = std::move(restored.state);
   ReleasePins(r);  // restored (or failed): the state owns its copy now
   if (!s.state) {
-    sched_.RestoreFailed(item);
+    sched_.RestoreFailed(item, restored.objects_gone);
     return false;
   }
   if (!r.cached_counted && s.index == 0) CountCachedTokens(r, std::min<int64_t>(item.begin, r.usage.prompt_tokens));
@@ -58,7 +59,7 @@ void EngineLoop::CountCachedTokens(LoopRequest& r, int64_t tokens) {
   }
 }
 
-void EngineLoop::RunPlan(const sched::StepPlan& plan) {
+bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
   std::vector<sched::StepItem> items;  // those that run (a failed restore drops its item)
   std::vector<engine::ForwardRequest> batch;
   for (const sched::StepItem& item : plan.items) {
@@ -74,7 +75,7 @@ void EngineLoop::RunPlan(const sched::StepPlan& plan) {
     batch.push_back({s.state.get(), std::span<const int32_t>(s.tokens.data() + item.begin, item.end - item.begin),
                      item.sample ? engine::LogitsMode::kLast : engine::LogitsMode::kNone});
   }
-  if (items.empty()) return;
+  if (items.empty()) return false;  // every item a failed restore: nothing ran
   const auto start = std::chrono::steady_clock::now();
   auto result = engine_.Forward(batch);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -84,9 +85,10 @@ void EngineLoop::RunPlan(const sched::StepPlan& plan) {
     std::vector<std::string> ids;
     for (const sched::StepItem& item : items) ids.push_back(Live(item.seq).request->req.id);
     for (const std::string& id : ids) EndRequest(id, FinishReason::kError, "engine error: " + result.error().message());
-    return;
+    return true;
   }
   CommitAndSample(items, *result);
+  return true;
 }
 
 // Commits what the forward computed, persists at persist points, then samples every sampled
