@@ -25,7 +25,7 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   context_.ids = &ids_;
   keys_ = meter::ApiKeyRing(config.api_keys);
   context_.keys = &keys_;
-  routes_.SetAuthorizer([this](const net::HttpRequest& r) { return !keys_.enabled() || keys_.Find(r) != nullptr; });
+  routes_.SetAuthorizer([this](const net::HttpRequest& r) { return keys_.Allows(r); });
   context_.options = config.routes;
   context_.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

@@ -1,21 +1,17 @@
 // The worker API's metric families (api/metrics.h).
 #include "api/metrics.h"
 
+#include "net/route_table.h"
+
 namespace flashserve::api {
 
 namespace {
-const std::vector<double> kLatencyBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
 const std::vector<double> kTtftBuckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
 const std::vector<double> kItlBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
 }  // namespace
 
 void ApiMetrics::RecordRequest(const std::string& route, int status, double seconds) {
-  registry_.Counter("flashserve_http_requests_total", "HTTP requests by route and status",
-                    {{"route", route}, {"status", std::to_string(status)}})
-      .Add();
-  registry_.Histo("flashserve_http_request_duration_seconds", "Time from request read to response end",
-                  kLatencyBuckets, {{"route", route}})
-      .Observe(seconds);
+  net::RecordExchange(registry_, "flashserve_", route, status, seconds);
 }
 
 void ApiMetrics::RecordTimeToFirstToken(double seconds) {

@@ -530,21 +530,14 @@ TierStats DiskTier::Stats() const {
   const int64_t now = clock_.NowUnixSeconds();
   std::lock_guard<std::mutex> lock(mu_);
   TierStats s = stats_;
-  s.objects = index_.size();
-  s.bytes = index_.bytes();
-  s.gc_backlog = index_.CountExpired(now);
+  index_.FillSizes(now, &s);
   s.read_bytes_per_second = meter_.measured() ? meter_.BytesPerSecond() : 0;
   return s;
 }
 
 void DiskTier::AddClassStats(std::vector<ClassStats>* classes) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const int t = static_cast<int>(options_.tier);
-  for (size_t i = 0; i < classes->size(); ++i) {
-    const uint8_t id = i + 1 == classes->size() ? kOtherClass : static_cast<uint8_t>(i);
-    (*classes)[i].objects[t] += index_.class_objects(id);
-    (*classes)[i].bytes[t] += index_.class_bytes(id);
-  }
+  index_.AddClassStats(options_.tier, classes);
 }
 
 void DiskTier::SetObserver(TierIndex::Observer observer) {

@@ -114,20 +114,13 @@ TierStats MemoryTier::Stats() const {
   const int64_t now = clock_.NowUnixSeconds();
   std::lock_guard<std::mutex> lock(mu_);
   TierStats s = stats_;
-  s.objects = index_.size();
-  s.bytes = index_.bytes();
-  s.pinned = index_.pinned();
-  s.gc_backlog = index_.CountExpired(now);
+  index_.FillSizes(now, &s);
   return s;
 }
 
 void MemoryTier::AddClassStats(std::vector<ClassStats>* classes) const {
   std::lock_guard<std::mutex> lock(mu_);
-  for (size_t i = 0; i < classes->size(); ++i) {
-    const uint8_t id = i + 1 == classes->size() ? kOtherClass : static_cast<uint8_t>(i);
-    (*classes)[i].objects[0] += index_.class_objects(id);
-    (*classes)[i].bytes[0] += index_.class_bytes(id);
-  }
+  index_.AddClassStats(Tier::kMemory, classes);
 }
 
 void MemoryTier::ForEachObject(int64_t now, const std::function<void(const ObjectKey&, int64_t)>& fn) const {

@@ -114,6 +114,22 @@ std::vector<ObjectKey> TierIndex::Expired(int64_t now, size_t max,
   return out;
 }
 
+void TierIndex::FillSizes(int64_t now, TierStats* stats) const {
+  stats->objects = size();
+  stats->bytes = bytes();
+  stats->pinned = pinned();
+  stats->gc_backlog = CountExpired(now);
+}
+
+void TierIndex::AddClassStats(Tier tier, std::vector<ClassStats>* classes) const {
+  const int t = static_cast<int>(tier);
+  for (size_t i = 0; i < classes->size(); ++i) {
+    const uint8_t id = i + 1 == classes->size() ? kOtherClass : static_cast<uint8_t>(i);
+    (*classes)[i].objects[t] += class_objects(id);
+    (*classes)[i].bytes[t] += class_bytes(id);
+  }
+}
+
 int64_t TierIndex::CountExpired(int64_t now) const {
   int64_t n = 0;
   for (auto it = by_expiry_.begin(); it != by_expiry_.end() && it->first <= now; ++it) ++n;

@@ -71,6 +71,11 @@ class TierIndex {
   std::vector<ObjectKey> Expired(int64_t now, size_t max, const std::function<bool(const ObjectKey&)>& skip) const;
   // Expired entries not yet removed.
   int64_t CountExpired(int64_t now) const;
+  // What it holds at `now` into a tier's statistics: objects, bytes, pinned, gc_backlog.
+  void FillSizes(int64_t now, TierStats* stats) const;
+  // Adds its objects and bytes per class to column `tier` of *classes (configured classes in
+  // id order, then "other").
+  void AddClassStats(Tier tier, std::vector<ClassStats>* classes) const;
 
   std::vector<ObjectKey> Keys() const;
   void ForEach(const std::function<void(const ObjectKey&, const IndexEntry&)>& fn) const;

@@ -31,6 +31,8 @@ class ApiKeyRing {
   // The key presented as "Authorization: Bearer KEY" or "x-api-key: KEY"; null when none
   // matches (compared in constant time per key).
   const ApiKey* Find(const net::HttpRequest& request) const;
+  // Whether a request may use a keyed route: no keys configured, or it presents one of them.
+  bool Allows(const net::HttpRequest& request) const { return !enabled() || Find(request) != nullptr; }
   // The cache namespace of a matched key.
   static std::string Namespace(const ApiKey& key);
 

@@ -32,6 +32,10 @@ TEST(ApiKeysTest, ParsesSpecsAndMatchesBearerOrHeader) {
   EXPECT_EQ(ApiKeyRing::Namespace(*full), "tenant:acme");
   EXPECT_NE(ApiKeyRing::Namespace(*plain), ApiKeyRing::Namespace(*full));
   EXPECT_FALSE(ApiKeyRing().enabled());
+  EXPECT_TRUE(ApiKeyRing().Allows(r));  // no keys: a development server
+  EXPECT_FALSE(ring.Allows(r));         // the last request presented a wrong key
+  r.headers = {{"x-api-key", "sk-abcdefgh"}};
+  EXPECT_TRUE(ring.Allows(r));
 }
 
 }  // namespace

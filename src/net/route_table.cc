@@ -8,6 +8,8 @@ namespace flashserve::net {
 
 namespace {
 
+const std::vector<double> kLatencyBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+
 // Forwards to the session's exchange and records the status and duration when it ends
 // (status 499 when the client went away first).
 class MeteredExchange final : public Exchange, public std::enable_shared_from_this<MeteredExchange> {
@@ -91,6 +93,16 @@ void RouteTable::Handle(std::shared_ptr<Exchange> exchange) const {
   }
   metered.Respond(ErrorResponse(MethodNotAllowed(
       "Method " + req.method + " is not allowed for " + req.path + " (allowed: " + allow + ")", allow)));
+}
+
+void RecordExchange(MetricsRegistry& registry, const std::string& prefix, const std::string& route, int status,
+                    double seconds) {
+  registry.Counter(prefix + "http_requests_total", "HTTP requests by route and status",
+                   {{"route", route}, {"status", std::to_string(status)}})
+      .Add();
+  registry.Histo(prefix + "http_request_duration_seconds", "Time from request read to response end", kLatencyBuckets,
+                 {{"route", route}})
+      .Observe(seconds);
 }
 
 }  // namespace flashserve::net

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "net/exchange.h"
+#include "net/prometheus.h"
 
 namespace flashserve::net {
 
@@ -44,5 +45,10 @@ class RouteTable {
   RecordFn record_;
   AuthorizeFn authorize_;
 };
+
+// One finished exchange as `<prefix>http_requests_total{route,status}` and
+// `<prefix>http_request_duration_seconds{route}` (the families every HTTP front exports).
+void RecordExchange(MetricsRegistry& registry, const std::string& prefix, const std::string& route, int status,
+                    double seconds);
 
 }  // namespace flashserve::net

@@ -46,7 +46,6 @@ struct RouterServer::Impl {
 
   void AddRoutes();  // the route table, at construction
   void StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind);  // HTTP I/O strand
-  void RecordRequest(const std::string& route, int status, double seconds);  // any I/O thread
   void AnswerHealth(const std::shared_ptr<net::Exchange>& exchange);  // posts to the routing thread
   void AnswerModels(const std::shared_ptr<net::Exchange>& exchange);
   void AnswerWorkers(const std::shared_ptr<net::Exchange>& exchange);

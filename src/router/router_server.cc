@@ -42,7 +42,9 @@ RouterServer::Impl::Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok)
         return d;
       }()),
       pool(ioc, c.pool, &index, &loads, &metrics),
-      routes([this](const std::string& route, int status, double seconds) { RecordRequest(route, status, seconds); }) {
+      routes([this](const std::string& route, int status, double seconds) {
+        net::RecordExchange(metrics, "flashserve_router_", route, status, seconds);
+      }) {
   AddRoutes();
 }
 
@@ -54,8 +56,6 @@ void Respond(const std::shared_ptr<net::Exchange>& exchange, int status, const J
   r.body = body.dump();
   exchange->Post([exchange, r = std::move(r)]() mutable { exchange->Respond(std::move(r)); });
 }
-
-const std::vector<double> kLatencyBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
 
 }  // namespace
 
@@ -79,16 +79,7 @@ void RouterServer::Impl::AddRoutes() {
     r.body = metrics.Render();
     e->Respond(std::move(r));
   });
-  routes.SetAuthorizer([this](const net::HttpRequest& r) { return !keys.enabled() || keys.Find(r) != nullptr; });
-}
-
-void RouterServer::Impl::RecordRequest(const std::string& route, int status, double seconds) {
-  metrics.Counter("flashserve_router_http_requests_total", "HTTP requests to the router by route and status",
-                  {{"route", route}, {"status", std::to_string(status)}})
-      .Add();
-  metrics.Histo("flashserve_router_http_request_duration_seconds", "Time from request read to response end",
-                kLatencyBuckets, {{"route", route}})
-      .Observe(seconds);
+  routes.SetAuthorizer([this](const net::HttpRequest& r) { return keys.Allows(r); });
 }
 
 void RouterServer::Impl::AnswerHealth(const std::shared_ptr<net::Exchange>& exchange) {

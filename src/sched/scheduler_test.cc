@@ -123,50 +123,54 @@ TEST(SchedulerTest, RestoredPrefixStartsAfterTheCachedTokens) {
   EXPECT_EQ(p3.items[0].begin, 0);
 }
 
+// One 300-token sequence admitted on a 256-token cache hit (the restore then fails).
+struct FailedRestore {
+  static SchedConfig Config() {
+    SchedConfig cfg;
+    cfg.max_step_tokens = 1000;
+    cfg.persist_every_blocks = 0;
+    return cfg;
+  }
+  Sequences seqs;
+  FixedCache cache{256};
+  Scheduler sched{Config(), [](int64_t p) { return p; }};
+  StepPlan plan;
+  FailedRestore() {
+    sched.Add(seqs.New(1, 300));
+    plan = sched.Plan(&cache);
+  }
+};
+
 // Objects evicted between the plan and the restore: the sequence asks the cache again.
 TEST(SchedulerTest, ARestoreWhoseObjectsWentLooksAgain) {
-  SchedConfig cfg;
-  cfg.max_step_tokens = 1000;
-  cfg.persist_every_blocks = 0;
-  Scheduler sched(cfg, [](int64_t p) { return p; });
-  Sequences seqs;
-  sched.Add(seqs.New(1, 300));
-  FixedCache cache(256);
-  StepPlan plan = sched.Plan(&cache);
-  ASSERT_TRUE(plan.items[0].restore);
-  EXPECT_EQ(sched.pool_used(), 300);
-  sched.RestoreFailed(plan.items[0], /*objects_gone=*/true);
-  EXPECT_EQ(seqs[1]->status, SeqStatus::kWaiting);
-  EXPECT_EQ(seqs[1]->num_computed, 0);
-  EXPECT_EQ(sched.pool_used(), 0);  // nothing held while it waits
-  EXPECT_EQ(sched.num_waiting(), 1);
-  EXPECT_EQ(sched.num_preemptions(), 0);
-  StepPlan next = sched.Plan(&cache);
+  FailedRestore f;
+  ASSERT_TRUE(f.plan.items[0].restore);
+  EXPECT_EQ(f.sched.pool_used(), 300);
+  f.sched.RestoreFailed(f.plan.items[0], /*objects_gone=*/true);
+  EXPECT_EQ(f.seqs[1]->status, SeqStatus::kWaiting);
+  EXPECT_EQ(f.seqs[1]->num_computed, 0);
+  EXPECT_EQ(f.sched.pool_used(), 0);  // nothing held while it waits
+  EXPECT_EQ(f.sched.num_waiting(), 1);
+  EXPECT_EQ(f.sched.num_preemptions(), 0);
+  StepPlan next = f.sched.Plan(&f.cache);
   ASSERT_EQ(next.items.size(), 1u);
   EXPECT_TRUE(next.items[0].restore);  // a second lookup, which still finds the prefix
   EXPECT_EQ(next.items[0].begin, 256);
-  EXPECT_EQ(cache.lookups, 2);
+  EXPECT_EQ(f.cache.lookups, 2);
 }
 
 // Objects that do not assemble: the sequence recomputes without the cache, once.
 TEST(SchedulerTest, ARestoreOfBadObjectsRecomputesWithoutTheCache) {
-  SchedConfig cfg;
-  cfg.max_step_tokens = 1000;
-  cfg.persist_every_blocks = 0;
-  Scheduler sched(cfg, [](int64_t p) { return p; });
-  Sequences seqs;
-  sched.Add(seqs.New(1, 300));
-  FixedCache cache(256);
-  StepPlan plan = sched.Plan(&cache);
-  sched.RestoreFailed(plan.items[0], /*objects_gone=*/false);
-  EXPECT_EQ(sched.pool_used(), 0);
-  StepPlan next = sched.Plan(&cache);
+  FailedRestore f;
+  f.sched.RestoreFailed(f.plan.items[0], /*objects_gone=*/false);
+  EXPECT_EQ(f.sched.pool_used(), 0);
+  StepPlan next = f.sched.Plan(&f.cache);
   ASSERT_EQ(next.items.size(), 1u);
   EXPECT_FALSE(next.items[0].restore);
   EXPECT_EQ(next.items[0].begin, 0);
   EXPECT_EQ(next.items[0].end, 256);  // up to end of input
-  EXPECT_EQ(cache.lookups, 1);
-  EXPECT_FALSE(seqs[1]->skip_cache);  // a later admission (after a preemption) asks again
+  EXPECT_EQ(f.cache.lookups, 1);
+  EXPECT_FALSE(f.seqs[1]->skip_cache);  // a later admission (after a preemption) asks again
 }
 
 TEST(SchedulerTest, PoolOverflowPreemptsTheNewestAndKeepsItsTokens) {

@@ -374,9 +374,19 @@ std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::
   return std::move(store).value();
 }
 
+// A fresh directory for one test's disk tier, removed at the end.
+struct TempStoreDir {
+  explicit TempStoreDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / (name + std::to_string(getpid()))) {
+    std::filesystem::remove_all(path);
+  }
+  ~TempStoreDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
 TEST(EngineLoopStoreTest, PrefixSurvivesARestartThroughTheDiskTier) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("fs_serve_store_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
+  const TempStoreDir temp("fs_serve_store_");
+  const std::string& dir = temp.path;
   base::SystemClock clock;
   protocol::GenerateRequest r = Request("p", RandomTokens(300, 11), 8, 3);
   r.sampling.temperature = 0;
@@ -401,7 +411,6 @@ TEST(EngineLoopStoreTest, PrefixSurvivesARestartThroughTheDiskTier) {
   EXPECT_EQ(second.usage.cached_memory, 0);
   EXPECT_EQ(second.tokens[0], first.tokens[0]);
   EXPECT_EQ(second.logprobs[0], first.logprobs[0]);
-  std::filesystem::remove_all(dir);
 }
 
 std::vector<bool> FetchNow(kvstore::KvStore& store, std::vector<kvstore::ObjectKey> keys) {
@@ -414,8 +423,8 @@ std::vector<bool> FetchNow(kvstore::KvStore& store, std::vector<kvstore::ObjectK
 // rest goes in: where L1 must evict to make room, it evicts something else, and the restore
 // uses the whole prefix. L1 misses count only blocks looked for, not boundary snapshots.
 TEST(EngineLoopStoreTest, FetchKeepsThePrefixHeadInMemory) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("fs_serve_head_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
+  const TempStoreDir temp("fs_serve_head_");
+  const std::string& dir = temp.path;
   base::SystemClock clock;
   protocol::GenerateRequest r = Request("p", RandomTokens(400, 12), 4, 3);
   r.sampling.temperature = 0;
@@ -469,14 +478,13 @@ TEST(EngineLoopStoreTest, FetchKeepsThePrefixHeadInMemory) {
   EXPECT_EQ(second.usage.cached_disk, 256);
   EXPECT_EQ(second.tokens[0], first.tokens[0]);
   EXPECT_EQ(second.logprobs[0], first.logprobs[0]);
-  std::filesystem::remove_all(dir);
 }
 
 // A request cancelled while its prefix is being fetched from disk leaves no pin behind, whichever
 // finishes first, and the loop serves on.
 TEST(EngineLoopStoreTest, CancelDuringAFetchReleasesEveryPin) {
-  const std::string dir = std::filesystem::temp_directory_path() / ("fs_serve_cancel_" + std::to_string(getpid()));
-  std::filesystem::remove_all(dir);
+  const TempStoreDir temp("fs_serve_cancel_");
+  const std::string& dir = temp.path;
   base::SystemClock clock;
   protocol::GenerateRequest r = Request("p", RandomTokens(400, 13), 4, 3);
   Collected first, cancelled, after;
@@ -502,7 +510,6 @@ TEST(EngineLoopStoreTest, CancelDuringAFetchReleasesEveryPin) {
   ASSERT_TRUE(StepUntilDone(s, after));
   EXPECT_EQ(after.tokens[0], first.tokens[0]);
   EXPECT_EQ(raw->Stats().tiers[0].pinned, 0);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

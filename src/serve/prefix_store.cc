@@ -74,12 +74,15 @@ FetchPlan PrefixStore::PlanFetch(const kv::BlockHash& seed, std::span<const int3
     return tier;
   });
   if (first_missing) (void)store_->GetMemory(*first_missing);  // counts the L1 miss
-  plan.any = kv::LongestResumePoint(blocks, [&](const ObjectKey& key) { return store_->Locate(key); });
+  plan.any = kv::LongestResumePoint(blocks, [&](const ObjectKey& key) {
+    const std::optional<Tier> tier = store_->Locate(key);
+    if (tier && key.kind == ObjectKind::kBlock) plan.block_tiers.push_back(*tier);  // asked in block order
+    return tier;
+  });
+  plan.block_tiers.resize(static_cast<size_t>(plan.any.blocks));  // blocks past the last boundary do not count
   for (int64_t b = 0; b < plan.any.blocks; ++b) {
     const ObjectKey block{ObjectKind::kBlock, hashes[static_cast<size_t>(b)]};
-    const Tier tier = store_->Locate(block).value_or(Tier::kShared);
-    plan.block_tiers.push_back(tier);
-    (tier == Tier::kMemory ? plan.resident : plan.keys).push_back(block);
+    (plan.block_tiers[static_cast<size_t>(b)] == Tier::kMemory ? plan.resident : plan.keys).push_back(block);
   }
   if (plan.any.blocks > 0) {
     const ObjectKey boundary{ObjectKind::kBoundary, hashes[static_cast<size_t>(plan.any.blocks - 1)]};
