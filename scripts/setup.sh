@@ -36,14 +36,19 @@ fi
 # embedded demo model. Real checkpoints ship their own tokenizer.json.
 "$here/scripts/fetch_tokenizer.sh"
 
-# The official OpenAI SDK (npm `openai`, version pinned in tests/e2e/package.json) for the
-# end-to-end tests; installed into tests/e2e/node_modules (git-ignored).
-e2e="$here/tests/e2e"
-want="$(node -p "require('$e2e/package.json').dependencies.openai")"
-have="$(node -p "try { require('$e2e/node_modules/openai/package.json').version } catch { '' }")"
-if [ "$have" = "$want" ]; then
-  echo "setup: OpenAI SDK $have present in $e2e/node_modules"
-else
-  ( cd "$e2e" && npm install --no-audit --no-fund --silent )
-  echo "setup: OpenAI SDK $want installed in $e2e/node_modules"
-fi
+# npm packages pinned in package.json files, installed into node_modules beside them
+# (git-ignored) unless every pinned version is already there.
+npm_pinned() {  # DIR LABEL
+  local dir="$1" label="$2"
+  if node -e "const d=require('$dir/package.json').dependencies; for (const [n, v] of Object.entries(d)) {
+      if (require('$dir/node_modules/' + n + '/package.json').version !== v) process.exit(1); }" 2>/dev/null; then
+    echo "setup: $label present in $dir/node_modules"
+    return 0
+  fi
+  ( cd "$dir" && npm install --no-audit --no-fund --silent ) && echo "setup: $label installed in $dir/node_modules"
+}
+# The official OpenAI and Anthropic SDKs for the end-to-end tests.
+npm_pinned "$here/tests/e2e" "OpenAI and Anthropic SDKs"
+# The coding agents (Claude Code, Codex CLI; about 800 MB with their native binaries) for the
+# real-client test. Best effort: without them that test reports itself skipped.
+npm_pinned "$here/tests/clients" "Claude Code and Codex CLI" || echo "setup: warning: the coding agents could not be installed; e2e.real_clients will be skipped"

@@ -23,6 +23,7 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   context_.tokenizer = &tokenizer;
   context_.metrics = &metrics_;
   context_.ids = &ids_;
+  context_.seal = config.seal.get();
   keys_ = meter::ApiKeyRing(config.api_keys);
   context_.keys = &keys_;
   routes_.SetAuthorizer([this](const net::HttpRequest& r) { return keys_.Allows(r); });
@@ -41,8 +42,15 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
     routes_.Add("GET", p + "/models", "/v1/models", bind(HandleListModels), true);
     routes_.Add("GET", p + "/models/*", "/v1/models/{id}", bind(HandleGetModel), true);
   }
-  routes_.Add("POST", "/v1/messages", "/v1/messages", bind(HandleNotImplemented), true);
-  routes_.Add("POST", "/v1/responses", "/v1/responses", bind(HandleNotImplemented), true);
+  // Anthropic's SDK appends /v1/messages to its base URL; DeepSeek serves it under /anthropic.
+  constexpr auto kAnthropic = net::ErrorDialect::kAnthropic;
+  for (const char* prefix : {"/v1", "/anthropic/v1", "/anthropic"}) {
+    const std::string p = prefix;
+    routes_.Add("POST", p + "/messages", "/v1/messages", bind(HandleMessages), true, kAnthropic);
+    routes_.Add("POST", p + "/messages/count_tokens", "/v1/messages/count_tokens", bind(HandleCountTokens), true, kAnthropic);
+  }
+  routes_.Add("POST", "/v1/responses", "/v1/responses", bind(HandleResponses), true);
+  routes_.Add("POST", "/responses", "/v1/responses", bind(HandleResponses), true);
   routes_.Add("GET", "/v1/load", "/v1/load", bind(HandleLoad), true);
   routes_.Add("GET", "/v1/kv/events", "/v1/kv/events", bind(HandleKvEvents), true);
   routes_.Add("GET", "/v1/kv/snapshot", "/v1/kv/snapshot", bind(HandleKvSnapshot), true);

@@ -8,6 +8,7 @@
 #include "meter/api_keys.h"
 #include "net/http_server.h"
 #include "api/metrics.h"
+#include "api/reasoning_seal.h"
 #include "api/response_json.h"
 #include "net/route_table.h"
 #include "api/routes.h"
@@ -21,6 +22,9 @@ struct ApiConfig {
   net::HttpServerConfig http;
   RouteOptions routes;
   std::vector<meter::ApiKey> api_keys;  // empty: no authentication
+  // Seals reasoning handed to stateless clients (Messages signatures, Responses
+  // encrypted_content); null: thinking blocks and encrypted reasoning cannot be returned.
+  std::shared_ptr<const ReasoningSeal> seal;
   base::Status Validate() const;
 };
 

@@ -214,10 +214,11 @@ class FakeExchange final : public net::Exchange {
     body = r.body;
     headers = r.headers;
   }
-  void StartStream(int s, std::string ct) override {
+  void StartStream(int s, std::string ct, net::HeaderList h) override {
     if (closed()) return;
     status = s;
     content_type = ct;
+    headers = std::move(h);
     streaming = true;
   }
   void Write(std::string data) override {

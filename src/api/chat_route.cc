@@ -1,10 +1,12 @@
 // POST /v1/chat/completions: body -> ChatRequest -> DeepSeek prompt -> token ids -> job
-// (api/routes.h).
+// (api/routes.h). Every field is implemented, a documented hint, or a 400 naming it.
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "api/routes.h"
-#include "net/api_error.h"
 #include "encoding/encoder.h"
+#include "net/api_error.h"
 #include "protocol/chat_json.h"
 
 namespace flashserve::api {
@@ -26,11 +28,96 @@ std::optional<net::ApiError> ImageInputError(const protocol::ChatRequest& chat) 
     const auto& parts = chat.messages[m].content.parts;
     for (size_t i = 0; i < parts.size(); ++i) {
       if (parts[i].type != protocol::PartType::kImage) continue;
-      return net::FromError(base::Error(base::ErrorCode::kInvalidArgument,
-                                        "image inputs are not supported yet: this server runs the text model only "
-                                        "(vision is planned as a separate encoder stage)"),
-                            "messages[" + std::to_string(m) + "].content[" + std::to_string(i) + "]");
+      return Unsupported(fmt::format("messages[{}].content[{}]", m, i),
+                         "image inputs are not supported yet: this server runs the text model only");
     }
+  }
+  return std::nullopt;
+}
+
+const Json* Find(const Json& object, const char* key) {
+  auto it = object.find(key);
+  return it == object.end() || it->is_null() ? nullptr : &*it;
+}
+
+// The fields this route implements, the hints it accepts, and the ones it cannot honour yet.
+std::optional<net::ApiError> CheckChatFields(const Json& body) {
+  if (auto e = CheckKnownFields(body, "",
+                                {"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+                                 "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+                                 "repetition_penalty", "stop", "seed", "n", "logprobs", "top_logprobs", "logit_bias",
+                                 "tools", "tool_choice", "parallel_tool_calls", "response_format", "thinking",
+                                 "reasoning_effort", "stop_token_ids", "ignore_eos", "cache_ttl"},
+                                {"user", "metadata", "store", "service_tier", "safety_identifier", "prompt_cache_key"}))
+    return e;
+  if (const Json* store = Find(body, "store"); store != nullptr && *store == true)
+    return Unsupported("store", "this server keeps no completions (send false or leave it out)");
+  if (Find(body, "stream_options") != nullptr && !(Find(body, "stream") != nullptr && body["stream"] == true))
+    return net::InvalidRequest("stream_options: only allowed when stream is true", "stream_options", "invalid_value");
+  if (const Json* p = Find(body, "parallel_tool_calls"); p != nullptr && *p == false)
+    return Unsupported("parallel_tool_calls", "false needs enforced structured outputs, which are not available yet");
+  if (const Json* tc = Find(body, "tool_choice")) {
+    if (*tc == "required" || tc->is_object())
+      return Unsupported("tool_choice", "\"required\" and a named function need enforced structured outputs, which "
+                                        "are not available yet (auto and none are served)");
+  }
+  if (const Json* format = Find(body, "response_format"); format != nullptr && format->is_object()) {
+    const Json* schema = Find(*format, "json_schema");
+    if (schema != nullptr && schema->is_object() && Find(*schema, "strict") != nullptr && (*schema)["strict"] == true)
+      return Unsupported("response_format.json_schema.strict",
+                         "strict schemas need enforced structured outputs, which are not available yet");
+  }
+  if (const Json* tools = Find(body, "tools"); tools != nullptr && tools->is_array()) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      if (auto e = CheckKnownFields(t, fmt::format("tools[{}]", i), {"type", "function", "namespace"})) return e;
+      const Json* fn = t.is_object() ? Find(t, "function") : nullptr;
+      if (fn != nullptr)
+        if (auto e = CheckKnownFields(*fn, fmt::format("tools[{}].function", i), {"name", "description", "parameters", "strict", "namespace"}))
+          return e;
+      if (fn != nullptr && fn->is_object() && Find(*fn, "strict") != nullptr && (*fn)["strict"] == true)
+        return Unsupported(fmt::format("tools[{}].function.strict", i),
+                           "strict schemas need enforced structured outputs, which are not available yet");
+    }
+  }
+  if (const Json* thinking = Find(body, "thinking"))
+    if (auto e = CheckKnownFields(*thinking, "thinking", {"type", "budget_tokens"})) return e;
+  if (const Json* messages = Find(body, "messages"); messages != nullptr && messages->is_array()) {
+    for (size_t i = 0; i < messages->size(); ++i) {
+      if (auto e = CheckKnownFields((*messages)[i], fmt::format("messages[{}]", i),
+                                    {"role", "content", "tool_calls", "tool_call_id", "reasoning_content"},
+                                    {"name", "refusal", "annotations", "audio"}))
+        return e;
+    }
+  }
+  return std::nullopt;
+}
+
+// thinking.budget_tokens (enabled thinking only).
+std::optional<net::ApiError> ReadBudget(const Json& body, GenerationOptions* options) {
+  const Json* thinking = Find(body, "thinking");
+  const Json* budget = thinking != nullptr && thinking->is_object() ? Find(*thinking, "budget_tokens") : nullptr;
+  if (budget == nullptr) return std::nullopt;
+  if ((*thinking)["type"] == "disabled")
+    return net::InvalidRequest("thinking.budget_tokens: only with thinking enabled", "thinking.budget_tokens");
+  if (!budget->is_number_integer() || budget->get<int64_t>() < 1)
+    return net::InvalidRequest("thinking.budget_tokens: a positive integer is required", "thinking.budget_tokens");
+  options->reasoning_budget = budget->get<int64_t>();
+  return std::nullopt;
+}
+
+// DeepSeek's API answers 400 when an assistant turn that called tools comes back without the
+// reasoning it was returned with (thinking mode: the prompt needs it).
+std::optional<net::ApiError> MissingReasoning(const protocol::ChatRequest& chat, bool thinking) {
+  if (!thinking) return std::nullopt;
+  for (size_t i = 0; i < chat.messages.size(); ++i) {
+    const protocol::ChatMessage& m = chat.messages[i];
+    if (m.role == protocol::Role::kAssistant && !m.tool_calls.empty() && !m.reasoning_content)
+      return net::InvalidRequest(
+          fmt::format("messages[{}].reasoning_content: missing; in thinking mode an assistant message with tool_calls "
+                      "must be sent back with the reasoning_content it was returned with",
+                      i),
+          fmt::format("messages[{}].reasoning_content", i), "missing_reasoning_content");
   }
   return std::nullopt;
 }
@@ -39,17 +126,28 @@ std::optional<net::ApiError> ImageInputError(const protocol::ChatRequest& chat) 
 
 void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange) {
   Json body;
-  GenerationOptions options;
-  if (!ReadGenerationBody(ctx, *exchange, Dialect::kChat, &body, &options)) return;
+  GenerationPlan plan;
+  if (!ReadGenerationBody(ctx, *exchange, Dialect::kChat, &body, &plan.options)) return;
+  auto fail = [&exchange](const net::ApiError& e) { exchange->Respond(net::ErrorResponse(e)); };
+  if (auto e = CheckChatFields(body)) return fail(*e);
+  if (auto e = ReadBudget(body, &plan.options)) return fail(*e);
   base::Result<protocol::ChatRequest> chat = protocol::ChatRequestFromJson(body);
-  if (!chat.ok()) return exchange->Respond(net::ErrorResponse(ChatRequestError(chat.error())));
-  if (auto error = ImageInputError(*chat)) return exchange->Respond(net::ErrorResponse(*error));
-  base::Result<encoding::EncodedPrompt> prompt = encoding::EncodeChat(*chat, ctx.options.encoding_version);
-  if (!prompt.ok()) return exchange->Respond(net::ErrorResponse(ChatRequestError(prompt.error())));
-  base::Result<std::vector<int32_t>> ids = encoding::ToTokenIds(*prompt, *ctx.tokenizer);
-  if (!ids.ok()) return exchange->Respond(net::ErrorResponse(net::FromError(ids.error())));
-  StartGeneration(ctx, exchange, Dialect::kChat, std::move(options), std::move(ids).value(),
-                  encoding::ThinkingEnabled(*chat), "messages");
+  if (!chat.ok()) return fail(ChatRequestError(chat.error()));
+  if (auto e = ImageInputError(*chat)) return fail(*e);
+  if (const auto* name = std::get_if<std::string>(&chat->reasoning_effort)) {
+    if (*name == "none") {  // OpenAI's name for no reasoning
+      chat->thinking = false;
+      chat->reasoning_effort = std::monostate();
+    } else if (auto mapped = MapEffortName(*name, ctx.options.encoding_version)) {
+      chat->reasoning_effort = *mapped;
+    }
+  }
+  FlattenTextParts(*chat, ctx.options.encoding_version);
+  plan.thinking = encoding::ThinkingEnabled(*chat);
+  if (auto e = MissingReasoning(*chat, plan.thinking)) return fail(*e);
+  if (auto e = EncodePrompt(ctx, *chat, &plan.prompt)) return fail(*e);
+  plan.make_writer = [](WriterContext w) { return MakeChatWriter(std::move(w)); };
+  StartGeneration(ctx, exchange, std::move(plan));
 }
 
 }  // namespace flashserve::api

@@ -32,7 +32,14 @@ std::optional<net::ApiError> PromptIds(const RouteContext& ctx, const Json& body
 }
 
 // Fields of the legacy API this server does not implement.
-std::optional<net::ApiError> Unsupported(const Json& body, int n) {
+std::optional<net::ApiError> UnsupportedFields(const Json& body, int n) {
+  if (auto e = CheckKnownFields(body, "",
+                                {"model", "prompt", "stream", "stream_options", "max_tokens", "temperature", "top_p",
+                                 "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "stop",
+                                 "seed", "n", "logprobs", "logit_bias", "stop_token_ids", "ignore_eos", "cache_ttl",
+                                 "echo", "suffix", "best_of"},
+                                {"user", "metadata", "prompt_cache_key"}))
+    return e;
   if (auto it = body.find("echo"); it != body.end() && it->is_boolean() && it->get<bool>())
     return net::InvalidRequest("echo: not supported", "echo", "unsupported_parameter");
   if (auto it = body.find("suffix"); it != body.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()))
@@ -46,12 +53,15 @@ std::optional<net::ApiError> Unsupported(const Json& body, int n) {
 
 void HandleCompletions(const RouteContext& ctx, const ExchangePtr& exchange) {
   Json body;
-  GenerationOptions options;
-  if (!ReadGenerationBody(ctx, *exchange, Dialect::kCompletion, &body, &options)) return;
-  if (auto error = Unsupported(body, options.n)) return exchange->Respond(net::ErrorResponse(*error));
-  std::vector<int32_t> ids;
-  if (auto error = PromptIds(ctx, body, &ids)) return exchange->Respond(net::ErrorResponse(*error));
-  StartGeneration(ctx, exchange, Dialect::kCompletion, std::move(options), std::move(ids), false, "prompt");
+  GenerationPlan plan;
+  if (!ReadGenerationBody(ctx, *exchange, Dialect::kCompletion, &body, &plan.options)) return;
+  if (auto error = UnsupportedFields(body, plan.options.n)) return exchange->Respond(net::ErrorResponse(*error));
+  if (auto error = PromptIds(ctx, body, &plan.prompt)) return exchange->Respond(net::ErrorResponse(*error));
+  plan.chat = false;
+  plan.prompt_param = "prompt";
+  plan.id_prefix = "cmpl-";
+  plan.make_writer = [](WriterContext w) { return MakeCompletionWriter(std::move(w)); };
+  StartGeneration(ctx, exchange, std::move(plan));
 }
 
 }  // namespace flashserve::api

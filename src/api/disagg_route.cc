@@ -14,33 +14,33 @@ namespace {
 
 // Prefill half: one generated token computes the whole prompt, shipped as it is persisted.
 void StartPrefillHalf(const RouteContext& ctx, const ExchangePtr& exchange, JobOptions job, JobDeps deps,
-                      protocol::GenerateRequest request, const transfer::TransferId& id, const std::string& to) {
+                      std::unique_ptr<DialectWriter> writer, protocol::GenerateRequest request, const transfer::TransferId& id, const std::string& to) {
   auto shipper = serve::StateShipper::Start(ctx.service, to, id, request.cache_namespace, request.prompt);
-  if (!shipper.ok()) return exchange->Respond(net::ErrorResponse(net::FromError(shipper.error())));
+  if (!shipper.ok()) return writer->Fail(net::FromError(shipper.error()), false);
   request.max_tokens = 1;
   request.n = 1;
   request.report_persisted = true;
   job.on_persisted = [shipper = *shipper](int64_t tokens) { shipper->Persisted(tokens); };
   job.on_done = [shipper = *shipper](const protocol::Usage& usage) { shipper->Done(usage); };
-  GenerationJob::Create(std::move(job), deps, exchange)->Start(std::move(request));
+  GenerationJob::Create(std::move(job), deps, exchange, std::move(writer))->Start(std::move(request));
 }
 
 }  // namespace
 
 void StartDisaggregated(const RouteContext& ctx, const ExchangePtr& exchange, JobOptions job, JobDeps deps,
-                        protocol::GenerateRequest request, const std::string& transfer_id) {
+                        std::unique_ptr<DialectWriter> writer, protocol::GenerateRequest request,
+                        const std::string& transfer_id) {
   transfer::TransferId id{};
   if (!transfer::ParseTransferId(transfer_id, &id)) {
-    return exchange->Respond(
-        net::ErrorResponse(net::InvalidRequest(std::string(protocol::kTransferHeader) + " must be 32 hex digits")));
+    return writer->Fail(net::InvalidRequest(std::string(protocol::kTransferHeader) + " must be 32 hex digits"), false);
   }
   const std::string to = exchange->request().Header(protocol::kPrefillToHeader);
-  if (!to.empty()) return StartPrefillHalf(ctx, exchange, std::move(job), deps, std::move(request), id, to);
+  if (!to.empty()) return StartPrefillHalf(ctx, exchange, std::move(job), deps, std::move(writer), std::move(request), id, to);
   if (ctx.inbox == nullptr) {
-    return exchange->Respond(net::ErrorResponse(
-        net::InvalidRequest("this worker does not receive prompt state (start it with --role decode or both)")));
+    return writer->Fail(
+        net::InvalidRequest("this worker does not receive prompt state (start it with --role decode or both)"), false);
   }
-  auto job_ptr = GenerationJob::Create(std::move(job), deps, exchange);
+  auto job_ptr = GenerationJob::Create(std::move(job), deps, exchange, std::move(writer));
   auto pending = std::make_shared<protocol::GenerateRequest>(std::move(request));
   ctx.inbox->Expect(id, [exchange, job_ptr, pending](const serve::TransferInbox::Outcome& outcome) {
     exchange->Post([job_ptr, pending, outcome] {

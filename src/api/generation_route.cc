@@ -1,53 +1,92 @@
-// What the chat and text completion routes share: body checks, context limits, job start
-// (api/routes.h).
+// What the generation routes share: body checks, model names, prompt encoding, context limits,
+// job start (api/routes.h).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 
-#include "net/api_error.h"
 #include "api/generation_job.h"
 #include "api/routes.h"
+#include "encoding/encoder.h"
+#include "net/api_error.h"
 #include "protocol/headers.h"
 #include "tokenizer/utf8.h"
 
 namespace flashserve::api {
 
-bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialect dialect, Json* body,
-                        GenerationOptions* options) {
+bool ReadJsonBody(net::Exchange& exchange, net::ErrorDialect errors, Json* body) {
   const std::string& text = exchange.request().body;
   base::Status utf8 = tokenizer::ValidateUtf8(text);
   if (!utf8.ok()) {
-    exchange.Respond(net::ErrorResponse(net::InvalidRequest("the request body is not valid UTF-8: " + utf8.error().message(), "", "invalid_utf8")));
+    exchange.Respond(net::ErrorResponse(
+        net::InvalidRequest("the request body is not valid UTF-8: " + utf8.error().message(), "", "invalid_utf8"), errors));
     return false;
   }
   if (auto error = ParseJsonBody(text, body)) {
-    exchange.Respond(net::ErrorResponse(*error));
-    return false;
-  }
-  const serve::ModelInfo info = ctx.service->Info();
-  if (auto error = ParseGenerationOptions(*body, dialect, info.vocab_size, options)) {
-    exchange.Respond(net::ErrorResponse(*error));
-    return false;
-  }
-  if (options->model != info.name) {
-    exchange.Respond(net::ErrorResponse(net::NotFound(
-        fmt::format("The model '{}' does not exist; this server serves '{}'", options->model, info.name), "model",
-        "model_not_found")));
+    exchange.Respond(net::ErrorResponse(*error, errors));
     return false;
   }
   return true;
 }
 
+bool ServesModel(const RouteContext& ctx, const std::string& name) {
+  if (name == ctx.service->Info().name) return true;
+  for (const std::string& alias : ctx.options.model_aliases) {
+    const bool glob = !alias.empty() && alias.back() == '*';
+    if (glob ? name.compare(0, alias.size() - 1, alias, 0, alias.size() - 1) == 0 : name == alias) return true;
+  }
+  return false;
+}
+
+bool ModelServed(const RouteContext& ctx, net::Exchange& exchange, const std::string& name, net::ErrorDialect errors) {
+  if (ServesModel(ctx, name)) return true;
+  const serve::ModelInfo info = ctx.service->Info();
+  exchange.Respond(net::ErrorResponse(
+      net::NotFound(fmt::format("The model '{}' does not exist; this server serves '{}'", name, info.name), "model",
+                    "model_not_found"),
+      errors));
+  return false;
+}
+
+bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialect dialect, Json* body,
+                        GenerationOptions* options) {
+  if (!ReadJsonBody(exchange, net::ErrorDialect::kOpenAI, body)) return false;
+  if (auto error = ParseGenerationOptions(*body, dialect, ctx.service->Info().vocab_size, options)) {
+    exchange.Respond(net::ErrorResponse(*error));
+    return false;
+  }
+  return ModelServed(ctx, exchange, options->model, net::ErrorDialect::kOpenAI);
+}
+
+DialectContext DialectContextOf(const RouteContext& ctx) {
+  DialectContext d;
+  d.vocab_size = ctx.service->Info().vocab_size;
+  d.version = ctx.options.encoding_version;
+  d.hosted_tools = ctx.options.hosted_tools;
+  d.seal = ctx.seal;
+  return d;
+}
+
 namespace {
+
+// kBadChatRequest messages start with the field path ("messages[2].content: ..."); that path
+// becomes the error's `param`.
+net::ApiError ChatRequestError(const base::Error& error) {
+  const std::string& m = error.message();
+  const size_t colon = m.find(": ");
+  const bool is_path = colon != std::string::npos && m.find(' ') > colon;
+  return net::FromError(error, is_path ? m.substr(0, colon) : "");
+}
 
 // max_tokens for the request, or the error that refuses it.
 std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const RouteContext& ctx, int64_t num_prompt,
-                                      const char* prompt_param, GenerationOptions& options) {
+                                           const GenerationPlan& plan, GenerationOptions& options) {
   const int64_t limit = info.max_context;
+  const char* prompt_param = plan.prompt_param;
   if (options.max_tokens && *options.max_tokens > limit)
-    return net::InvalidRequest(fmt::format("max_tokens: must be at most {} (the model's context length)", limit), "max_tokens",
-                          "invalid_value");
+    return net::InvalidRequest(
+        fmt::format("{}: must be at most {} (the model's context length)", plan.max_tokens_param, limit),
+        plan.max_tokens_param, "invalid_value");
   if (num_prompt >= limit) {
     net::ApiError e = net::ContextLengthExceeded(fmt::format(
         "This model's maximum context length is {} tokens. However, your {} resulted in {} tokens. Please reduce the length of the {}.",
@@ -70,38 +109,67 @@ std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const R
 
 }  // namespace
 
-void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Dialect dialect, GenerationOptions options,
-                     std::vector<int32_t> prompt, bool thinking, const char* prompt_param) {
+std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protocol::ChatRequest& chat,
+                                          std::vector<int32_t>* ids) {
+  base::Result<encoding::EncodedPrompt> prompt = encoding::EncodeChat(chat, ctx.options.encoding_version);
+  if (!prompt.ok()) return ChatRequestError(prompt.error());
+  base::Result<std::vector<int32_t>> tokens = encoding::ToTokenIds(*prompt, *ctx.tokenizer);
+  if (!tokens.ok()) return net::FromError(tokens.error());
+  *ids = std::move(tokens).value();
+  return std::nullopt;
+}
+
+void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, GenerationPlan plan) {
   const serve::ModelInfo info = ctx.service->Info();
-  if (auto error = PickMaxTokens(info, ctx, static_cast<int64_t>(prompt.size()), prompt_param, options)) {
-    exchange->Respond(net::ErrorResponse(*error));
-    return;
-  }
-  const bool chat = dialect == Dialect::kChat;
+  GenerationOptions& options = plan.options;
+  if (auto error = PickMaxTokens(info, ctx, static_cast<int64_t>(plan.prompt.size()), plan, options))
+    return exchange->Respond(net::ErrorResponse(*error, plan.errors));
+  const int32_t think_end = ctx.tokenizer->TokenId("</think>").value_or(-1);
   JobOptions job;
-  job.dialect = dialect;
-  job.stream = options.stream;
-  job.include_usage = options.stream && options.include_usage;
   job.stop = options.stop;
-  job.logprobs = options.sampling.logprobs;
-  job.prompt_param = prompt_param;
-  job.thinking = thinking;
+  job.parse_output = plan.chat;
+  job.thinking = plan.thinking;
   job.version = ctx.options.encoding_version;
-  job.meta.id = ctx.ids->Next(chat ? "chatcmpl-" : "cmpl-");
-  job.meta.created = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
-  job.meta.model = info.name;
-  job.meta.system_fingerprint = ctx.options.system_fingerprint;
+  job.logprobs = options.sampling.logprobs;
+  job.think_end_token = think_end;
+  job.prompt_param = plan.prompt_param;
+
+  WriterContext w;
+  w.exchange = exchange;
+  w.tokenizer = ctx.tokenizer;
+  w.ids = ctx.ids;
+  w.meta.id = ctx.ids->Next(plan.id_prefix);
+  w.meta.created = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch()).count();
+  w.meta.model = options.model.empty() ? info.name : options.model;
+  w.meta.system_fingerprint = ctx.options.system_fingerprint;
+  w.stream = options.stream;
+  w.include_usage = options.stream && options.include_usage;
+  w.logprobs = options.sampling.logprobs;
+  w.thinking = plan.thinking;
+  w.prompt_tokens = static_cast<int64_t>(plan.prompt.size());
+  w.headers = std::move(plan.headers);
 
   protocol::GenerateRequest request;
-  request.id = job.meta.id;
-  request.prompt = std::move(prompt);
+  request.id = w.meta.id;
+  request.prompt = std::move(plan.prompt);
   request.sampling = options.sampling;
+  for (const auto& [token, bias] : ctx.options.default_logit_bias) {
+    auto& own = request.sampling.logit_bias;
+    if (std::none_of(own.begin(), own.end(), [token = token](const auto& b) { return b.first == token; }))
+      own.emplace_back(token, bias);
+  }
   request.n = options.n;
   request.max_tokens = *options.max_tokens;
   request.stop_token_ids = std::move(options.stop_token_ids);
   request.ignore_eos = options.ignore_eos;
   request.ttl_class = options.cache_ttl;
+  std::optional<int64_t> budget = options.reasoning_budget;
+  if (ctx.options.max_reasoning_tokens > 0) budget = std::min(budget.value_or(INT64_MAX), ctx.options.max_reasoning_tokens);
+  if (plan.thinking && budget) {
+    request.reasoning_budget = *budget;
+    request.think_end_token = think_end;
+  }
   if (ctx.keys != nullptr && ctx.keys->enabled()) {
     if (const meter::ApiKey* key = ctx.keys->Find(exchange->request())) {
       request.cache_namespace = meter::ApiKeyRing::Namespace(*key);
@@ -109,10 +177,12 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Diale
     }
   }
 
-  JobDeps deps{ctx.service, ctx.tokenizer, ctx.metrics, ctx.ids};
+  JobDeps deps{ctx.service, ctx.tokenizer, ctx.metrics};
+  std::unique_ptr<DialectWriter> writer = plan.make_writer(std::move(w));
   const std::string transfer = exchange->request().Header(protocol::kTransferHeader);
-  if (!transfer.empty()) return StartDisaggregated(ctx, exchange, std::move(job), deps, std::move(request), transfer);
-  GenerationJob::Create(std::move(job), deps, exchange)->Start(std::move(request));
+  if (!transfer.empty())
+    return StartDisaggregated(ctx, exchange, std::move(job), deps, std::move(writer), std::move(request), transfer);
+  GenerationJob::Create(std::move(job), deps, exchange, std::move(writer))->Start(std::move(request));
 }
 
 }  // namespace flashserve::api

@@ -2,6 +2,8 @@
 // response shapes, reasoning/content/tool-call split, SSE framing, usage, stop strings, n,
 // logprobs, cancellation on disconnect, and every input error.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "api/api_test_util.h"
@@ -394,6 +396,72 @@ TEST_F(RoutesTest, CompletionsStreamAndErrors) {
     auto e = Run(bad, true);
     EXPECT_EQ(e->status, 400) << bad.dump();
   }
+}
+
+}  // namespace
+}  // namespace flashserve::api
+
+namespace flashserve::api {
+namespace {
+
+TEST_F(RoutesTest, ChatAcceptsDeepSeekEffortNamesAndTextParts) {
+  auto plain = Run(Chat());
+  const std::vector<int32_t> base = service_.submitted.back().prompt;
+  ASSERT_EQ(Run(Chat({{"reasoning_effort", "medium"}}))->status, 200);
+  EXPECT_EQ(service_.submitted.back().prompt, base);  // V4: medium -> high, the default
+  EXPECT_EQ(Run(Chat({{"reasoning_effort", "bogus"}}))->status, 400);
+  Json parts = Json::array({{{"role", "user"}, {"content", Json::array({{{"type", "text"}, {"text", "a"}},
+                                                                        {{"type", "text"}, {"text", "b"}}})}}});
+  ASSERT_EQ(Run(Chat({{"messages", parts}}))->status, 200);
+  const auto& prompt = service_.submitted.back().prompt;
+  const std::vector<int32_t> joined = Bytes("a\n\nb");
+  EXPECT_NE(std::search(prompt.begin(), prompt.end(), joined.begin(), joined.end()), prompt.end());
+}
+
+TEST_F(RoutesTest, ChatFieldsItCannotHonourAreNamed) {
+  const std::vector<std::pair<Json, std::string>> cases = {
+      {{{"tool_choice", "required"}, {"tools", Tools()}}, "tool_choice"},
+      {{{"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}, {"tools", Tools()}}, "tool_choice"},
+      {{{"parallel_tool_calls", false}, {"tools", Tools()}}, "parallel_tool_calls"},
+      {{{"tools", Json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"strict", true}}}}})}}, "tools[0].function.strict"},
+      {{{"stream_options", {{"include_usage", true}}}}, "stream_options"},
+      {{{"functions", Json::array()}}, "functions"},
+      {{{"store", true}}, "store"},
+      {{{"thinking", {{"type", "enabled"}, {"budget", 3}}}}, "thinking.budget"},
+  };
+  for (const auto& [extra, field] : cases) {
+    auto ex = Run(Chat(extra));
+    EXPECT_EQ(ex->status, 400) << extra.dump();
+    EXPECT_EQ(Body(*ex)["error"]["param"], field) << ex->body;
+  }
+  EXPECT_EQ(Run(Chat({{"user", "u1"}, {"store", false}, {"metadata", {{"a", "b"}}}}))->status, 200);
+}
+
+TEST_F(RoutesTest, ReasoningTokensBudgetAndContentOnlyLogprobs) {
+  service_.reply = Bytes("abc");
+  service_.reply.push_back(testing::kThinkEnd);
+  for (int32_t id : Bytes("xy")) service_.reply.push_back(id);
+  auto ex = Run(Chat({{"logprobs", true}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 100}}}}));
+  Json r = Body(*ex);
+  EXPECT_EQ(r["usage"]["completion_tokens_details"]["reasoning_tokens"], 4);
+  ASSERT_EQ(r["choices"][0]["logprobs"]["content"].size(), 2u);
+  EXPECT_EQ(r["choices"][0]["logprobs"]["content"][0]["token"], "x");
+  EXPECT_EQ(service_.submitted.back().reasoning_budget, 100);
+  EXPECT_EQ(service_.submitted.back().think_end_token, testing::kThinkEnd);
+}
+
+TEST_F(RoutesTest, ToolCallTurnWithoutItsReasoningIsDeepSeeks400) {
+  Json messages = Json::array({{{"role", "user"}, {"content", "w?"}},
+                               {{"role", "assistant"}, {"content", ""},
+                                {"tool_calls", Json::array({{{"id", "c1"}, {"type", "function"},
+                                                             {"function", {{"name", "get_weather"}, {"arguments", "{}"}}}}})}},
+                               {{"role", "tool"}, {"tool_call_id", "c1"}, {"content", "sun"}}});
+  auto ex = Run(Chat({{"messages", messages}, {"tools", Tools()}}));
+  EXPECT_EQ(ex->status, 400);
+  EXPECT_EQ(Body(*ex)["error"]["param"], "messages[1].reasoning_content");
+  messages[1]["reasoning_content"] = "check";
+  EXPECT_EQ(Run(Chat({{"messages", messages}, {"tools", Tools()}}))->status, 200);
+  EXPECT_EQ(Run(NoThinking({{"messages", messages}, {"tools", Tools()}}))->status, 200);
 }
 
 }  // namespace

@@ -256,16 +256,25 @@ TEST_F(HttpServerTest, UnknownRouteIs404AndWrongMethodIs405) {
   EXPECT_EQ(r.headers["allow"], "POST");
 }
 
-TEST_F(HttpServerTest, ApisNotServedYetAre501WithTheRouteToUse) {
+TEST_F(HttpServerTest, EachDialectAnswersErrorsInItsOwnShape) {
   Client c(port_);
-  for (const char* path : {"/v1/messages", "/v1/responses"}) {
-    c.Send(Post(path, "{}"));
+  for (const char* path : {"/v1/messages", "/anthropic/v1/messages", "/anthropic/messages", "/v1/messages/count_tokens"}) {
+    c.Send(Post(path, "{\"model\": \"test-model\", \"max_tokens\": 8}"));
     Response r = c.Read();
-    EXPECT_EQ(r.status, 501) << path;
-    const auto error = nlohmann::json::parse(r.body)["error"];
-    EXPECT_EQ(error["code"], "not_implemented") << path;
-    EXPECT_NE(error["message"].get<std::string>().find("/v1/chat/completions"), std::string::npos) << r.body;
+    EXPECT_EQ(r.status, 400) << path;
+    const auto body = nlohmann::json::parse(r.body);
+    EXPECT_EQ(body["type"], "error") << r.body;
+    EXPECT_EQ(body["error"]["type"], "invalid_request_error") << r.body;
+    EXPECT_NE(body["error"]["message"].get<std::string>().find("messages"), std::string::npos) << r.body;
   }
+  c.Send(Get("/v1/messages"));
+  Response r = c.Read();
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["type"], "error") << r.body;
+  c.Send(Post("/v1/responses", "{\"model\": \"test-model\"}"));
+  r = c.Read();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error"]["param"], "input") << r.body;
 }
 
 TEST_F(HttpServerTest, ChatCompletionAndErrorsKeepTheConnectionServing) {
@@ -419,6 +428,11 @@ TEST(HttpServerKeysTest, GenerationRoutesNeedAKeyAndTheKeyChoosesTenantAndRetent
   EXPECT_EQ(nlohmann::json::parse(r.body)["error"]["type"], "authentication_error");
   c.Send(Post("/v1/chat/completions", ChatBody(false), "Authorization: Bearer sk-wrong-0000\r\n"));
   EXPECT_EQ(c.Read().status, 401);
+  c.Send(Post("/v1/messages", "{}"));  // Anthropic's shape on its route
+  r = c.Read();
+  EXPECT_EQ(r.status, 401);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error"]["type"], "authentication_error") << r.body;
+  EXPECT_NE(r.body.find("x-api-key"), std::string::npos) << r.body;
   c.Send(Get("/health"));  // health and metrics stay open
   EXPECT_EQ(c.Read().status, 200);
   c.Send(Post("/v1/chat/completions", ChatBody(false), "Authorization: Bearer sk-acme-0001\r\n"));

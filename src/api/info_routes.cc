@@ -6,8 +6,8 @@ namespace flashserve::api {
 
 namespace {
 
-Json ModelJson(const RouteContext& ctx, const serve::ModelInfo& info) {
-  return {{"id", info.name}, {"object", "model"}, {"created", ctx.created}, {"owned_by", "flashserve"},
+Json ModelJson(const RouteContext& ctx, const serve::ModelInfo& info, const std::string& id) {
+  return {{"id", id}, {"object", "model"}, {"created", ctx.created}, {"owned_by", "flashserve"},
           {"max_model_len", info.max_context}};
 }
 
@@ -20,7 +20,11 @@ net::HttpResponse JsonResponse(const Json& body) {
 }  // namespace
 
 void HandleListModels(const RouteContext& ctx, const ExchangePtr& exchange) {
-  Json list = {{"object", "list"}, {"data", Json::array({ModelJson(ctx, ctx.service->Info())})}};
+  const serve::ModelInfo info = ctx.service->Info();
+  Json data = Json::array({ModelJson(ctx, info, info.name)});
+  for (const std::string& alias : ctx.options.model_aliases)
+    if (!alias.empty() && alias.back() != '*') data.push_back(ModelJson(ctx, info, alias));  // prefixes are not ids
+  Json list = {{"object", "list"}, {"data", std::move(data)}};
   exchange->Respond(JsonResponse(list));
 }
 
@@ -28,11 +32,11 @@ void HandleGetModel(const RouteContext& ctx, const ExchangePtr& exchange) {
   const std::string& path = exchange->request().path;
   const std::string id = path.substr(path.rfind("/models/") + 8);
   const serve::ModelInfo info = ctx.service->Info();
-  if (id != info.name) {
+  if (!ServesModel(ctx, id)) {
     return exchange->Respond(
         net::ErrorResponse(net::NotFound("The model '" + id + "' does not exist", "model", "model_not_found")));
   }
-  exchange->Respond(JsonResponse(ModelJson(ctx, info)));
+  exchange->Respond(JsonResponse(ModelJson(ctx, info, id)));
 }
 
 void HandleHealth(const RouteContext& ctx, const ExchangePtr& exchange) {
@@ -46,13 +50,6 @@ void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange) {
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = ctx.metrics->Render();
   exchange->Respond(std::move(r));
-}
-
-void HandleNotImplemented(const RouteContext&, const ExchangePtr& exchange) {
-  const std::string& path = exchange->request().path;
-  const char* api = path.find("/messages") != std::string::npos ? "The Anthropic Messages API" : "The OpenAI Responses API";
-  exchange->Respond(net::ErrorResponse(net::NotImplemented(
-      std::string(api) + " (POST " + path + ") is not implemented yet; use POST /v1/chat/completions")));
 }
 
 }  // namespace flashserve::api

@@ -32,6 +32,7 @@ struct GenerationOptions {
   protocol::SamplingParams sampling;      // temperature, top_p, top_k, min_p, penalties, bias, seed, logprobs
   std::string user;
   std::string cache_ttl;                  // extension: KV-store retention class ("agent", "chat", ...)
+  std::optional<int64_t> reasoning_budget;  // thinking.budget_tokens: </think> is forced after this many
 };
 
 // Reads the fields above from a JSON object body. `vocab_size` bounds logit_bias and stop ids.

@@ -34,11 +34,12 @@ Json Header(const ResponseMeta& meta, const char* object) {
 
 }  // namespace
 
-Json UsageJson(const protocol::Usage& usage) {
+Json UsageJson(const protocol::Usage& usage, const int64_t* reasoning_tokens) {
   Json j;
   j["prompt_tokens"] = usage.prompt_tokens;
   j["completion_tokens"] = usage.completion_tokens;
   j["total_tokens"] = usage.prompt_tokens + usage.completion_tokens;
+  if (reasoning_tokens) j["completion_tokens_details"] = {{"reasoning_tokens", *reasoning_tokens}};
   j["prompt_tokens_details"] = {{"cached_tokens", usage.cached_tokens},
                                 {"cached_tokens_by_tier",
                                  {{"memory", usage.cached_memory}, {"disk", usage.cached_disk}, {"shared", usage.cached_shared}}}};

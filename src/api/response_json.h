@@ -26,8 +26,8 @@ struct ResponseMeta {
 
 // {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
 // {"cached_tokens"}, "prompt_cache_hit_tokens", "prompt_cache_miss_tokens"}; hit + miss =
-// prompt_tokens.
-Json UsageJson(const protocol::Usage& usage);
+// prompt_tokens. With `reasoning_tokens`: "completion_tokens_details": {"reasoning_tokens"}.
+Json UsageJson(const protocol::Usage& usage, const int64_t* reasoning_tokens = nullptr);
 
 // Chat logprobs entry: {"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob",
 // "bytes"}]} (top_logprobs empty unless requested).

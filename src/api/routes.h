@@ -4,14 +4,19 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "meter/api_keys.h"
 #include "net/exchange.h"
 #include "api/metrics.h"
+#include "api/dialect_request.h"
 #include "api/generation_job.h"
+#include "api/reasoning_seal.h"
+#include "api/writers.h"
 #include "api/request_options.h"
 #include "api/response_json.h"
 #include "encoding/version.h"
@@ -25,9 +30,19 @@ struct RouteOptions {
   encoding::EncodingVersion encoding_version = encoding::EncodingVersion::kV4;
   // max_tokens when the request gives none; clipped to the context left after the prompt.
   int64_t default_max_tokens = 4096;
+  // Reasoning tokens per choice at most (0 = no cap): </think> is forced after them, whatever
+  // budget the request asks for.
+  int64_t max_reasoning_tokens = 0;
+  // Logit biases every request gets unless it biases the same token itself (llama.cpp's
+  // --logit-bias).
+  std::vector<std::pair<int32_t, float>> default_logit_bias;
   std::string system_fingerprint = "fp_flashserve";
   protocol::WorkerRole role = protocol::WorkerRole::kBoth;  // reported to the router
   std::string transfer_address;  // host:port of this worker's transfer receiver ("" = none)
+  // More model names clients may send for the served model: exact names, or prefixes ending
+  // in '*' ("claude-*"). Responses repeat the name the client sent.
+  std::vector<std::string> model_aliases;
+  HostedTools hosted_tools = HostedTools::kDrop;
 };
 
 struct RouteContext {
@@ -39,6 +54,7 @@ struct RouteContext {
   RouteOptions options;
   int64_t created = 0;  // server start (Unix seconds), reported by /v1/models
   serve::TransferInbox* inbox = nullptr;  // decode side of disaggregated serving (null = off)
+  const ReasoningSeal* seal = nullptr;     // seals reasoning handed to stateless clients (null = none)
 };
 
 using ExchangePtr = std::shared_ptr<net::Exchange>;
@@ -49,24 +65,48 @@ void HandleListModels(const RouteContext& ctx, const ExchangePtr& exchange);    
 void HandleGetModel(const RouteContext& ctx, const ExchangePtr& exchange);         // GET /v1/models/{id}
 void HandleHealth(const RouteContext& ctx, const ExchangePtr& exchange);           // GET /health
 void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange);          // GET /metrics
-// APIs that clients may try but this server does not serve yet (Anthropic Messages, OpenAI
-// Responses): 501 naming the route and the one to use instead.
-void HandleNotImplemented(const RouteContext& ctx, const ExchangePtr& exchange);  // POST /v1/messages, /v1/responses
+void HandleMessages(const RouteContext& ctx, const ExchangePtr& exchange);          // POST /v1/messages (Anthropic)
+void HandleCountTokens(const RouteContext& ctx, const ExchangePtr& exchange);       // POST /v1/messages/count_tokens
+void HandleResponses(const RouteContext& ctx, const ExchangePtr& exchange);         // POST /v1/responses (stateless)
 // The router's view of this worker (protocol/cluster.h): load report, KV events since
 // ?after=N (&limit=M), index snapshot. Without a prefix cache the KV routes answer 404.
 void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange);             // GET /v1/load
 void HandleKvEvents(const RouteContext& ctx, const ExchangePtr& exchange);         // GET /v1/kv/events
 void HandleKvSnapshot(const RouteContext& ctx, const ExchangePtr& exchange);       // GET /v1/kv/snapshot
 
-// Shared by the two generation routes. ReadGenerationBody checks UTF-8, parses the JSON and
-// the generation fields and the model name; on failure it answers the exchange and returns
-// false. StartGeneration checks the prompt against the context, picks max_tokens and starts
-// a GenerationJob. `prompt_param` names the prompt field in errors ("messages" / "prompt").
+// What the generation routes share. ReadJsonBody checks UTF-8 and parses the JSON object;
+// ModelServed says whether `name` is the served model or one of its aliases. On failure
+// they answer the exchange (in `errors`' shape) and return false.
+bool ReadJsonBody(net::Exchange& exchange, net::ErrorDialect errors, Json* body);
+bool ServesModel(const RouteContext& ctx, const std::string& name);  // the model's id or an alias
+bool ModelServed(const RouteContext& ctx, net::Exchange& exchange, const std::string& name, net::ErrorDialect errors);
+// Chat Completions and Completions: ReadJsonBody, the generation fields and ModelServed.
 bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialect dialect, Json* body,
                         GenerationOptions* options);
-void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Dialect dialect,
-                     GenerationOptions options, std::vector<int32_t> prompt, bool thinking,
-                     const char* prompt_param);
+
+// One generation as a route plans it: the prompt, its options, how to read the output and
+// which dialect writes it.
+struct GenerationPlan {
+  GenerationOptions options;
+  std::vector<int32_t> prompt;
+  bool chat = true;                        // chat-encoded prompt: parse reasoning and tool calls
+  bool thinking = false;                   // the prompt opened a thinking block
+  const char* prompt_param = "messages";   // names the prompt in context-length errors
+  const char* max_tokens_param = "max_tokens";  // names the length limit in errors
+  const char* id_prefix = "chatcmpl-";
+  net::ErrorDialect errors = net::ErrorDialect::kOpenAI;
+  net::HeaderList headers;                 // extra response headers
+  std::function<std::unique_ptr<DialectWriter>(WriterContext)> make_writer;
+};
+// Checks the prompt against the context, picks max_tokens, builds the request and starts a
+// GenerationJob with the plan's writer.
+void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, GenerationPlan plan);
+
+// The DialectContext of this server's routes.
+DialectContext DialectContextOf(const RouteContext& ctx);
+// Encodes a chat request into token ids (kBadChatRequest: 400 naming the field).
+std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protocol::ChatRequest& chat,
+                                          std::vector<int32_t>* ids);
 
 // Disaggregated serving (disagg_route.cc). The router names a transfer in
 // protocol::kTransferHeader on both halves of a request. With protocol::kPrefillToHeader
@@ -75,6 +115,7 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Diale
 // transfer (imported into its prefix cache), then generates, resuming from the received state,
 // or recomputing when the transfer failed.
 void StartDisaggregated(const RouteContext& ctx, const ExchangePtr& exchange, JobOptions job, JobDeps deps,
-                        protocol::GenerateRequest request, const std::string& transfer_id);
+                        std::unique_ptr<DialectWriter> writer, protocol::GenerateRequest request,
+                        const std::string& transfer_id);
 
 }  // namespace flashserve::api

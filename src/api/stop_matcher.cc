@@ -14,7 +14,13 @@ StopMatcher::Output StopMatcher::Feed(std::string_view text) {
     return out;
   }
   size_t first = std::string::npos;
-  for (const std::string& s : stops_) first = std::min(first, pending_.find(s));
+  for (const std::string& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at != std::string::npos && (first == std::string::npos || at < first)) {
+      first = at;
+      matched_ = s;
+    }
+  }
   if (first != std::string::npos) {
     out.text = pending_.substr(0, first);
     out.stopped = stopped_ = true;

@@ -25,10 +25,13 @@ class StopMatcher {
   std::string Finish();
 
   bool stopped() const { return stopped_; }
+  // The stop string that ended the text (the earliest match; "" before a stop).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string pending_;
+  std::string matched_;
   bool stopped_ = false;
 };
 

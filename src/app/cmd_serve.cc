@@ -38,17 +38,21 @@ using base::ErrorCode;
 
 constexpr char kDemoName[] = "deepseek-v4-demo";
 constexpr uint64_t kDemoSeed = 1234;
+// The tiny preset with V4's own context length (1M tokens), so agent clients that ask for long
+// outputs on long prompts fit. A new folder name: demos generated with a shorter context stay put.
+constexpr char kDemoDir[] = "demo-tiny-1m";
+constexpr int64_t kDemoContext = int64_t{1} << 20;
 
 
 base::Result<fs::path> DemoCacheDir() {
   const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg && *xdg) return fs::path(xdg) / "flashserve" / "demo-tiny";
+  if (xdg && *xdg) return fs::path(xdg) / "flashserve" / kDemoDir;
   const char* home = std::getenv("HOME");
-  if (home && *home) return fs::path(home) / ".cache" / "flashserve" / "demo-tiny";
+  if (home && *home) return fs::path(home) / ".cache" / "flashserve" / kDemoDir;
   return Error(ErrorCode::kFailedPrecondition, "neither XDG_CACHE_HOME nor HOME is set; pass --model DIR");
 }
 
-// Leftovers of interrupted generations ("demo-tiny.tmp-<pid>" whose process is gone).
+// Leftovers of interrupted generations ("demo-tiny-1m.tmp-<pid>" whose process is gone).
 void RemoveStaleTemporaries(const fs::path& final_dir) {
   std::error_code ec;
   const std::string prefix = final_dir.filename().string() + ".tmp-";
@@ -84,7 +88,9 @@ base::Result<std::string> EnsureDemoModel(const std::string& tokenizer_path, int
     base::ThreadPool pool(num_threads);
     model::RandomCheckpointOptions options;
     options.seed = kDemoSeed;
-    FS_RETURN_IF_ERROR(model::WriteRandomCheckpoint(model::TinyPreset(), tmp.string(), options, pool));
+    model::ModelConfig config = model::TinyPreset();
+    config.max_position = kDemoContext;
+    FS_RETURN_IF_ERROR(model::WriteRandomCheckpoint(config, tmp.string(), options, pool));
   }
   fs::copy_file(tokenizer_path, tmp / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
   if (ec) return Error(ErrorCode::kIoError, "copying the tokenizer: " + ec.message());
@@ -94,6 +100,33 @@ base::Result<std::string> EnsureDemoModel(const std::string& tokenizer_path, int
     if (!fs::exists(final_dir / "config.json")) return Error(ErrorCode::kIoError, "cannot move the demo model into " + final_dir.string());
   }
   return final_dir.string();
+}
+
+// "TOKEN:BIAS" (TOKEN an id or "eos", BIAS in [-100, 100]).
+base::Result<std::pair<int32_t, float>> ParseLogitBias(const std::string& spec, const engine::Model& model) {
+  const size_t colon = spec.rfind(':');
+  const auto bad = Error(ErrorCode::kInvalidArgument, "--logit-bias " + spec + ": expected TOKEN:BIAS (TOKEN an id or eos, BIAS in [-100, 100])");
+  if (colon == std::string::npos) return bad;
+  const std::string token = spec.substr(0, colon);
+  char* end = nullptr;
+  const double bias = std::strtod(spec.c_str() + colon + 1, &end);
+  if (*end != '\0' || colon + 1 == spec.size() || !(bias >= -100 && bias <= 100)) return bad;
+  long long id = token == "eos" ? static_cast<long long>(model.config().eos_token_id) : std::strtoll(token.c_str(), &end, 10);
+  if (token != "eos" && (token.empty() || *end != '\0')) return bad;
+  if (id < 0 || id >= model.config().vocab_size) return Error(ErrorCode::kInvalidArgument, "--logit-bias " + spec + ": no such token");
+  return std::pair<int32_t, float>(static_cast<int32_t>(id), static_cast<float>(bias));
+}
+
+// The key sealing reasoning for stateless clients: --seal-key-file, else one in the data
+// directory (--kv-dir, else the user's cache), created on first start.
+base::Result<api::ReasoningSeal> OpenReasoningSeal(const ServeFlags& f) {
+  if (!f.seal_key_file.empty()) return api::ReasoningSeal::FromKeyFile(f.seal_key_file, false);
+  fs::path dir = f.store.disk_dir;
+  if (dir.empty()) {
+    FS_ASSIGN_OR_RETURN(fs::path demo, DemoCacheDir());
+    dir = demo.parent_path();
+  }
+  return api::ReasoningSeal::FromKeyFile((dir / "reasoning-seal.key").string(), true);
 }
 
 void PrintBanner(const std::string& name, const std::string& dir, const std::string& host, int port) {
@@ -157,11 +190,17 @@ int RunServe(ServeFlags f) {
   if (!version) return PrintError(Error(ErrorCode::kInvalidArgument, "unknown --encoding " + f.encoding));
 
   f.engine.qat = !f.no_qat;
-  f.loop.model_name = !f.served_name.empty() ? f.served_name : demo ? kDemoName : fs::path(f.model).lexically_normal().filename().string();
+  f.loop.model_name = !f.served_names.empty() ? f.served_names[0] : demo ? kDemoName : fs::path(f.model).lexically_normal().filename().string();
+  if (f.served_names.size() > 1) f.api.routes.model_aliases.assign(f.served_names.begin() + 1, f.served_names.end());
   if (f.loop.model_name.empty()) f.loop.model_name = fs::path(f.model).lexically_normal().parent_path().filename().string();
   f.api.http.host = f.host;
   f.api.http.port = f.port;
   f.api.routes.encoding_version = *version;
+  for (const std::string& spec : f.logit_bias) {
+    auto bias = ParseLogitBias(spec, *model);
+    if (!bias.ok()) return PrintError(bias.error());
+    f.api.routes.default_logit_bias.push_back(*bias);
+  }
   if (base::Status s = f.loop.Validate(); !s.ok()) return PrintError(s.error());
   if (base::Status s = f.api.Validate(); !s.ok()) return PrintError(s.error());
 
@@ -172,6 +211,9 @@ int RunServe(ServeFlags f) {
   auto store = OpenStore(f, *model);
   if (!store.ok()) return PrintError(store.error());
   if (base::Status s = LoadApiKeys(&f); !s.ok()) return PrintError(s.error());
+  auto seal = OpenReasoningSeal(f);
+  if (!seal.ok()) return PrintError(seal.error());
+  f.api.seal = std::make_shared<const api::ReasoningSeal>(*seal);
   serve::EngineLoop loop(*model, f.engine, f.loop, std::move(store).value());
   std::unique_ptr<serve::TransferInbox> inbox;
   std::unique_ptr<transfer::TransferReceiver> receiver;
@@ -215,7 +257,17 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--model", f->model, "Checkpoint directory (default: the demo model, generated on first start)");
   cmd->add_option("--host", f->host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", f->port, "Port (0 = any free port; the banner shows it)")->check(CLI::Range(0, 65535))->capture_default_str();
-  cmd->add_option("--served-model-name", f->served_name, "Model id clients send (default: deepseek-v4-demo, or the checkpoint folder name)");
+  cmd->add_option("--served-model-name", f->served_names,
+                  "Model id clients send (default: deepseek-v4-demo, or the checkpoint folder name); repeat it for "
+                  "aliases, a trailing '*' matches a prefix (--served-model-name my-v4 --served-model-name 'claude-*')");
+  const std::map<std::string, api::HostedTools> hosted = {{"drop", api::HostedTools::kDrop}, {"reject", api::HostedTools::kReject}};
+  cmd->add_option("--hosted-tools", f->api.routes.hosted_tools,
+                  "Hosted tools this server does not run (web_search, Anthropic server tools): drop (left out of the "
+                  "prompt, named in the x-flashserve-dropped-tools header) or reject (400)")
+      ->transform(CLI::CheckedTransformer(hosted))->default_str("drop");
+  cmd->add_option("--seal-key-file", f->seal_key_file,
+                  "Key (64 hex digits) sealing the reasoning handed to stateless clients; share one file across the "
+                  "fleet (default: reasoning-seal.key in --kv-dir, else in ~/.cache/flashserve, created on first start)");
   cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json (default: the checkpoint's own, else the DeepSeek one from setup)")->check(CLI::ExistingFile);
   const std::map<std::string, protocol::WorkerRole> roles = {
       {"both", protocol::WorkerRole::kBoth}, {"prefill", protocol::WorkerRole::kPrefill},
@@ -235,6 +287,12 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--max-choices", f->loop.max_choices, "Largest n per request")->capture_default_str();
   cmd->add_option("--max-context", f->loop.max_context, "Tokens per sequence, prompt + output (0 = the model's)")->capture_default_str();
   cmd->add_option("--default-max-tokens", f->api.routes.default_max_tokens, "max_tokens when a request gives none (clipped to the context)")->capture_default_str();
+  cmd->add_option("--logit-bias", f->logit_bias,
+                  "TOKEN:BIAS added to every request that does not bias TOKEN itself; TOKEN is an id or 'eos' "
+                  "(repeatable; e.g. --logit-bias eos:+8 ends the demo model's random answers sooner)");
+  cmd->add_option("--max-reasoning-tokens", f->api.routes.max_reasoning_tokens,
+                  "Reasoning tokens per answer at most: </think> is forced after them (0 = no cap; requests may ask "
+                  "for less with thinking.budget_tokens)")->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--max-body-bytes", f->api.http.max_body_bytes, "Largest request body (bigger: 413)")->capture_default_str();
   cmd->add_option("--idle-timeout", f->api.http.idle_timeout_seconds, "Seconds before an idle keep-alive connection is closed")->capture_default_str();
   cmd->add_option("--io-threads", f->api.http.io_threads, "HTTP I/O threads")->check(CLI::Range(1, 256))->capture_default_str();

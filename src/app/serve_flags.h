@@ -27,7 +27,10 @@ inline kvstore::StoreConfig DefaultStoreConfig() {
 }
 
 struct ServeFlags {
-  std::string model, host = "127.0.0.1", served_name, tokenizer, encoding = "auto";
+  std::string model, host = "127.0.0.1", tokenizer, encoding = "auto";
+  std::vector<std::string> served_names;  // the first is the model's id; the rest (or "claude-*") aliases
+  std::vector<std::string> logit_bias;    // --logit-bias TOKEN:BIAS
+  std::string seal_key_file;              // "" = <data dir>/reasoning-seal.key, created on first start
   int port = 8000;
   protocol::WorkerRole role = protocol::WorkerRole::kBoth;  // disaggregated serving: one half
   int transfer_port = 0;      // decode/both: prompt-state receiver port (0 = any free port)

@@ -104,8 +104,38 @@ ApiError FromError(const base::Error& error, std::string param) {
   return e;
 }
 
-std::string ErrorBody(const ApiError& error) {
+namespace {
+
+const char* AnthropicType(int status) {
+  switch (status) {
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 413: return "request_too_large";
+    case 429: return "rate_limit_error";
+    case 503: return "overloaded_error";
+    case 504: return "timeout_error";
+    default: return status >= 500 ? "api_error" : "invalid_request_error";
+  }
+}
+
+std::string AnthropicBody(const ApiError& error) {
   using Json = nlohmann::ordered_json;
+  Json inner;
+  inner["type"] = AnthropicType(error.status);
+  const bool named = !error.param.empty() && error.message.rfind(error.param, 0) != 0;
+  inner["message"] = named ? error.param + ": " + error.message : error.message;
+  Json body;
+  body["type"] = "error";
+  body["error"] = std::move(inner);
+  return body.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace
+
+std::string ErrorBody(const ApiError& error, ErrorDialect dialect) {
+  using Json = nlohmann::ordered_json;
+  if (dialect == ErrorDialect::kAnthropic) return AnthropicBody(error);
   Json inner;
   inner["message"] = error.message;
   inner["type"] = error.type;
@@ -116,10 +146,10 @@ std::string ErrorBody(const ApiError& error) {
   return body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-HttpResponse ErrorResponse(const ApiError& error) {
+HttpResponse ErrorResponse(const ApiError& error, ErrorDialect dialect) {
   HttpResponse r;
   r.status = error.status;
-  r.body = ErrorBody(error);
+  r.body = ErrorBody(error, dialect);
   if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
   if (!error.allow.empty()) r.headers.emplace_back("Allow", error.allow);
   return r;

@@ -52,10 +52,18 @@ ApiError Timeout(std::string message);
 // kResourceExhausted -> 429, kUnavailable -> 503, kTimeout -> 504, everything else -> 500.
 ApiError FromError(const base::Error& error, std::string param = "");
 
-// {"error": {"message", "type", "param", "code"}} as JSON text.
-std::string ErrorBody(const ApiError& error);
+// The error body shapes: OpenAI's (Chat Completions, Completions, Responses) and Anthropic's
+// (Messages).
+enum class ErrorDialect { kOpenAI, kAnthropic };
+
+// OpenAI: {"error": {"message", "type", "param", "code"}}. Anthropic: {"type": "error",
+// "error": {"type", "message"}} with Anthropic's type for the status (invalid_request_error,
+// authentication_error, permission_error, not_found_error, request_too_large,
+// rate_limit_error, api_error, overloaded_error, timeout_error); the param, when there is one,
+// leads the message. JSON text.
+std::string ErrorBody(const ApiError& error, ErrorDialect dialect = ErrorDialect::kOpenAI);
 
 // A complete response for the error (with its Retry-After and Allow headers).
-HttpResponse ErrorResponse(const ApiError& error);
+HttpResponse ErrorResponse(const ApiError& error, ErrorDialect dialect = ErrorDialect::kOpenAI);
 
 }  // namespace flashserve::net

@@ -36,9 +36,9 @@ class Exchange {
   virtual const HttpRequest& request() const = 0;
   // Sends a complete response and ends the exchange. Ignored once ended or closed.
   virtual void Respond(HttpResponse response) = 0;
-  // Starts a chunked streaming response (e.g. text/event-stream); Write sends one piece,
+  // Starts a chunked streaming response (e.g. text/event-stream) with extra `headers`; Write sends one piece,
   // EndStream the terminating chunk (ends the exchange).
-  virtual void StartStream(int status, std::string content_type) = 0;
+  virtual void StartStream(int status, std::string content_type, HeaderList headers = {}) = 0;
   virtual void Write(std::string data) = 0;
   virtual void EndStream() = 0;
   // True once the exchange ended or the client went away: further output is dropped.

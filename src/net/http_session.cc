@@ -32,10 +32,10 @@ class SessionExchange final : public Exchange {
                       r.body);
     session_->EndResponse();
   }
-  void StartStream(int status, std::string content_type) override {
+  void StartStream(int status, std::string content_type, HeaderList headers) override {
     if (closed() || streaming_) return;
     streaming_ = true;
-    session_->Enqueue(ResponseHead(status, content_type, -1, session_->keep_alive_ && !session_->closing_, {}));
+    session_->Enqueue(ResponseHead(status, content_type, -1, session_->keep_alive_ && !session_->closing_, headers));
   }
   void Write(std::string data) override {
     if (!closed() && streaming_) session_->Enqueue(Chunk(data));

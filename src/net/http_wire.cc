@@ -62,4 +62,8 @@ std::string SseData(std::string_view payload) { return fmt::format("data: {}\n\n
 
 std::string SseDone() { return "data: [DONE]\n\n"; }
 
+std::string SseEvent(std::string_view name, std::string_view payload) {
+  return fmt::format("event: {}\ndata: {}\n\n", name, payload);
+}
+
 }  // namespace flashserve::net

@@ -27,5 +27,7 @@ std::string LastChunk();
 // Chat Completions terminator "data: [DONE]\n\n".
 std::string SseData(std::string_view payload);
 std::string SseDone();
+// "event: NAME\ndata: PAYLOAD\n\n" (the dialects whose events are named: Messages, Responses).
+std::string SseEvent(std::string_view name, std::string_view payload);
 
 }  // namespace flashserve::net

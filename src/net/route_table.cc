@@ -33,9 +33,9 @@ class MeteredExchange final : public Exchange, public std::enable_shared_from_th
     inner_->Respond(std::move(response));
     Record(status);
   }
-  void StartStream(int status, std::string content_type) override {
+  void StartStream(int status, std::string content_type, HeaderList headers) override {
     status_ = status;
-    inner_->StartStream(status, std::move(content_type));
+    inner_->StartStream(status, std::move(content_type), std::move(headers));
   }
   void Write(std::string data) override { inner_->Write(std::move(data)); }
   void EndStream() override {
@@ -69,30 +69,38 @@ bool RouteTable::Route::Matches(const std::string& p) const {
   return p == path;
 }
 
-void RouteTable::Add(std::string method, std::string path, std::string label, Handler handler, bool needs_key) {
-  routes_.push_back(Route{std::move(method), std::move(path), std::move(label), std::move(handler), needs_key});
+void RouteTable::Add(std::string method, std::string path, std::string label, Handler handler, bool needs_key,
+                     ErrorDialect errors) {
+  routes_.push_back(Route{std::move(method), std::move(path), std::move(label), std::move(handler), needs_key, errors});
 }
 
 void RouteTable::Handle(std::shared_ptr<Exchange> exchange) const {
   const HttpRequest& req = exchange->request();
   std::string allow;
+  ErrorDialect errors = ErrorDialect::kOpenAI;
   for (const Route& r : routes_) {
     if (!r.Matches(req.path)) continue;
     if (r.method == req.method) {
       auto metered = std::make_shared<MeteredExchange>(std::move(exchange), &record_, r.label);
       metered->Init();
-      if (r.needs_key && authorize_ && !authorize_(req)) return metered->Respond(ErrorResponse(Unauthorized()));
+      if (r.needs_key && authorize_ && !authorize_(req)) {
+        const bool anthropic = r.errors == ErrorDialect::kAnthropic;
+        return metered->Respond(ErrorResponse(
+            Unauthorized(anthropic ? "Incorrect or missing API key: send \"x-api-key: <key>\" or \"Authorization: Bearer <key>\"" : ""),
+            r.errors));
+      }
       r.handler(metered);
       return;
     }
     if (allow.find(r.method) == std::string::npos) allow += (allow.empty() ? "" : ", ") + r.method;
+    errors = r.errors;
   }
   MeteredExchange metered(exchange, &record_, "other");
   if (allow.empty()) {
     return metered.Respond(ErrorResponse(NotFound("Unknown request URL: " + req.method + " " + req.path, "", "unknown_url")));
   }
   metered.Respond(ErrorResponse(MethodNotAllowed(
-      "Method " + req.method + " is not allowed for " + req.path + " (allowed: " + allow + ")", allow)));
+      "Method " + req.method + " is not allowed for " + req.path + " (allowed: " + allow + ")", allow), errors));
 }
 
 void RecordExchange(MetricsRegistry& registry, const std::string& prefix, const std::string& route, int status,

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "net/api_error.h"
 #include "net/exchange.h"
 #include "net/prometheus.h"
 
@@ -27,8 +28,10 @@ class RouteTable {
   explicit RouteTable(RecordFn record = nullptr) : record_(std::move(record)) {}
 
   // `path` is matched exactly, or as a prefix when it ends in '*'. `label` names the route in
-  // metrics (e.g. "/v1/chat/completions" for its aliases too).
-  void Add(std::string method, std::string path, std::string label, Handler handler, bool needs_key = false);
+  // metrics (e.g. "/v1/chat/completions" for its aliases too). `errors`: the body shape of the
+  // 401 and 405 answers for this path.
+  void Add(std::string method, std::string path, std::string label, Handler handler, bool needs_key = false,
+           ErrorDialect errors = ErrorDialect::kOpenAI);
   // Without an authorizer every route is open (a local development server).
   void SetAuthorizer(AuthorizeFn authorize) { authorize_ = std::move(authorize); }
   // Dispatches (unknown path: 404, known path with another method: 405 + Allow).
@@ -39,6 +42,7 @@ class RouteTable {
     std::string method, path, label;
     Handler handler;
     bool needs_key = false;
+    ErrorDialect errors = ErrorDialect::kOpenAI;
     bool Matches(const std::string& p) const;
   };
   std::vector<Route> routes_;

@@ -24,7 +24,7 @@ class TestExchange final : public Exchange {
   }
   const HttpRequest& request() const override { return request_; }
   void Respond(HttpResponse r) override { response = std::move(r); }
-  void StartStream(int, std::string) override {}
+  void StartStream(int, std::string, HeaderList) override {}
   void Write(std::string) override {}
   void EndStream() override {}
   bool closed() const override { return false; }

@@ -30,6 +30,11 @@ struct GenerateRequest {
   // Disaggregated prefill: emit an event each time the prompt's state is persisted into the
   // prefix cache (GenerateEvent::persisted_tokens), so it can be shipped while prefill proceeds.
   bool report_persisted = false;
+  // Thinking budget: once a choice has generated this many tokens without `think_end_token`,
+  // its next token is `think_end_token` (the reasoning closes; the answer follows); before that
+  // the choice cannot end (EOS is masked), so a budget always leaves room for an answer. -1 = none.
+  int64_t reasoning_budget = -1;
+  int32_t think_end_token = -1;
 };
 
 struct TokenLogprob {

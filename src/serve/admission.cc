@@ -71,6 +71,7 @@ LiveSequence* EngineLoop::NewChoice(LoopRequest& r, int index) {
   s->request = &r;
   s->params = r.req.sampling;
   s->params.seed = r.req.sampling.seed + static_cast<uint64_t>(index);
+  s->in_reasoning = r.req.reasoning_budget >= 0 && r.req.think_end_token >= 0;
   ++r.open_choices;
   r.choices.push_back(std::move(s));
   return r.choices.back().get();

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
+#include <span>
 #include <mutex>
 #include <random>
 #include <string>
@@ -100,6 +101,7 @@ class EngineLoop final : public Service {
   void CommitAndSample(std::span<const sched::StepItem> items, const engine::ForwardResult& result);
   void ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* group);
   void CommitToken(LiveSequence& s, const sched::StepItem& item, sampler::SampleResult sample);
+  std::span<const uint32_t> ReasoningMask(LiveSequence& s, int64_t vocab);
   // Ends a choice with its final event (which may carry its last token); the request is
   // retired with its last choice.
   void FinishChoice(LiveSequence& s, protocol::FinishReason reason, const std::string& error,

@@ -26,6 +26,9 @@ struct LiveSequence : sched::Sequence {
   sampler::TokenHistory history;
   protocol::SamplingParams params;
   int64_t generated = 0;
+  bool in_reasoning = false;     // a reasoning budget applies and </think> has not come yet
+  std::vector<uint32_t> mask;    // reasoning budget: no EOS before </think>, then </think> only
+  bool mask_forces_think_end = false;
   bool finished = false;         // out of the scheduler; its request may still run other choices
 };
 

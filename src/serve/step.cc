@@ -117,7 +117,7 @@ void EngineLoop::CommitAndSample(std::span<const sched::StepItem> items, const e
       row_item.seq = g;
       sampled.push_back(row_item);
       rows.push_back({std::span<const float>(result.row(i, 0), static_cast<size_t>(vocab)), &g->params, &g->history,
-                      item.end, {}});
+                      item.end, ReasoningMask(*g, vocab)});
     }
   }
   std::vector<sampler::SampleResult> tokens = sampler::SampleBatch(rows, &sample_scratch_);
@@ -140,11 +140,32 @@ void EngineLoop::ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* g
   }
 }
 
+// Under a reasoning budget: until </think> the sequence may not end (EOS is masked), and once
+// the budget is spent </think> is the only token. Empty (no mask) otherwise.
+std::span<const uint32_t> EngineLoop::ReasoningMask(LiveSequence& s, int64_t vocab) {
+  const protocol::GenerateRequest& req = s.request->req;
+  if (!s.in_reasoning || req.think_end_token >= vocab) return {};
+  const bool spent = s.generated >= req.reasoning_budget;
+  if (s.mask.empty() || s.mask_forces_think_end != spent) {
+    const auto eos = static_cast<int64_t>(model_.config().eos_token_id);
+    const size_t words = static_cast<size_t>((vocab + 31) / 32);
+    s.mask.assign(words, spent ? 0u : ~0u);
+    if (spent) s.mask[static_cast<size_t>(req.think_end_token) / 32] = 1u << (req.think_end_token % 32);
+    else if (eos >= 0 && eos < vocab) s.mask[static_cast<size_t>(eos) / 32] &= ~(1u << (eos % 32));
+    s.mask_forces_think_end = spent;
+  }
+  return s.mask;
+}
+
 void EngineLoop::CommitToken(LiveSequence& s, const sched::StepItem& item, sampler::SampleResult sample) {
   LoopRequest& r = *s.request;
   sched_.Commit(item, sample.token);
   s.history.AddOutput(sample.token);
   ++s.generated;
+  if (s.in_reasoning && sample.token == r.req.think_end_token) {
+    s.in_reasoning = false;
+    s.mask.clear();
+  }
   ++r.usage.completion_tokens;
   protocol::GenerateEvent event;
   event.choice = s.index;

@@ -20,9 +20,9 @@ export function parseArgs() {
 export const procs = new Set();
 
 // Starts `flashserve <cmdArgs>` and resolves with { proc, base } once the banner names its URL.
-export function start(flashserve, cmdArgs) {
+export function start(flashserve, cmdArgs, env = process.env) {
   return new Promise((resolve, reject) => {
-    const proc = spawn(flashserve, cmdArgs, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(flashserve, cmdArgs, { stdio: ['ignore', 'pipe', 'pipe'], env });
     procs.add(proc);
     let out = '';
     const timer = setTimeout(() => reject(new Error(`did not start: ${cmdArgs.join(' ')}\n${out}`)), 120000);

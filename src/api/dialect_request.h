@@ -1,0 +1,82 @@
+// Messages and Responses request bodies -> the one request model the generation core serves
+// (a protocol::ChatRequest for the encoder plus GenerationOptions), and what the dialects
+// share with Chat Completions: the field allowlists (a field is implemented, a documented hint,
+// or a 400 naming it), DeepSeek's reasoning-effort names, text-part flattening. Pure
+// functions, any thread.
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/reasoning_seal.h"
+#include "api/request_options.h"
+#include "encoding/version.h"
+#include "net/api_error.h"
+#include "protocol/chat.h"
+
+namespace flashserve::api {
+
+// Hosted tools the server does not run (web_search, Anthropic server tools).
+enum class HostedTools { kDrop, kReject };
+
+struct DialectContext {
+  int64_t vocab_size = 0;
+  encoding::EncodingVersion version = encoding::EncodingVersion::kV4;
+  HostedTools hosted_tools = HostedTools::kDrop;
+  const ReasoningSeal* seal = nullptr;
+};
+
+struct DialectRequest {
+  protocol::ChatRequest chat;
+  GenerationOptions options;
+  std::vector<std::string> dropped_tools;  // hosted tools left out of the prompt
+  // Messages
+  bool omit_thinking = false;  // thinking.display "omitted"
+  // Responses
+  bool summary = false;              // reasoning.summary: the reasoning text as summary
+  bool encrypted_reasoning = false;  // include: reasoning.encrypted_content
+  bool output_logprobs = false;      // include: message.output_text.logprobs
+  nlohmann::ordered_json echo;       // settings the response object repeats
+};
+
+// POST /v1/messages (Anthropic) and POST /v1/responses (OpenAI, stateless).
+std::optional<net::ApiError> ParseMessagesBody(const nlohmann::ordered_json& body, const DialectContext& ctx,
+                                               DialectRequest* out);
+std::optional<net::ApiError> ParseResponsesBody(const nlohmann::ordered_json& body, const DialectContext& ctx,
+                                                DialectRequest* out);
+
+// A 400 unsupported_parameter naming the first key of `object` that is in neither list
+// (`path` prefixes the name: "tools[2]"). `hints` are accepted and documented as having no
+// effect on the output.
+std::optional<net::ApiError> CheckKnownFields(const nlohmann::ordered_json& object, std::string_view path,
+                                              std::initializer_list<std::string_view> implemented,
+                                              std::initializer_list<std::string_view> hints = {});
+
+// DeepSeek's effort names for `version`: V4 (high, max): minimal/low/medium/high -> high,
+// xhigh/max -> max; V4.1 (low, high, max, 1..100): minimal/low -> low, medium/high/xhigh ->
+// high, max -> max. Unknown names: nullopt.
+std::optional<std::string> MapEffortName(std::string_view name, encoding::EncodingVersion version);
+
+// V4's reference encoder takes only string content; DeepSeek's API flattens text parts first:
+// a message whose parts are all text becomes their text joined by blank lines (as V4.1
+// flattens them). V4.1 requests are left as they are.
+void FlattenTextParts(protocol::ChatRequest& chat, encoding::EncodingVersion version);
+
+// The sampling and length fields of a Messages or Responses body, read by the Chat Completions
+// reader: `fields` pairs each dialect name with chat's ({"stop_sequences", "stop"}); an error
+// names the dialect's field.
+using FieldName = std::pair<const char*, const char*>;
+std::optional<net::ApiError> ParseDialectGeneration(const nlohmann::ordered_json& body,
+                                                    std::initializer_list<FieldName> fields, int64_t vocab_size,
+                                                    GenerationOptions* out);
+
+// "name: what" 400 with param `name` and code unsupported_parameter.
+net::ApiError Unsupported(const std::string& name, const std::string& what);
+
+}  // namespace flashserve::api

@@ -1,0 +1,38 @@
+// POST /v1/responses (OpenAI Responses, stateless as DeepSeek serves it): body ->
+// DialectRequest -> DeepSeek prompt -> job with the Responses writer (api/routes.h).
+#include "api/routes.h"
+#include "encoding/encoder.h"
+#include "net/api_error.h"
+
+namespace flashserve::api {
+
+void HandleResponses(const RouteContext& ctx, const ExchangePtr& exchange) {
+  constexpr net::ErrorDialect kOpenAI = net::ErrorDialect::kOpenAI;
+  auto fail = [&exchange](const net::ApiError& e) { exchange->Respond(net::ErrorResponse(e)); };
+  Json body;
+  if (!ReadJsonBody(*exchange, kOpenAI, &body)) return;
+  DialectRequest req;
+  if (auto e = ParseResponsesBody(body, DialectContextOf(ctx), &req)) return fail(*e);
+  if (!ModelServed(ctx, *exchange, req.options.model, kOpenAI)) return;
+  GenerationPlan plan;
+  if (auto e = EncodePrompt(ctx, req.chat, &plan.prompt)) return fail(*e);
+  plan.options = std::move(req.options);
+  plan.thinking = encoding::ThinkingEnabled(req.chat);
+  plan.prompt_param = "input";
+  plan.max_tokens_param = "max_output_tokens";
+  plan.id_prefix = "resp_";
+  if (!req.dropped_tools.empty()) {
+    std::string names;
+    for (const std::string& n : req.dropped_tools) names += (names.empty() ? "" : ", ") + n;
+    plan.headers.emplace_back("x-flashserve-dropped-tools", names);
+  }
+  ResponsesWriterOptions options;
+  options.echo = std::move(req.echo);
+  options.summary = req.summary;
+  options.encrypted_reasoning = req.encrypted_reasoning;
+  options.seal = ctx.seal;
+  plan.make_writer = [options](WriterContext w) { return MakeResponsesWriter(std::move(w), options); };
+  StartGeneration(ctx, exchange, std::move(plan));
+}
+
+}  // namespace flashserve::api
