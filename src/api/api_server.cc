@@ -51,6 +51,11 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   }
   routes_.Add("POST", "/v1/responses", "/v1/responses", bind(HandleResponses), true);
   routes_.Add("POST", "/responses", "/v1/responses", bind(HandleResponses), true);
+  routes_.Add("POST", "/tokenize", "/tokenize", bind(HandleTokenize), true);
+  routes_.Add("POST", "/detokenize", "/detokenize", bind(HandleDetokenize), true);
+  // DeepSeek's beta base URL (chat prefix completion, FIM completion).
+  routes_.Add("POST", "/beta/chat/completions", "/v1/chat/completions", bind(HandleChatCompletions), true);
+  routes_.Add("POST", "/beta/completions", "/v1/completions", bind(HandleCompletions), true);
   routes_.Add("GET", "/v1/load", "/v1/load", bind(HandleLoad), true);
   routes_.Add("GET", "/v1/kv/events", "/v1/kv/events", bind(HandleKvEvents), true);
   routes_.Add("GET", "/v1/kv/snapshot", "/v1/kv/snapshot", bind(HandleKvSnapshot), true);

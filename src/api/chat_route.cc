@@ -42,18 +42,9 @@ const Json* Find(const Json& object, const char* key) {
 
 // The fields this route implements, the hints it accepts, and the ones it cannot honour yet.
 std::optional<net::ApiError> CheckChatFields(const Json& body) {
-  if (auto e = CheckKnownFields(body, "",
-                                {"model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
-                                 "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-                                 "repetition_penalty", "stop", "seed", "n", "logprobs", "top_logprobs", "logit_bias",
-                                 "tools", "tool_choice", "parallel_tool_calls", "response_format", "thinking",
-                                 "reasoning_effort", "stop_token_ids", "ignore_eos", "cache_ttl"},
-                                {"user", "metadata", "store", "service_tier", "safety_identifier", "prompt_cache_key"}))
-    return e;
+  if (auto e = CheckKnownFields(body, kChatFields)) return e;
   if (const Json* store = Find(body, "store"); store != nullptr && *store == true)
     return Unsupported("store", "this server keeps no completions (send false or leave it out)");
-  if (Find(body, "stream_options") != nullptr && !(Find(body, "stream") != nullptr && body["stream"] == true))
-    return net::InvalidRequest("stream_options: only allowed when stream is true", "stream_options", "invalid_value");
   if (const Json* p = Find(body, "parallel_tool_calls"); p != nullptr && *p == false)
     return Unsupported("parallel_tool_calls", "false needs enforced structured outputs, which are not available yet");
   if (const Json* tc = Find(body, "tool_choice")) {
@@ -85,7 +76,7 @@ std::optional<net::ApiError> CheckChatFields(const Json& body) {
   if (const Json* messages = Find(body, "messages"); messages != nullptr && messages->is_array()) {
     for (size_t i = 0; i < messages->size(); ++i) {
       if (auto e = CheckKnownFields((*messages)[i], fmt::format("messages[{}]", i),
-                                    {"role", "content", "tool_calls", "tool_call_id", "reasoning_content"},
+                                    {"role", "content", "tool_calls", "tool_call_id", "reasoning_content", "prefix"},
                                     {"name", "refusal", "annotations", "audio"}))
         return e;
     }
@@ -122,6 +113,21 @@ std::optional<net::ApiError> MissingReasoning(const protocol::ChatRequest& chat,
   return std::nullopt;
 }
 
+// DeepSeek's chat prefix completion: `prefix: true` on the last message, an assistant message,
+// continues it; a final assistant message without it would render as a finished turn.
+std::optional<net::ApiError> PrefixError(const protocol::ChatRequest& chat) {
+  const size_t last = chat.messages.size() - 1;
+  for (size_t i = 0; i < chat.messages.size(); ++i) {
+    const protocol::ChatMessage& m = chat.messages[i];
+    const std::string field = fmt::format("messages[{}].prefix", i);
+    if (m.prefix && (i != last || m.role != protocol::Role::kAssistant))
+      return net::InvalidRequest(field + ": only the last message, an assistant message, can be a prefix", field);
+    if (i == last && m.role == protocol::Role::kAssistant && !m.prefix)
+      return net::InvalidRequest(field + ": a final assistant message is continued only with prefix: true", field);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange) {
@@ -143,9 +149,9 @@ void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange)
     }
   }
   FlattenTextParts(*chat, ctx.options.encoding_version);
-  plan.thinking = encoding::ThinkingEnabled(*chat);
-  if (auto e = MissingReasoning(*chat, plan.thinking)) return fail(*e);
-  if (auto e = EncodePrompt(ctx, *chat, &plan.prompt)) return fail(*e);
+  if (auto e = PrefixError(*chat)) return fail(*e);
+  if (auto e = MissingReasoning(*chat, encoding::ThinkingEnabled(*chat))) return fail(*e);
+  if (auto e = EncodePrompt(ctx, *chat, &plan.prompt, &plan.thinking)) return fail(*e);
   plan.make_writer = [](WriterContext w) { return MakeChatWriter(std::move(w)); };
   StartGeneration(ctx, exchange, std::move(plan));
 }

@@ -81,10 +81,9 @@ class ChatWriter final : public OpenAiWriter {
     Json delta = Json::object();
     if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
     if (!d.content.empty()) delta["content"] = d.content;
-    if (!calls.empty()) delta["tool_calls"] = std::move(calls);
     Json logprobs = ctx_.logprobs && !lp.empty() ? Json{{"content", std::move(lp)}, {"refusal", nullptr}} : Json();
-    if (delta.empty() && logprobs.is_null()) return;
-    WriteChoice(d.choice, std::move(delta), std::move(logprobs), Json());
+    if (!delta.empty() || !logprobs.is_null()) WriteChoice(d.choice, std::move(delta), std::move(logprobs), Json());
+    for (Json& call : calls) StreamToolCall(d.choice, std::move(call));
   }
 
   void End(const ChoiceEnd& end) override {
@@ -116,6 +115,17 @@ class ChatWriter final : public OpenAiWriter {
     Json logprobs = Json::array();
     int num_calls = 0;
   };
+
+  // A call as OpenAI streams it: index, id, type and name with empty arguments, then the
+  // arguments in fragments.
+  void StreamToolCall(int choice, Json call) {
+    const std::string arguments = call["function"]["arguments"];
+    call["function"]["arguments"] = "";
+    const Json index = call["index"];
+    WriteChoice(choice, {{"tool_calls", Json::array({std::move(call)})}}, Json(), Json());
+    for (const std::string& piece : Fragments(arguments))
+      WriteChoice(choice, {{"tool_calls", Json::array({{{"index", index}, {"function", {{"arguments", piece}}}}})}}, Json(), Json());
+  }
 
   const int64_t* ReasoningTokens(const RequestDone& done) const { return ctx_.thinking ? &done.reasoning_tokens : nullptr; }
 

@@ -1,5 +1,5 @@
 // POST /v1/completions: plain text completion of a prompt string or token-id array, without
-// chat encoding (api/routes.h).
+// chat encoding, or fill in the middle with `suffix` (api/routes.h).
 #include "net/api_error.h"
 #include "api/routes.h"
 
@@ -33,20 +33,39 @@ std::optional<net::ApiError> PromptIds(const RouteContext& ctx, const Json& body
 
 // Fields of the legacy API this server does not implement.
 std::optional<net::ApiError> UnsupportedFields(const Json& body, int n) {
-  if (auto e = CheckKnownFields(body, "",
-                                {"model", "prompt", "stream", "stream_options", "max_tokens", "temperature", "top_p",
-                                 "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "stop",
-                                 "seed", "n", "logprobs", "logit_bias", "stop_token_ids", "ignore_eos", "cache_ttl",
-                                 "echo", "suffix", "best_of"},
-                                {"user", "metadata", "prompt_cache_key"}))
-    return e;
+  if (auto e = CheckKnownFields(body, kCompletionFields)) return e;
   if (auto it = body.find("echo"); it != body.end() && it->is_boolean() && it->get<bool>())
     return net::InvalidRequest("echo: not supported", "echo", "unsupported_parameter");
-  if (auto it = body.find("suffix"); it != body.end() && !it->is_null() && !(it->is_string() && it->get<std::string>().empty()))
-    return net::InvalidRequest("suffix: not supported", "suffix", "unsupported_parameter");
+  if (auto it = body.find("suffix"); it != body.end() && !it->is_null() && !it->is_string())
+    return net::InvalidRequest(std::string("suffix: expected a string, got ") + JsonTypeName(*it), "suffix");
   if (auto it = body.find("best_of"); it != body.end() && !it->is_null() && !(it->is_number_integer() && it->get<int64_t>() == n))
     return net::InvalidRequest("best_of: only best_of == n is supported", "best_of", "unsupported_parameter");
   return std::nullopt;
+}
+
+// Fill in the middle (DeepSeek's FIM completion): BOS <｜fim▁begin｜>prompt<｜fim▁hole｜>suffix
+// <｜fim▁end｜>; the model writes what goes in the hole.
+std::optional<net::ApiError> FimPrompt(const RouteContext& ctx, const Json& body, std::vector<int32_t>* ids) {
+  auto prompt = body.find("prompt");
+  if (prompt == body.end() || !prompt->is_string())
+    return net::InvalidRequest("prompt: fill-in-the-middle (suffix) needs the prompt as a string", "prompt");
+  const auto begin = ctx.tokenizer->TokenId("<｜fim▁begin｜>");
+  const auto hole = ctx.tokenizer->TokenId("<｜fim▁hole｜>");
+  const auto end = ctx.tokenizer->TokenId("<｜fim▁end｜>");
+  if (!begin || !hole || !end)
+    return Unsupported("suffix", "this model's tokenizer has no fill-in-the-middle tokens");
+  ids->push_back(ctx.service->Info().bos_token_id);
+  ids->push_back(*begin);
+  for (int32_t id : ctx.tokenizer->EncodePlain(prompt->get<std::string>())) ids->push_back(id);
+  ids->push_back(*hole);
+  for (int32_t id : ctx.tokenizer->EncodePlain(body["suffix"].get<std::string>())) ids->push_back(id);
+  ids->push_back(*end);
+  return std::nullopt;
+}
+
+bool HasSuffix(const Json& body) {
+  auto it = body.find("suffix");
+  return it != body.end() && it->is_string() && !it->get<std::string>().empty();
 }
 
 }  // namespace
@@ -56,7 +75,8 @@ void HandleCompletions(const RouteContext& ctx, const ExchangePtr& exchange) {
   GenerationPlan plan;
   if (!ReadGenerationBody(ctx, *exchange, Dialect::kCompletion, &body, &plan.options)) return;
   if (auto error = UnsupportedFields(body, plan.options.n)) return exchange->Respond(net::ErrorResponse(*error));
-  if (auto error = PromptIds(ctx, body, &plan.prompt)) return exchange->Respond(net::ErrorResponse(*error));
+  auto error = HasSuffix(body) ? FimPrompt(ctx, body, &plan.prompt) : PromptIds(ctx, body, &plan.prompt);
+  if (error) return exchange->Respond(net::ErrorResponse(*error));
   plan.chat = false;
   plan.prompt_param = "prompt";
   plan.id_prefix = "cmpl-";

@@ -11,9 +11,11 @@ net::ApiError Unsupported(const std::string& name, const std::string& what) {
   return net::InvalidRequest(name + ": " + what, name, "unsupported_parameter");
 }
 
-std::optional<net::ApiError> CheckKnownFields(const nlohmann::ordered_json& object, std::string_view path,
-                                              std::initializer_list<std::string_view> implemented,
-                                              std::initializer_list<std::string_view> hints) {
+namespace {
+
+std::optional<net::ApiError> FirstUnknown(const nlohmann::ordered_json& object, std::string_view path,
+                                          std::span<const std::string_view> implemented,
+                                          std::span<const std::string_view> hints) {
   if (!object.is_object()) return std::nullopt;
   for (auto it = object.begin(); it != object.end(); ++it) {
     const std::string& key = it.key();
@@ -24,6 +26,19 @@ std::optional<net::ApiError> CheckKnownFields(const nlohmann::ordered_json& obje
     return Unsupported(name, "this server does not support this parameter (see docs/api.md for what each route accepts)");
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<net::ApiError> CheckKnownFields(const nlohmann::ordered_json& object, std::string_view path,
+                                              std::initializer_list<std::string_view> implemented,
+                                              std::initializer_list<std::string_view> hints) {
+  return FirstUnknown(object, path, std::span(implemented.begin(), implemented.size()),
+                      std::span(hints.begin(), hints.size()));
+}
+
+std::optional<net::ApiError> CheckKnownFields(const nlohmann::ordered_json& object, const FieldList& fields) {
+  return FirstUnknown(object, "", fields.implemented, fields.hints);
 }
 
 std::optional<net::ApiError> ParseDialectGeneration(const nlohmann::ordered_json& body,

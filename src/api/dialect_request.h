@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/field_lists.h"
 #include "api/reasoning_seal.h"
 #include "api/request_options.h"
 #include "encoding/version.h"
@@ -57,6 +58,9 @@ std::optional<net::ApiError> ParseResponsesBody(const nlohmann::ordered_json& bo
 std::optional<net::ApiError> CheckKnownFields(const nlohmann::ordered_json& object, std::string_view path,
                                               std::initializer_list<std::string_view> implemented,
                                               std::initializer_list<std::string_view> hints = {});
+
+// The same against a route's table (api/field_lists.h).
+std::optional<net::ApiError> CheckKnownFields(const nlohmann::ordered_json& object, const FieldList& fields);
 
 // DeepSeek's effort names for `version`: V4 (high, max): minimal/low/medium/high -> high,
 // xhigh/max -> max; V4.1 (low, high, max, 1..100): minimal/low -> low, medium/high/xhigh ->

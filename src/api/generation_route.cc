@@ -110,8 +110,18 @@ std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const R
 }  // namespace
 
 std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protocol::ChatRequest& chat,
-                                          std::vector<int32_t>* ids) {
-  base::Result<encoding::EncodedPrompt> prompt = encoding::EncodeChat(chat, ctx.options.encoding_version);
+                                          std::vector<int32_t>* ids, bool* thinking) {
+  const bool continuation = !chat.messages.empty() && chat.messages.back().role == protocol::Role::kAssistant;
+  base::Result<encoding::EncodedPrompt> prompt = encoding::EncodedPrompt{};
+  *thinking = encoding::ThinkingEnabled(chat);
+  if (continuation) {
+    base::Result<encoding::ContinuationPrompt> c = encoding::EncodeChatContinuation(chat, ctx.options.encoding_version);
+    if (!c.ok()) return ChatRequestError(c.error());
+    *thinking = !c->answer_open;
+    prompt = std::move(c->prompt);
+  } else {
+    prompt = encoding::EncodeChat(chat, ctx.options.encoding_version);
+  }
   if (!prompt.ok()) return ChatRequestError(prompt.error());
   base::Result<std::vector<int32_t>> tokens = encoding::ToTokenIds(*prompt, *ctx.tokenizer);
   if (!tokens.ok()) return net::FromError(tokens.error());

@@ -155,6 +155,12 @@ std::string ToolCallText() {
          "tool_calls>";
 }
 
+std::string DsmlLongArgument() {
+  return "\n\n<" + kDsml + "tool_calls>\n<" + kDsml + "invoke name=\"get_weather\">\n<" + kDsml +
+         "parameter name=\"city\" string=\"true\">" + std::string(100, 'P') + "</" + kDsml + "parameter>\n</" + kDsml +
+         "invoke>\n</" + kDsml + "tool_calls>";
+}
+
 Json Tools() {
   return Json::array({{{"type", "function"},
                        {"function", {{"name", "get_weather"}, {"parameters", {{"type", "object"}}}}}}});
@@ -177,25 +183,33 @@ TEST_F(RoutesTest, ToolCallsBecomeMessageToolCalls) {
   EXPECT_EQ(Json::parse(call["function"]["arguments"].get<std::string>()), Json({{"city", "Paris"}}));
 }
 
-TEST_F(RoutesTest, StreamedToolCallDeltaCarriesIndexIdTypeNameArguments) {
-  service_.reply = Bytes(ToolCallText());
+TEST_F(RoutesTest, StreamedToolCallDeltaCarriesIndexIdTypeNameThenArgumentFragments) {
+  service_.reply = Bytes(DsmlLongArgument());
   auto ex = Run(NoThinking({{"tools", Tools()}, {"stream", true}}));
-  int calls = 0;
-  std::string finish;
+  int heads = 0, fragments = 0;
+  std::string finish, arguments;
   for (const Json& f : Frames(ex->body)) {
     if (f.is_string()) continue;
     const Json& c = f["choices"][0];
     if (c["delta"].contains("tool_calls")) {
       const Json& t = c["delta"]["tool_calls"][0];
       EXPECT_EQ(t["index"], 0);
-      EXPECT_EQ(t["type"], "function");
-      EXPECT_EQ(t["function"]["name"], "get_weather");
-      EXPECT_TRUE(t["id"].is_string());
-      ++calls;
+      if (t.contains("id")) {  // the first delta of a call names it, with empty arguments
+        EXPECT_EQ(t["type"], "function");
+        EXPECT_EQ(t["function"]["name"], "get_weather");
+        EXPECT_EQ(t["function"]["arguments"], "");
+        ++heads;
+      } else {
+        EXPECT_FALSE(t["function"].contains("name"));
+        ++fragments;
+      }
+      arguments += t["function"]["arguments"].get<std::string>();
     }
     if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
   }
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(heads, 1);
+  EXPECT_GE(fragments, 2);
+  EXPECT_EQ(Json::parse(arguments)["city"], std::string(100, 'P'));
   EXPECT_EQ(finish, "tool_calls");
 }
 
@@ -462,6 +476,69 @@ TEST_F(RoutesTest, ToolCallTurnWithoutItsReasoningIsDeepSeeks400) {
   messages[1]["reasoning_content"] = "check";
   EXPECT_EQ(Run(Chat({{"messages", messages}, {"tools", Tools()}}))->status, 200);
   EXPECT_EQ(Run(NoThinking({{"messages", messages}, {"tools", Tools()}}))->status, 200);
+}
+
+}  // namespace
+}  // namespace flashserve::api
+
+namespace flashserve::api {
+namespace {
+
+// DeepSeek's chat prefix completion: the prompt ends with the assistant prefix instead of EOS.
+TEST_F(RoutesTest, PrefixTrueContinuesTheLastAssistantMessage) {
+  service_.reply = Bytes(" world");
+  Json messages = Json::array({{{"role", "user"}, {"content", "Say hello world"}},
+                               {{"role", "assistant"}, {"content", "Hello"}, {"prefix", true}}});
+  auto ex = Run(NoThinking({{"messages", messages}}));
+  ASSERT_EQ(ex->status, 200) << ex->body;
+  const auto& prompt = service_.submitted.back().prompt;
+  const std::vector<int32_t> tail = {264, testing::kThinkEnd, 'H', 'e', 'l', 'l', 'o'};  // <｜Assistant｜></think>Hello
+  ASSERT_GE(prompt.size(), tail.size());
+  EXPECT_TRUE(std::equal(tail.begin(), tail.end(), prompt.end() - static_cast<std::ptrdiff_t>(tail.size())));
+  EXPECT_EQ(Body(*ex)["choices"][0]["message"]["content"], " world");  // the continuation only
+  // Thinking mode, reasoning only: the continuation is still reasoning.
+  messages[1] = {{"role", "assistant"}, {"content", ""}, {"reasoning_content", "Let me"}, {"prefix", true}};
+  service_.reply = Bytes(" see");
+  service_.reply.push_back(testing::kThinkEnd);
+  for (int32_t id : Bytes("Hi")) service_.reply.push_back(id);
+  Json r = Body(*Run(Chat({{"messages", messages}})));
+  EXPECT_EQ(r["choices"][0]["message"]["reasoning_content"], " see");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Hi");
+  // A final assistant message without prefix, or a prefix elsewhere, is refused by name.
+  messages[1].erase("prefix");
+  EXPECT_EQ(Body(*Run(Chat({{"messages", messages}})))["error"]["param"], "messages[1].prefix");
+  messages[0]["prefix"] = true;
+  EXPECT_EQ(Body(*Run(Chat({{"messages", messages}})))["error"]["param"], "messages[0].prefix");
+}
+
+TEST_F(RoutesTest, TokenizeAndDetokenizeAsVllmServesThem) {
+  auto tokenize = [this](const Json& body) {
+    auto ex = std::make_shared<FakeExchange>(body.dump(), "POST", "/tokenize");
+    HandleTokenize(ctx_, ex);
+    return Body(*ex);
+  };
+  Json t = tokenize({{"prompt", "abc"}});
+  EXPECT_EQ(t["tokens"], Json::array({testing::kBos, 'a', 'b', 'c'}));
+  EXPECT_EQ(t["count"], 4);
+  EXPECT_EQ(t["max_model_len"], 4096);
+  EXPECT_EQ(tokenize({{"prompt", "abc"}, {"add_special_tokens", false}})["count"], 3);
+  Run(Chat());
+  EXPECT_EQ(tokenize({{"model", "test-model"}, {"messages", Chat()["messages"]}})["tokens"], Json(service_.submitted.back().prompt));
+  auto ex = std::make_shared<FakeExchange>(Json{{"tokens", {'h', 'i'}}}.dump(), "POST", "/detokenize");
+  HandleDetokenize(ctx_, ex);
+  EXPECT_EQ(Body(*ex)["prompt"], "hi");
+  ex = std::make_shared<FakeExchange>(Json{{"tokens", {-1}}}.dump(), "POST", "/detokenize");
+  HandleDetokenize(ctx_, ex);
+  EXPECT_EQ(ex->status, 400);
+}
+
+TEST_F(RoutesTest, SuffixNeedsAStringPromptAndFimTokens) {
+  auto ex = Run({{"model", "test-model"}, {"prompt", "def f("}, {"suffix", "\n  return x"}}, true);
+  EXPECT_EQ(ex->status, 400);
+  EXPECT_EQ(Body(*ex)["error"]["param"], "suffix");  // the byte tokenizer has no FIM tokens
+  ex = Run({{"model", "test-model"}, {"prompt", Json::array({1, 2})}, {"suffix", "x"}}, true);
+  EXPECT_EQ(Body(*ex)["error"]["param"], "prompt");
+  EXPECT_EQ(Run({{"model", "test-model"}, {"prompt", "x"}, {"suffix", ""}}, true)->status, 200);
 }
 
 }  // namespace

@@ -223,8 +223,6 @@ Error Messages(Conversion& cv, const Json& body) {
   }
   if (cv.out->chat.messages.empty())
     return Bad("messages", "no user message (every message was empty)");
-  if (cv.out->chat.messages.back().role == Role::kAssistant)
-    return Unsupported("messages", "a final assistant message (prefill) is not supported yet; end with a user message");
   return std::nullopt;
 }
 
@@ -389,12 +387,7 @@ Error Generation(const Json& body, const DialectContext& ctx, DialectRequest* ou
 }  // namespace
 
 std::optional<net::ApiError> ParseMessagesBody(const Json& body, const DialectContext& ctx, DialectRequest* out) {
-  if (auto e = CheckKnownFields(body, "",
-                                {"model", "max_tokens", "messages", "system", "stop_sequences", "stream", "temperature",
-                                 "top_p", "top_k", "tools", "tool_choice", "thinking", "output_config",
-                                 "context_management"},
-                                {"metadata", "service_tier", "cache_control"}))
-    return e;
+  if (auto e = CheckKnownFields(body, kMessagesFields)) return e;
   if (auto e = Generation(body, ctx, out)) return e;
   Conversion cv{ctx, out, {}};
   if (const Json* system = Find(body, "system")) {

@@ -25,7 +25,7 @@ bool PrepareMessages(const RouteContext& ctx, net::Exchange& exchange, bool coun
   if (count && !body.contains("max_tokens")) body["max_tokens"] = 1;
   if (auto e = ParseMessagesBody(body, DialectContextOf(ctx), req)) return fail(*e);
   if (!ModelServed(ctx, exchange, req->options.model, kAnthropic)) return false;
-  if (auto e = EncodePrompt(ctx, req->chat, &plan->prompt)) return fail(*e);
+  if (auto e = EncodePrompt(ctx, req->chat, &plan->prompt, &plan->thinking)) return fail(*e);
   return true;
 }
 
@@ -36,7 +36,6 @@ void HandleMessages(const RouteContext& ctx, const ExchangePtr& exchange) {
   GenerationPlan plan;
   if (!PrepareMessages(ctx, *exchange, false, &req, &plan)) return;
   plan.options = std::move(req.options);
-  plan.thinking = encoding::ThinkingEnabled(req.chat);
   plan.prompt_param = "messages";
   plan.id_prefix = "msg_";
   plan.errors = kAnthropic;

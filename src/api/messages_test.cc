@@ -256,7 +256,6 @@ TEST_F(MessagesTest, RefusalsNameTheFieldInAnthropicsShape) {
       {{{"tool_choice", {{"type", "auto"}, {"disable_parallel_tool_use", true}}}}, "tool_choice.disable_parallel_tool_use", 400},
       {{{"messages", Json::array({{{"role", "user"}, {"content", Json::array({{{"type", "image"}, {"source", Json::object()}}})}}})}},
        "messages[0].content[0]", 400},
-      {{{"messages", Json::array({{{"role", "user"}, {"content", "x"}}, {{"role", "assistant"}, {"content", "prefill"}}})}}, "messages", 400},
       {{{"thinking", {{"type", "sometimes"}}}}, "thinking.type", 400},
       {{{"output_config", {{"effort", "extreme"}}}}, "output_config.effort", 400},
       {{{"model", "claude-sonnet-4-5"}}, "model", 404},
@@ -290,6 +289,26 @@ TEST_F(MessagesTest, TrailingSystemMessageStillEndsWithTheReplyHeader) {
   const std::string tail = "<263>reminder<264><258>";  // <｜User｜>reminder<｜Assistant｜><think>
   ASSERT_GE(prompt.size(), tail.size());
   EXPECT_EQ(prompt.substr(prompt.size() - tail.size()), tail) << prompt;
+}
+
+}  // namespace
+}  // namespace flashserve::api
+
+namespace flashserve::api {
+namespace {
+
+// Anthropic's prefill: a final assistant message is continued, and only the continuation returns.
+TEST_F(MessagesTest, FinalAssistantMessageIsAPrefillToContinue) {
+  service_.reply = Bytes(" there");
+  Json messages = Json::array({{{"role", "user"}, {"content", "greet"}}, {{"role", "assistant"}, {"content", "Hello"}}});
+  auto ex = Send({{"messages", messages}});
+  ASSERT_EQ(ex->status, 200) << ex->body;
+  const std::string tail = "<264><258><259>Hello";  // <｜Assistant｜><think></think>Hello: empty reasoning, then the prefill
+  const std::string prompt = PromptText();
+  EXPECT_EQ(prompt.substr(prompt.size() - tail.size()), tail) << prompt;
+  Json m = Json::parse(ex->body);
+  ASSERT_EQ(m["content"].size(), 1u) << m.dump();  // the answer was open: no thinking block
+  EXPECT_EQ(m["content"][0]["text"], " there");
 }
 
 }  // namespace

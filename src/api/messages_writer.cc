@@ -9,8 +9,6 @@
 namespace flashserve::api {
 namespace {
 
-constexpr size_t kJsonFragmentBytes = 48;  // input_json_delta pieces
-
 const char* StopReason(Finish f) {
   switch (f) {
     case Finish::kStopString: return "stop_sequence";
@@ -143,14 +141,8 @@ class MessagesWriter final : public DialectWriter {
       return CloseBlock();
     }
     OpenBlock(Block::kToolUse, {{"type", "tool_use"}, {"id", id}, {"name", call.name}, {"input", Json::object()}});
-    const std::string text = Dump(input);
-    size_t at = 0;
-    while (at < text.size()) {
-      size_t len = std::min(kJsonFragmentBytes, text.size() - at);
-      while (at + len < text.size() && (static_cast<unsigned char>(text[at + len]) & 0xC0) == 0x80) ++len;  // whole characters
-      BlockDelta({{"type", "input_json_delta"}, {"partial_json", text.substr(at, len)}});
-      at += len;
-    }
+    for (const std::string& piece : Fragments(Dump(input)))
+      BlockDelta({{"type", "input_json_delta"}, {"partial_json", piece}});
     CloseBlock();
   }
 

@@ -201,6 +201,8 @@ std::optional<net::ApiError> ParseGenerationOptions(const nlohmann::ordered_json
       else out->include_usage = it->get<bool>();
     }
   }
+  if (r.Find("stream_options") != nullptr && !out->stream && !r.error())
+    return net::InvalidRequest("stream_options: only allowed when stream is true", "stream_options", "invalid_value");
   int64_t n = 1;
   if (r.Integer("n", 1, kMaxChoices, &n)) out->n = static_cast<int>(n);
   int64_t max_tokens = 0;

@@ -335,14 +335,7 @@ Error Generation(const Json& body, const DialectContext& ctx, DialectRequest* ou
 }  // namespace
 
 std::optional<net::ApiError> ParseResponsesBody(const Json& body, const DialectContext& ctx, DialectRequest* out) {
-  if (auto e = CheckKnownFields(body, "",
-                                {"model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls", "text",
-                                 "reasoning", "max_output_tokens", "temperature", "top_p", "top_logprobs", "include",
-                                 "stream", "store", "truncation", "previous_response_id", "background", "conversation",
-                                 "prompt"},
-                                {"metadata", "user", "client_metadata", "service_tier", "safety_identifier",
-                                 "prompt_cache_key", "prompt_cache_retention"}))
-    return e;
+  if (auto e = CheckKnownFields(body, kResponsesFields)) return e;
   if (auto e = StatefulFields(body)) return e;
   if (const Json* p = Find(body, "parallel_tool_calls"); p != nullptr && *p == false)
     return Unsupported("parallel_tool_calls", "false needs enforced structured outputs, which are not available yet");

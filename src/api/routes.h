@@ -68,6 +68,8 @@ void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange);       
 void HandleMessages(const RouteContext& ctx, const ExchangePtr& exchange);          // POST /v1/messages (Anthropic)
 void HandleCountTokens(const RouteContext& ctx, const ExchangePtr& exchange);       // POST /v1/messages/count_tokens
 void HandleResponses(const RouteContext& ctx, const ExchangePtr& exchange);         // POST /v1/responses (stateless)
+void HandleTokenize(const RouteContext& ctx, const ExchangePtr& exchange);          // POST /tokenize (vLLM)
+void HandleDetokenize(const RouteContext& ctx, const ExchangePtr& exchange);        // POST /detokenize (vLLM)
 // The router's view of this worker (protocol/cluster.h): load report, KV events since
 // ?after=N (&limit=M), index snapshot. Without a prefix cache the KV routes answer 404.
 void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange);             // GET /v1/load
@@ -104,9 +106,11 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
 
 // The DialectContext of this server's routes.
 DialectContext DialectContextOf(const RouteContext& ctx);
-// Encodes a chat request into token ids (kBadChatRequest: 400 naming the field).
+// Encodes a chat request into token ids (kBadChatRequest: 400 naming the field). A final
+// assistant message is continued (encoding::EncodeChatContinuation). *thinking: whether the
+// output starts inside the reasoning.
 std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protocol::ChatRequest& chat,
-                                          std::vector<int32_t>* ids);
+                                          std::vector<int32_t>* ids, bool* thinking);
 
 // Disaggregated serving (disagg_route.cc). The router names a transfer in
 // protocol::kTransferHeader on both halves of a request. With protocol::kPrefillToHeader

@@ -33,4 +33,33 @@ base::Result<EncodedPrompt> EncodeChat(const protocol::ChatRequest& request,
   return version == EncodingVersion::kV4 ? EncodeV4(request) : EncodeV41(request);
 }
 
+base::Result<ContinuationPrompt> EncodeChatContinuation(const protocol::ChatRequest& request,
+                                                        EncodingVersion version) {
+  if (request.messages.empty() || request.messages.back().role != protocol::Role::kAssistant) {
+    return base::MakeError(base::ErrorCode::kBadChatRequest,
+                           "messages: a continuation needs an assistant message last");
+  }
+  protocol::ChatRequest head = request;
+  const protocol::ChatMessage last = std::move(head.messages.back());
+  head.messages.pop_back();
+  const size_t index = head.messages.size();
+  if (!last.tool_calls.empty()) return MessageError(index, "a message to continue cannot carry tool_calls");
+  if (last.content.kind == protocol::ContentKind::kParts) {
+    return MessageError(index, "a message to continue needs string content");
+  }
+  FS_ASSIGN_OR_RETURN(EncodedPrompt prompt, EncodeChat(head, version));
+  PieceList pieces = std::move(prompt.pieces);
+  const bool thinking = ThinkingEnabled(request);
+  bool answer_open = !thinking;
+  if (thinking) {
+    AppendText(pieces, last.reasoning_content.value_or(""));
+    if (!last.content.text.empty()) {
+      AppendControl(pieces, kThinkEndToken);
+      answer_open = true;
+    }
+  }
+  AppendText(pieces, last.content.text);
+  return ContinuationPrompt{MakePrompt(std::move(pieces)), answer_open};
+}
+
 }  // namespace flashserve::encoding

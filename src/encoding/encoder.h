@@ -21,6 +21,18 @@ namespace flashserve::encoding {
 base::Result<EncodedPrompt> EncodeChat(const protocol::ChatRequest& request,
                                        EncodingVersion version);
 
+// DeepSeek's chat prefix completion: the last message is an assistant message to continue.
+// The prompt is EncodeChat of the messages before it (ending in the reply header), then that
+// message as its turn renders, without the end of sentence: in thinking mode its reasoning,
+// and when it has content, `</think>` and the content. `answer_open` says whether the
+// continuation starts in the answer (chat mode, or thinking closed) or still in the reasoning.
+struct ContinuationPrompt {
+  EncodedPrompt prompt;
+  bool answer_open = true;
+};
+base::Result<ContinuationPrompt> EncodeChatContinuation(const protocol::ChatRequest& request,
+                                                        EncodingVersion version);
+
 // Whether EncodeChat renders `request` in thinking mode (the output parser must agree):
 // request.thinking, enabled when absent.
 bool ThinkingEnabled(const protocol::ChatRequest& request);

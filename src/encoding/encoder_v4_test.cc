@@ -285,3 +285,42 @@ TEST(EncoderV4Test, UserTextNeverBecomesControlPieces) {
 
 }  // namespace
 }  // namespace flashserve::encoding
+
+namespace flashserve::encoding {
+namespace {
+
+std::string Continue(std::string_view body, EncodingVersion version, bool* answer_open) {
+  auto request = protocol::ParseChatRequest(body);
+  EXPECT_TRUE(request.ok());
+  auto c = EncodeChatContinuation(*request, version);
+  if (!c.ok()) return "ERROR: " + c.error().message();
+  *answer_open = c->answer_open;
+  return c->prompt.text;
+}
+
+// Chat prefix completion: the conversation before the last message, then that assistant turn
+// without its end of sentence.
+TEST(EncoderContinuationTest, LastAssistantTurnIsLeftOpen) {
+  bool open = false;
+  EXPECT_EQ(Continue(R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hel"}],
+                         "thinking": {"type": "disabled"}})", EncodingVersion::kV4, &open),
+            testing::Expand("{BOS}{U}Hi{A}{/think}Hel"));
+  EXPECT_TRUE(open);
+  EXPECT_EQ(Continue(R"({"messages": [{"role": "user", "content": "Hi"},
+                         {"role": "assistant", "content": "", "reasoning_content": "Let me"}]})", EncodingVersion::kV4, &open),
+            testing::Expand("{BOS}{U}Hi{A}{think}Let me"));
+  EXPECT_FALSE(open);  // the reasoning continues
+  EXPECT_EQ(Continue(R"({"messages": [{"role": "user", "content": "Hi"},
+                         {"role": "assistant", "content": "Sure", "reasoning_content": "ok"}]})", EncodingVersion::kV41, &open),
+            testing::Expand("{BOS}{S}Reasoning Effort: 75 (range 1-100, the higher the value, the more thorough the "
+                            "reasoning)\n\n{U}Hi{A}{think}ok{/think}Sure"));
+  EXPECT_TRUE(open);
+  EXPECT_EQ(Continue(R"({"messages": [{"role": "user", "content": "Hi"}]})", EncodingVersion::kV4, &open),
+            "ERROR: messages: a continuation needs an assistant message last");
+  EXPECT_NE(Continue(R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "",
+                         "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})",
+                     EncodingVersion::kV4, &open).find("cannot carry tool_calls"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashserve::encoding

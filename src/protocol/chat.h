@@ -55,6 +55,7 @@ struct ChatMessage {
   std::vector<ToolCall> tool_calls;              // assistant
   std::optional<std::string> tool_call_id;       // tool
   std::optional<std::string> name;               // optional participant name (not rendered)
+  bool prefix = false;                           // assistant, last message: continue it (DeepSeek)
 };
 
 struct ToolSpec {

@@ -154,6 +154,10 @@ Result<ChatMessage> ParseMessage(const Json& message, std::string_view path) {
   FS_ASSIGN_OR_RETURN(out.reasoning_content, OptionalString(message, "reasoning_content", path));
   FS_ASSIGN_OR_RETURN(out.tool_call_id, OptionalString(message, "tool_call_id", path));
   FS_ASSIGN_OR_RETURN(out.name, OptionalString(message, "name", path));
+  if (const Json* prefix = Find(message, "prefix")) {
+    if (!prefix->is_boolean()) return WrongType(Field(path, "prefix"), "a boolean", *prefix);
+    out.prefix = prefix->get<bool>();
+  }
   if (const Json* calls = Find(message, "tool_calls")) {
     const std::string calls_path = Field(path, "tool_calls");
     if (!calls->is_array()) return WrongType(calls_path, "an array", *calls);

@@ -18,7 +18,9 @@
 
 namespace flashserve::router {
 
-enum class PromptKind { kChat, kCompletion };
+// kOpaque: a body the router does not tokenize (Messages, Responses, tokenize routes): routed by
+// its affinity key and load only.
+enum class PromptKind { kChat, kCompletion, kOpaque };
 
 struct PromptBlocks {
   int64_t num_tokens = 0;

@@ -36,8 +36,19 @@ std::string Authorization(const net::HttpRequest& req) {
   return auth;
 }
 
+// The session a request belongs to: the client's prompt_cache_key (OpenAI's routing key), a
+// session header (x-session-id; Codex CLI's session-id), Anthropic's metadata.user_id (Claude
+// Code puts its session there), the body's `user`, else the API key.
 std::string AffinityKey(const net::HttpRequest& req, const Json& body, const meter::ApiKey* key) {
+  if (auto it = body.find("prompt_cache_key"); it != body.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
+    return "cache:" + it->get<std::string>();
   if (std::string s = req.Header("x-session-id"); !s.empty()) return s;
+  if (std::string s = req.Header("session-id"); !s.empty()) return s;
+  if (auto m = body.find("metadata"); m != body.end() && m->is_object()) {
+    auto user = m->find("user_id");
+    if (user != m->end() && user->is_string() && !user->get_ref<const std::string&>().empty())
+      return "user:" + user->get<std::string>();
+  }
   if (auto it = body.find("user"); it != body.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
     return "user:" + it->get<std::string>();
   return key != nullptr ? "key:" + key->key : "";
@@ -49,12 +60,14 @@ void PostResponse(const std::shared_ptr<net::Exchange>& exchange, net::HttpRespo
 
 }  // namespace
 
-void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind) {
+void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind, Wire wire) {
   const net::HttpRequest& req = exchange->request();
   const meter::ApiKey* key = keys.enabled() ? keys.Find(req) : nullptr;  // the route table checked it
   auto call = std::make_shared<ProxyCall>();
   call->exchange = exchange;
   call->kind = kind;
+  call->errors = wire == Wire::kAnthropic ? net::ErrorDialect::kAnthropic : net::ErrorDialect::kOpenAI;
+  call->named_events = wire != Wire::kOpenAI;
   call->path = req.path;
   call->body = req.body;
   call->authorization = Authorization(req);
@@ -68,7 +81,8 @@ void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, Pro
     // Tokenization stays on the I/O threads; the format is the configured one or the workers'.
     const encoding::EncodingVersion format = config.encoding_version.value_or(
         pool.prompt_format().value_or(encoding::EncodingVersion::kV4));
-    auto tokens = hasher.Tokens(kind, body, format);
+    auto tokens = kind == PromptKind::kOpaque ? base::Result<std::vector<int32_t>>(base::Error(base::ErrorCode::kInvalidArgument, "opaque"))
+                                              : hasher.Tokens(kind, body, format);
     if (tokens.ok()) {
       call->tokens = std::move(tokens).value();
       call->hashable = true;
@@ -111,7 +125,7 @@ void RouterServer::Impl::Reject(const ProxyCall& call, const Decision& d) {
                                : net::RateLimited("every worker is saturated; retry later", retry_after_s);
   metrics.Counter("flashserve_router_rejects_total", "Requests refused by the router (429/503)",
                   {{"status", std::to_string(e.status)}}).Add();
-  PostResponse(call.exchange, net::ErrorResponse(e));
+  PostResponse(call.exchange, net::ErrorResponse(e, call.errors));
 }
 
 asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call) {
@@ -125,7 +139,8 @@ asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call)
   }
   if (call->gone) co_return;
   PostResponse(call->exchange, net::ErrorResponse(net::Upstream(
-                                   "no worker could serve the request (tried " + std::to_string(config.max_attempts) + ")")));
+                                   "no worker could serve the request (tried " + std::to_string(config.max_attempts) + ")"),
+                                                  call->errors));
 }
 
 asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_ptr<ProxyCall>& call, const Decision& d,
@@ -177,7 +192,10 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
     // Mid-stream: the client gets a clean error event and the end of the stream, never a hang.
     const net::ApiError e = net::Upstream("the worker serving this stream failed: " + out.transport->message());
     pool.ReportFailure(w, out.transport->message());
-    call->exchange->Post([ex = call->exchange, frame = tail + net::SseData(net::ErrorBody(e))]() mutable {
+    // Named-event dialects (Messages, Responses) end with an `error` event; Chat with a data line.
+    const std::string error = call->named_events ? net::SseEvent("error", net::ErrorBody(e, call->errors))
+                                                 : net::SseData(net::ErrorBody(e));
+    call->exchange->Post([ex = call->exchange, frame = tail + error]() mutable {
       ex->Write(std::move(frame));
       ex->EndStream();
     });

@@ -33,6 +33,8 @@ struct ProxyCall {
   std::string affinity_key;   // x-session-id, else the body's `user`, else the API key
   std::string cache_namespace;
   bool stream = false;
+  net::ErrorDialect errors = net::ErrorDialect::kOpenAI;  // the router's own errors, in the route's shape
+  bool named_events = false;  // the stream's events are named (Messages, Responses)
   bool hashable = false;      // tokens are the worker's prompt (else: routed by load only)
   std::vector<int32_t> tokens;
   double start_s = 0;
@@ -45,7 +47,9 @@ struct RouterServer::Impl {
   Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok);
 
   void AddRoutes();  // the route table, at construction
-  void StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind);  // HTTP I/O strand
+  // HTTP I/O strand. `dialect`: the route's wire format (errors, stream events).
+  enum class Wire { kOpenAI, kResponses, kAnthropic };
+  void StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind, Wire wire = Wire::kOpenAI);
   void AnswerHealth(const std::shared_ptr<net::Exchange>& exchange);  // posts to the routing thread
   void AnswerModels(const std::shared_ptr<net::Exchange>& exchange);
   void AnswerWorkers(const std::shared_ptr<net::Exchange>& exchange);

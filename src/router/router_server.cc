@@ -71,6 +71,24 @@ void RouterServer::Impl::AddRoutes() {
                [this](const Exchange& e) { StartProxy(e, PromptKind::kCompletion); }, /*needs_key=*/true);
     routes.Add("GET", p + "/models", "/v1/models", [this](const Exchange& e) { AnswerModels(e); }, /*needs_key=*/true);
   }
+  // The dialects the router does not tokenize: routed by session affinity and load.
+  auto opaque = [this](Impl::Wire wire) {
+    return [this, wire](const Exchange& e) { StartProxy(e, PromptKind::kOpaque, wire); };
+  };
+  for (const char* prefix : {"/v1", "/anthropic/v1", "/anthropic"}) {
+    const std::string p = prefix;
+    routes.Add("POST", p + "/messages", "/v1/messages", opaque(Impl::Wire::kAnthropic), true, net::ErrorDialect::kAnthropic);
+    routes.Add("POST", p + "/messages/count_tokens", "/v1/messages/count_tokens", opaque(Impl::Wire::kAnthropic), true,
+               net::ErrorDialect::kAnthropic);
+  }
+  routes.Add("POST", "/v1/responses", "/v1/responses", opaque(Impl::Wire::kResponses), true);
+  routes.Add("POST", "/responses", "/v1/responses", opaque(Impl::Wire::kResponses), true);
+  routes.Add("POST", "/tokenize", "/tokenize", opaque(Impl::Wire::kOpenAI), true);
+  routes.Add("POST", "/detokenize", "/detokenize", opaque(Impl::Wire::kOpenAI), true);
+  routes.Add("POST", "/beta/chat/completions", "/v1/chat/completions",
+             [this](const Exchange& e) { StartProxy(e, PromptKind::kChat); }, true);
+  routes.Add("POST", "/beta/completions", "/v1/completions",
+             [this](const Exchange& e) { StartProxy(e, PromptKind::kCompletion); }, true);
   routes.Add("GET", "/health", "/health", [this](const Exchange& e) { AnswerHealth(e); });
   routes.Add("GET", "/v1/router/workers", "/v1/router/workers", [this](const Exchange& e) { AnswerWorkers(e); });
   routes.Add("GET", "/metrics", "/metrics", [this](const Exchange& e) {

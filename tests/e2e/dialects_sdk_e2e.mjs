@@ -2,8 +2,9 @@
 // `@anthropic-ai/sdk` and `openai`, pinned in tests/e2e/package.json) against `flashserve serve`
 // on the demo model: create and stream (a greedy stream equals the whole response), thinking
 // blocks and reasoning items handed back sealed, tool-call round trips, countTokens, usage sums
-// (uncached + cached = prompt), the SDKs' error classes, and Chat Completions with DeepSeek's
-// effort names, text parts, budgets and seeds (streamed == whole for one seed).
+// (uncached + cached = prompt), the SDKs' error classes, Chat Completions with DeepSeek's
+// effort names, text parts, budgets and seeds (streamed == whole for one seed), FIM completion
+// and /tokenize, /detokenize.
 //
 // node tests/e2e/dialects_sdk_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (SDKs or tokenizer missing).
@@ -126,6 +127,19 @@ async function chat(openai) {
   });
 }
 
+async function fimAndTokenize(openai, base) {
+  await test('Completions: FIM suffix and /tokenize as DeepSeek and vLLM serve them', async () => {
+    const count = async (prompt) => (await (await fetch(`${base}/tokenize`, { method: 'POST',
+      body: JSON.stringify({ prompt, add_special_tokens: false }) })).json()).count;
+    const prompt = 'def area(r):\n    return ', suffix = '\n\nprint(area(2))';
+    const r = await openai.completions.create({ model: MODEL, prompt, suffix, max_tokens: 8 });
+    assert.equal(r.usage.prompt_tokens, 4 + await count(prompt) + await count(suffix));  // BOS, begin, hole, end
+    const ids = (await (await fetch(`${base}/tokenize`, { method: 'POST', body: JSON.stringify({ prompt: 'héllo' }) })).json()).tokens;
+    const back = await (await fetch(`${base}/detokenize`, { method: 'POST', body: JSON.stringify({ tokens: ids.slice(1) }) })).json();
+    assert.equal(back.prompt, 'héllo');
+  });
+}
+
 let server;
 let failed = false;
 try {
@@ -137,6 +151,7 @@ try {
   await messages(anthropic);
   await responses(openai);
   await chat(openai);
+  await fimAndTokenize(openai, server.base);
 } catch (e) {
   failed = true;
   console.error(e);

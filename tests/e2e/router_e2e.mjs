@@ -6,6 +6,7 @@
 //  3. load shedding: 429 + Retry-After when every worker is saturated; API keys at the router;
 //  4. failures: a killed worker's requests are retried on the other one, and a stream whose
 //     worker dies mid-way ends with an error event (never a hang);
+//  1b. the Messages and Responses dialects through the router, kept in place by session keys;
 //  5. DeepSeek-V4.1 workers: the router hashes prompts in the format the workers report (v41),
 //     so it predicts their cached blocks and keeps conversations in place.
 //
@@ -91,6 +92,29 @@ try {
   assert.ok(ca.hitRate > rr.hitRate + 0.1, 'cache-aware beats round-robin');
   const view = await workersView(cacheAware);
   assert.ok(view.find((w) => w.url === w2.base).kv_resyncs >= 2, 'the 3-event ring of worker b overflowed: resync');
+
+  // 1b. Messages and Responses through the router: a session's prompt_cache_key (Codex) or
+  // metadata.user_id (Claude Code) keeps it on one worker; Anthropic's error shape on its route.
+  for (const session of ['s-1', 's-2', 's-3', 's-4']) {
+    const placed = new Set();
+    for (let turn = 0; turn < 3; ++turn) {
+      const res = await fetch(`${cacheAware.base}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tiny', input: userText(session, turn, 0), max_output_tokens: 2, prompt_cache_key: session,
+          reasoning: { effort: 'none' } }) });
+      assert.equal(res.status, 200, await res.clone().text());
+      assert.equal((await res.json()).object, 'response');
+      placed.add(res.headers.get('x-flashserve-worker'));
+      const msg = await fetch(`${cacheAware.base}/anthropic/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'tiny', max_tokens: 2, messages: [{ role: 'user', content: userText(session, turn, 1) }],
+          metadata: { user_id: `{"session_id":"${session}"}` }, thinking: { type: 'disabled' } }) });
+      assert.equal(msg.status, 200);
+      assert.equal((await msg.json()).type, 'message');
+    }
+    assert.equal(placed.size, 1, `session ${session} moved between workers: ${[...placed]}`);
+  }
+  const bad = await fetch(`${cacheAware.base}/v1/messages`, { method: 'POST', body: JSON.stringify({ model: 'tiny', max_tokens: 2 }) });
+  assert.equal(bad.status, 400);
+  assert.equal((await bad.json()).type, 'error');
 
   // 2. Restart worker b on the same port and directory: new epoch, resync, disk hits.
   const bConv = ca.placement.findIndex((p) => p[0] === w2.base);
