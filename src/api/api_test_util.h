@@ -232,8 +232,21 @@ class FakeExchange final : public net::Exchange {
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.push_back(std::move(task));
   }
+  void PostAfter(double seconds, std::function<void()> task) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    delayed_.emplace_back(seconds, std::move(task));
+  }
   void SetCloseHandler(std::function<void()> h) override { on_close_ = std::move(h); }
   double start_seconds() const override { return 0.0; }
+
+  // Lets the delayed tasks' time come: they run on the next RunTasks. Returns how many.
+  int ElapseDelayed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    const int num = static_cast<int>(delayed_.size());
+    for (auto& [seconds, task] : delayed_) tasks_.push_back(std::move(task));
+    delayed_.clear();
+    return num;
+  }
 
   int RunTasks() {
     int num = 0;
@@ -264,6 +277,7 @@ class FakeExchange final : public net::Exchange {
   net::HttpRequest request_;
   std::mutex mu_;
   std::deque<std::function<void()>> tasks_;
+  std::vector<std::pair<double, std::function<void()>>> delayed_;
   std::function<void()> on_close_;
 };
 

@@ -30,6 +30,9 @@ class OpenAiWriter : public DialectWriter {
     ctx_.exchange->EndStream();
   }
   void WriteSse(const Json& payload) { ctx_.exchange->Write(net::SseData(Dump(payload))); }
+  void KeepAlive() override {
+    if (ctx_.stream) ctx_.exchange->Write(": keep-alive\n\n");
+  }
   void EndSse() {
     ctx_.exchange->Write(net::SseDone());
     ctx_.exchange->EndStream();

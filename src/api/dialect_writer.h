@@ -58,6 +58,9 @@ class DialectWriter {
   // The request failed: before Begin, a complete error response in the dialect's shape; after
   // it, the dialect's in-stream error, then the end of the stream.
   virtual void Fail(const net::ApiError& error, bool begun) = 0;
+  // A stream waiting for its first token (a long prefill) shows it is alive: Messages' `ping`
+  // event, an SSE comment elsewhere (clients skip it). Only after Begin, only when streaming.
+  virtual void KeepAlive() = 0;
 };
 
 }  // namespace flashserve::api

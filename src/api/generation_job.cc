@@ -65,6 +65,20 @@ void GenerationJob::Start(protocol::GenerateRequest request) {
   }
   begun_ = true;
   writer_->Begin(n);
+  ScheduleKeepAlive();
+}
+
+// Until the first token, a long prefill would leave a stream silent for minutes, and proxies
+// (and clients' idle timeouts) cut silent connections.
+void GenerationJob::ScheduleKeepAlive() {
+  if (options_.keepalive_seconds <= 0) return;
+  std::weak_ptr<GenerationJob> weak = weak_from_this();
+  exchange_->PostAfter(options_.keepalive_seconds, [weak] {
+    auto self = weak.lock();
+    if (!self || self->finished_ || self->first_token_seen_ || self->client_gone_ || self->exchange_->closed()) return;
+    self->writer_->KeepAlive();
+    self->ScheduleKeepAlive();
+  });
 }
 
 void GenerationJob::OnClientGone() {

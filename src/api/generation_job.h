@@ -29,6 +29,7 @@ struct JobOptions {
   bool logprobs = false;          // pass content tokens' logprobs to the writer
   int32_t think_end_token = -1;   // "</think>": ends the reasoning tokens (-1 = none)
   const char* prompt_param = "messages";  // names the prompt in context-length errors
+  double keepalive_seconds = 10;          // streams: a keep-alive this often until the first token (0 = off)
   // Called on the strand when the request finished without error (disaggregated prefill: ship
   // the prompt state). May be empty.
   std::function<void(const protocol::Usage&)> on_done;
@@ -59,6 +60,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
                 std::unique_ptr<DialectWriter> writer);
   void OnEvent(const protocol::GenerateEvent& event);
   void OnClientGone();
+  void ScheduleKeepAlive();
   void OnTokens(Choice& c, const std::vector<protocol::TokenOutput>& tokens);
   // Parses and stop-matches `text` into d (d.choice set); returns true when a stop string hit.
   bool Process(Choice& c, const std::string& text, bool at_end, ChoiceDelta& d);

@@ -313,3 +313,35 @@ TEST_F(MessagesTest, FinalAssistantMessageIsAPrefillToContinue) {
 
 }  // namespace
 }  // namespace flashserve::api
+
+namespace flashserve::api {
+namespace {
+
+// While the prompt prefills, a stream pings every keep-alive period; once tokens flow, no more.
+TEST_F(MessagesTest, StreamPingsUntilTheFirstToken) {
+  Json body = {{"model", "test-model"}, {"max_tokens", 64}, {"stream", true},
+               {"messages", Json::array({{{"role", "user"}, {"content", "Hi"}}})}};
+  auto ex = std::make_shared<testing::FakeExchange>(body.dump(), "POST", "/v1/messages");
+  HandleMessages(ctx_, ex);
+  auto pings = [&ex] {
+    size_t n = 0;
+    for (size_t at = ex->body.find("event: ping"); at != std::string::npos; at = ex->body.find("event: ping", at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(pings(), 1u);  // right after message_start
+  for (int tick = 0; tick < 2; ++tick) {
+    ASSERT_EQ(ex->ElapseDelayed(), 1);
+    ex->RunTasks();
+  }
+  EXPECT_EQ(pings(), 3u);
+  while (service_.Deliver(1) + ex->RunTasks() > 0) {
+  }
+  ASSERT_EQ(ex->ElapseDelayed(), 1);  // the tick scheduled before the tokens came
+  ex->RunTasks();
+  EXPECT_EQ(pings(), 3u);
+  EXPECT_EQ(ex->ElapseDelayed(), 0);  // and none after it
+  EXPECT_NE(ex->body.find("event: message_stop"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashserve::api

@@ -80,6 +80,8 @@ class MessagesWriter final : public DialectWriter {
     ctx_.exchange->Respond(std::move(r));
   }
 
+  void KeepAlive() override { Event("ping", {{"type", "ping"}}); }
+
   void Fail(const net::ApiError& error, bool begun) override {
     if (!ctx_.stream || !begun) return ctx_.exchange->Respond(net::ErrorResponse(error, net::ErrorDialect::kAnthropic));
     ctx_.exchange->Write(net::SseEvent("error", net::ErrorBody(error, net::ErrorDialect::kAnthropic)));

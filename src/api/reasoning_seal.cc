@@ -53,7 +53,9 @@ bool FromBase64Url(std::string_view text, std::vector<uint8_t>* out) {
       out->push_back(static_cast<uint8_t>((acc >> bits) & 0xff));
     }
   }
-  return true;
+  // Canonical only: a leftover of 6+ bits is no byte, and unused bits must be zero (else two
+  // texts would open as one blob).
+  return bits < 6 && (acc & ((1u << bits) - 1)) == 0;
 }
 
 base::Error Refused(std::string_view why) {

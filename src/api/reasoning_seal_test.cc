@@ -34,6 +34,12 @@ TEST(ReasoningSealTest, OpensWhatItSealedAndNothingElse) {
     EXPECT_FALSE(seal.Open(bad).ok()) << i;
   }
   EXPECT_FALSE(seal.Open(blob.substr(0, 20)).ok());
+  // Only the canonical spelling opens: the last character's unused bits set is refused, though
+  // it decodes to the same bytes (34 bytes = 46 characters with 4 unused bits).
+  std::string padded = blob;
+  const std::string alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  padded.back() = alphabet[alphabet.find(padded.back()) | 1];
+  EXPECT_FALSE(seal.Open(padded).ok());
   EXPECT_FALSE(seal.Open("EqoBCkYIBRgCKkD").ok());  // a signature from another provider
   EXPECT_FALSE(seal.Open("fsr1.!!!").ok());
 }

@@ -68,6 +68,10 @@ class ResponsesWriter final : public DialectWriter {
     ctx_.exchange->EndStream();
   }
 
+  void KeepAlive() override {
+    if (ctx_.stream) ctx_.exchange->Write(": keep-alive\n\n");
+  }
+
   void Fail(const net::ApiError& error, bool begun) override {
     if (!ctx_.stream || !begun) return ctx_.exchange->Respond(net::ErrorResponse(error));
     Event("error", {{"code", error.code.empty() ? Json() : Json(error.code)}, {"message", error.message},

@@ -45,6 +45,9 @@ class Exchange {
   virtual bool closed() const = 0;
   // Runs `task` on this exchange's strand (thread-safe; used by engine-thread sinks).
   virtual void Post(std::function<void()> task) = 0;
+  // Runs `task` on the strand after `seconds` (keep-alive ticks). The task runs even when the
+  // exchange has ended meanwhile; it checks closed() itself.
+  virtual void PostAfter(double seconds, std::function<void()> task) = 0;
   // Called once, on the strand, when the client disconnects before the exchange ended.
   virtual void SetCloseHandler(std::function<void()> handler) = 0;
   // Monotonic seconds (base::MonotonicSeconds) when the request was fully read.

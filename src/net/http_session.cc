@@ -1,6 +1,10 @@
 // One HTTP/1.1 connection and its exchanges (net/http_session.h).
 #include "net/http_session.h"
 
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+
 #include "net/api_error.h"
 #include "net/http_wire.h"
 #include "base/clock.h"
@@ -50,6 +54,11 @@ class SessionExchange final : public Exchange {
     return ended_ || gone_ || session_->closed_ || session_->exchange_.get() != this;
   }
   void Post(std::function<void()> task) override { asio::post(executor_, std::move(task)); }
+  void PostAfter(double seconds, std::function<void()> task) override {
+    auto timer = std::make_shared<asio::steady_timer>(executor_, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                                     std::chrono::duration<double>(seconds)));
+    timer->async_wait([timer, task = std::move(task)](const boost::system::error_code&) { task(); });
+  }
   void SetCloseHandler(std::function<void()> handler) override { on_close_ = std::move(handler); }
   double start_seconds() const override { return start_; }
 

@@ -44,6 +44,7 @@ class MeteredExchange final : public Exchange, public std::enable_shared_from_th
   }
   bool closed() const override { return inner_->closed(); }
   void Post(std::function<void()> task) override { inner_->Post(std::move(task)); }
+  void PostAfter(double seconds, std::function<void()> task) override { inner_->PostAfter(seconds, std::move(task)); }
   void SetCloseHandler(std::function<void()> handler) override { on_close_ = std::move(handler); }
   double start_seconds() const override { return inner_->start_seconds(); }
 

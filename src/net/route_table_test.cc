@@ -29,6 +29,7 @@ class TestExchange final : public Exchange {
   void EndStream() override {}
   bool closed() const override { return false; }
   void Post(std::function<void()> task) override { task(); }
+  void PostAfter(double, std::function<void()>) override {}
   void SetCloseHandler(std::function<void()> handler) override { on_close = std::move(handler); }
   double start_seconds() const override { return 0.0; }
 

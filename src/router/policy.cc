@@ -187,9 +187,9 @@ Decision Chooser::Choose(int64_t prompt_tokens, std::string_view affinity_key, s
   switch (config_.policy) {
     case Policy::kRoundRobin: return ByRoundRobin();
     case Policy::kLeastLoad: return ByLeastLoad();
-    case Policy::kCacheAware: return ByCost(affinity_key);
+    case Policy::kCacheAware: return ByCost(affinity_key, prompt_tokens == 0);
   }
-  return ByCost(affinity_key);
+  return ByCost(affinity_key, prompt_tokens == 0);
 }
 
 bool Chooser::Gather(int64_t prompt_tokens, std::span<const WorkerMatch> matches, const LoadView& loads,
@@ -237,7 +237,10 @@ bool Chooser::Gather(int64_t prompt_tokens, std::span<const WorkerMatch> matches
 // where possible, unlike SGLang's plain shortest-queue fallback), reason kBalance.
 // Among workers tied within the tolerance (and within the bound), the session key's rendezvous
 // hash picks, so a session's requests stay together when nothing else separates the workers.
-Decision Chooser::ByCost(std::string_view affinity_key) {
+// A prompt the router could not tokenize (`opaque`: Messages, Responses) has no cost but load,
+// and moving its session would lose the whole cached context, so every worker within the bound
+// counts as tied and the key alone decides.
+Decision Chooser::ByCost(std::string_view affinity_key, bool opaque) {
   const size_t n = candidates_.size();
   double min_queue = std::numeric_limits<double>::infinity();
   for (const Candidate& c : candidates_) min_queue = std::min(min_queue, c.prediction.queue_seconds);
@@ -255,7 +258,8 @@ Decision Chooser::ByCost(std::string_view affinity_key) {
   const Reason reason = best_within == best ? Reason::kCost : Reason::kBalance;
   const Candidate& chosen = candidates_[best_within];
   if (affinity_key.empty()) return Routed(chosen, reason);
-  const double limit = chosen.score * (1 + config_.tie_tolerance) + config_.tie_tolerance_s;
+  const double limit = opaque ? std::numeric_limits<double>::infinity()
+                              : chosen.score * (1 + config_.tie_tolerance) + config_.tie_tolerance_s;
   const uint64_t key_hash = AffinityHash(affinity_key);
   int pick = best_within;
   uint64_t pick_score = RendezvousScore(key_hash, chosen.worker);

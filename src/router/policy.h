@@ -128,7 +128,7 @@ class Chooser {
   // Fills candidates_ with the healthy, unsaturated workers; false (and *saturated) when none.
   bool Gather(int64_t prompt_tokens, std::span<const WorkerMatch> matches, const LoadView& loads,
               Decision* saturated);
-  Decision ByCost(std::string_view affinity_key);
+  Decision ByCost(std::string_view affinity_key, bool opaque);
   Decision ByRoundRobin();
   Decision ByLeastLoad();
   Decision Routed(const Candidate& c, Reason reason) const;

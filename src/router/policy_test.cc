@@ -301,3 +301,24 @@ TEST(PolicyTest, BusyWorkersGetNewSessionsLast) {
 
 }  // namespace
 }  // namespace flashserve::router
+
+namespace flashserve::router {
+namespace {
+
+// A request the router cannot tokenize (Messages, Responses) stays with its session's worker
+// whatever the load, as long as that worker is within the imbalance bound.
+TEST(PolicyTest, OpaqueRequestsFollowTheirSessionKeyWithinTheBound) {
+  Chooser chooser(Config());
+  LoadView loads = Idle(4);
+  const std::vector<int> all = {0, 1, 2, 3};
+  const int home = RendezvousPick("codex-session", all);
+  SetQueued(loads, home, static_cast<int64_t>(kSpeed * 5));  // 5 s queued there, none elsewhere
+  const auto matches = NoMatches(4);
+  EXPECT_EQ(chooser.Choose(0, "codex-session", matches, loads).worker, home);
+  EXPECT_NE(chooser.Choose(2000, "codex-session", matches, loads).worker, home);  // a tokenized prompt weighs load
+  SetQueued(loads, home, static_cast<int64_t>(kSpeed * 100));  // past the 30 s bound: it moves
+  EXPECT_NE(chooser.Choose(0, "codex-session", matches, loads).worker, home);
+}
+
+}  // namespace
+}  // namespace flashserve::router

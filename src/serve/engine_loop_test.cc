@@ -544,3 +544,38 @@ TEST(ModelFingerprintTest, CarriesTheNumerics) {
 
 }  // namespace
 }  // namespace flashserve::serve
+
+namespace flashserve::serve {
+namespace {
+
+// A reasoning budget: no EOS before </think> (even when EOS is all but certain), then </think>
+// exactly when the budget is spent, after which the answer may end.
+TEST(EngineLoopTest, ReasoningBudgetForcesThinkEndAndKeepsEosOutOfTheReasoning) {
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config());
+  const int32_t eos = 1, think_end = 7;
+  protocol::GenerateRequest r = Request("budget", RandomTokens(40, 5), 20, 3);
+  r.ignore_eos = false;
+  r.sampling.logit_bias = {{eos, 100.0f}};  // EOS wins every unmasked step
+  r.reasoning_budget = 4;
+  r.think_end_token = think_end;
+  Collected out;
+  ASSERT_TRUE(s.Submit(r, Collect(&out)).ok());
+  RunUntilDone(s, {&out});
+  const std::vector<int32_t>& t = out.tokens[0];
+  ASSERT_EQ(t.size(), 5u) << "four reasoning tokens, then </think>, then EOS (not reported as a token)";
+  for (size_t i = 0; i < 4; ++i) EXPECT_NE(t[i], eos);
+  EXPECT_EQ(t[4], think_end);
+  EXPECT_EQ(out.finish[0], protocol::FinishReason::kStop);
+  // Without a budget the same request ends at once.
+  protocol::GenerateRequest plain = r;
+  plain.id = "plain";
+  plain.reasoning_budget = -1;
+  Collected free_run;
+  ASSERT_TRUE(s.Submit(plain, Collect(&free_run)).ok());
+  RunUntilDone(s, {&free_run});
+  EXPECT_TRUE(free_run.tokens[0].empty());
+  EXPECT_EQ(free_run.finish[0], protocol::FinishReason::kStop);
+}
+
+}  // namespace
+}  // namespace flashserve::serve
