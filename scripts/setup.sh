@@ -47,8 +47,8 @@ npm_pinned() {  # DIR LABEL
   fi
   ( cd "$dir" && npm install --no-audit --no-fund --silent ) && echo "setup: $label installed in $dir/node_modules"
 }
-# The official OpenAI and Anthropic SDKs for the end-to-end tests.
-npm_pinned "$here/tests/e2e" "OpenAI and Anthropic SDKs"
+# The official OpenAI and Anthropic SDKs, LangChain and the Vercel AI SDK for the end-to-end tests.
+npm_pinned "$here/tests/e2e" "SDKs and frameworks"
 # The coding agents (Claude Code, Codex CLI; about 800 MB with their native binaries) for the
 # real-client test. Best effort: without them that test reports itself skipped.
 npm_pinned "$here/tests/clients" "Claude Code and Codex CLI" || echo "setup: warning: the coding agents could not be installed; e2e.real_clients will be skipped"

@@ -1,7 +1,8 @@
 // Helpers shared by the multi-process end-to-end tests: command-line arguments, starting a
 // flashserve subcommand and waiting for its banner, stopping it, waiting for a router's workers.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, rmSync } from 'node:fs';
+import http from 'node:http';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -53,4 +54,70 @@ export async function waitHealthy(router, n) {
     await sleep(50);
   }
   throw new Error(`router never saw ${n} healthy workers`);
+}
+
+// Forwards every request to `target` and records it with the status and the whole response.
+export function startProxy(target) {
+  const exchanges = [];  // { path, status, request, response } for every proxied exchange
+  const server = http.createServer((req, res) => {
+    const chunks = [];
+    req.on('data', (c) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks);
+      const headers = { ...req.headers, host: new URL(target).host };
+      const up = http.request(`${target}${req.url}`, { method: req.method, headers }, (upRes) => {
+        res.writeHead(upRes.statusCode, upRes.headers);
+        const got = [];
+        upRes.on('data', (c) => { got.push(c); res.write(c); });
+        upRes.on('end', () => {
+          res.end();
+          let request = null;
+          try { request = JSON.parse(body.toString()); } catch { /* not JSON */ }
+          exchanges.push({ path: req.url, status: upRes.statusCode, request, response: Buffer.concat(got).toString() });
+        });
+      });
+      up.on('error', (e) => { res.writeHead(502); res.end(String(e)); });
+      up.end(body);
+    });
+  });
+  server.exchanges = exchanges;
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+// The named SSE events of a recorded stream.
+export function events(text) {
+  return text.split('\n\n').filter((f) => f.includes('data: ')).map((f) => {
+    const name = (f.match(/^event: (.*)$/m) || [])[1];
+    return { name, data: JSON.parse(f.slice(f.indexOf('data: ') + 6).split('\n')[0]) };
+  });
+}
+
+
+// Runs `body(base, proxy)` against `flashserve serve <serveArgs>` (on the demo model, its cache in
+// `work`) behind a recording proxy, checks that no exchange got a 4xx or 5xx, cleans up and exits
+// 0 (pass) or 1 (fail).
+export async function runBehindRecorder(flashserve, serveArgs, work, body) {
+  let server;
+  let proxy;
+  let failed = false;
+  try {
+    server = await start(flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2', ...serveArgs],
+      { ...process.env, XDG_CACHE_HOME: `${work}/cache` });
+    proxy = await startProxy(server.base);
+    await body(`http://127.0.0.1:${proxy.address().port}`, proxy);
+    const bad = proxy.exchanges.filter((e) => e.status >= 400).map((e) => `${e.status} ${e.path} ${e.response.slice(0, 300)}`);
+    if (bad.length > 0) throw new Error(`exchanges failed:\n${bad.join('\n')}`);
+    const paths = [...new Set(proxy.exchanges.map((e) => e.path.split('?')[0]))].join(', ');
+    console.log(`ok - ${proxy.exchanges.length} exchanges (${paths}), none with a 4xx or 5xx`);
+  } catch (e) {
+    failed = true;
+    console.error(e);
+    if (server) console.error(server.log().slice(-3000));
+  } finally {
+    if (proxy) proxy.close();
+    if (server) await stop(server);
+    for (const p of procs) p.kill('SIGKILL');
+    rmSync(work, { recursive: true, force: true });
+  }
+  process.exit(failed ? 1 : 0);
 }

@@ -9,13 +9,12 @@
 // node tests/e2e/real_clients_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (clients not installed: run ./scripts/setup.sh).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
-import { parseArgs, procs, start, stop } from './cluster_util.mjs';
+import { events, parseArgs, procs, runBehindRecorder } from './cluster_util.mjs';
 
 const args = parseArgs();
 const bin = join(dirname(fileURLToPath(import.meta.url)), '..', 'clients', 'node_modules', '.bin');
@@ -28,33 +27,6 @@ if (!existsSync(claude) || !existsSync(codex)) {
 
 const MODEL = 'deepseek-v4-demo';
 const work = mkdtempSync(join(tmpdir(), 'flashserve-clients-'));
-const exchanges = [];  // { path, status, request, response } for every proxied exchange
-
-// Forwards every request to `target` and records it with the status and the whole response.
-function startProxy(target) {
-  const server = http.createServer((req, res) => {
-    const chunks = [];
-    req.on('data', (c) => chunks.push(c));
-    req.on('end', () => {
-      const body = Buffer.concat(chunks);
-      const headers = { ...req.headers, host: new URL(target).host };
-      const up = http.request(`${target}${req.url}`, { method: req.method, headers }, (upRes) => {
-        res.writeHead(upRes.statusCode, upRes.headers);
-        const got = [];
-        upRes.on('data', (c) => { got.push(c); res.write(c); });
-        upRes.on('end', () => {
-          res.end();
-          let request = null;
-          try { request = JSON.parse(body.toString()); } catch { /* not JSON */ }
-          exchanges.push({ path: req.url, status: upRes.statusCode, request, response: Buffer.concat(got).toString() });
-        });
-      });
-      up.on('error', (e) => { res.writeHead(502); res.end(String(e)); });
-      up.end(body);
-    });
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
-}
 
 function run(cmd, cmdArgs, env, cwd) {
   return new Promise((resolve) => {
@@ -68,16 +40,8 @@ function run(cmd, cmdArgs, env, cwd) {
   });
 }
 
-// The named SSE events of a recorded stream.
-function events(text) {
-  return text.split('\n\n').filter((f) => f.includes('data: ')).map((f) => {
-    const name = (f.match(/^event: (.*)$/m) || [])[1];
-    return { name, data: JSON.parse(f.slice(f.indexOf('data: ') + 6).split('\n')[0]) };
-  });
-}
-
 function lastExchange(path) {
-  const found = exchanges.filter((e) => e.path.startsWith(path));
+  const found = proxy.exchanges.filter((e) => e.path.startsWith(path));
   assert.ok(found.length > 0, `no request to ${path}`);
   return found[found.length - 1];
 }
@@ -163,30 +127,12 @@ async function codexCli(base) {
   console.log(`ok - Codex CLI: two turns (${one.request.input.length} -> ${two.request.input.length} input items), answers printed, reasoning handed back`);
 }
 
-let server;
+// The demo's random weights would think and talk until max_tokens, which both clients treat as
+// an error: the reasoning is capped (</think> forced) and EOS made likely.
 let proxy;
-let failed = false;
-try {
-  // The demo's random weights would think and talk until max_tokens, which both clients treat as
-  // an error: the reasoning is capped (</think> forced) and EOS made likely.
-  server = await start(args.flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2',
-    '--tokenizer', args.tokenizer, '--default-max-tokens', '256', '--max-reasoning-tokens', '8', '--logit-bias', 'eos:+12'],
-    { ...process.env, XDG_CACHE_HOME: join(work, 'cache') });
-  proxy = await startProxy(server.base);
-  const base = `http://127.0.0.1:${proxy.address().port}`;
+await runBehindRecorder(args.flashserve, ['--tokenizer', args.tokenizer, '--default-max-tokens', '256',
+  '--max-reasoning-tokens', '8', '--logit-bias', 'eos:+12'], work, async (base, recorder) => {
+  proxy = recorder;
   await claudeCode(base);
   await codexCli(base);
-  const bad = exchanges.filter((e) => e.status >= 400);
-  assert.deepEqual(bad.map((e) => `${e.status} ${e.path}`), [], 'no exchange failed');
-  console.log(`ok - ${exchanges.length} exchanges, none with a 4xx or 5xx`);
-} catch (e) {
-  failed = true;
-  console.error(e);
-  if (server) console.error(server.log().slice(-3000));
-} finally {
-  if (proxy) proxy.close();
-  if (server) await stop(server);
-  for (const p of procs) p.kill('SIGKILL');
-  rmSync(work, { recursive: true, force: true });
-}
-process.exit(failed ? 1 : 0);
+});
