@@ -89,8 +89,9 @@ std::optional<net::ApiError> ReadBudget(const Json& body, GenerationOptions* opt
   const Json* thinking = Find(body, "thinking");
   const Json* budget = thinking != nullptr && thinking->is_object() ? Find(*thinking, "budget_tokens") : nullptr;
   if (budget == nullptr) return std::nullopt;
-  if ((*thinking)["type"] == "disabled")
-    return net::InvalidRequest("thinking.budget_tokens: only with thinking enabled", "thinking.budget_tokens");
+  const Json* type = Find(*thinking, "type");
+  if (type == nullptr || *type == "disabled")
+    return net::InvalidRequest("thinking.budget_tokens: only with thinking.type \"enabled\"", "thinking.budget_tokens");
   if (!budget->is_number_integer() || budget->get<int64_t>() < 1)
     return net::InvalidRequest("thinking.budget_tokens: a positive integer is required", "thinking.budget_tokens");
   options->reasoning_budget = budget->get<int64_t>();

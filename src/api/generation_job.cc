@@ -59,8 +59,10 @@ void GenerationJob::Start(protocol::GenerateRequest request) {
   });
   if (!s.ok()) {
     finished_ = true;
+    // The loop's refusals that name a field: the context (the prompt) and the choice count.
     const bool context = s.error().code() == base::ErrorCode::kContextOverflow;
-    writer_->Fail(net::FromError(s.error(), context ? options_.prompt_param : ""), false);
+    const bool choices = s.error().message().rfind("n must", 0) == 0;
+    writer_->Fail(net::FromError(s.error(), context ? options_.prompt_param : choices ? "n" : ""), false);
     return;
   }
   begun_ = true;

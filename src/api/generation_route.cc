@@ -58,6 +58,12 @@ bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialec
   return ModelServed(ctx, exchange, options->model, net::ErrorDialect::kOpenAI);
 }
 
+std::string HeaderSafe(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 200)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  return out;
+}
+
 DialectContext DialectContextOf(const RouteContext& ctx) {
   DialectContext d;
   d.vocab_size = ctx.service->Info().vocab_size;

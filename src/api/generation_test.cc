@@ -442,6 +442,7 @@ TEST_F(RoutesTest, ChatFieldsItCannotHonourAreNamed) {
       {{{"functions", Json::array()}}, "functions"},
       {{{"store", true}}, "store"},
       {{{"thinking", {{"type", "enabled"}, {"budget", 3}}}}, "thinking.budget"},
+      {{{"thinking", {{"budget_tokens", 3}}}}, "thinking.budget_tokens"},
   };
   for (const auto& [extra, field] : cases) {
     auto ex = Run(Chat(extra));
@@ -539,6 +540,19 @@ TEST_F(RoutesTest, SuffixNeedsAStringPromptAndFimTokens) {
   ex = Run({{"model", "test-model"}, {"prompt", Json::array({1, 2})}, {"suffix", "x"}}, true);
   EXPECT_EQ(Body(*ex)["error"]["param"], "prompt");
   EXPECT_EQ(Run({{"model", "test-model"}, {"prompt", "x"}, {"suffix", ""}}, true)->status, 200);
+}
+
+}  // namespace
+}  // namespace flashserve::api
+
+namespace flashserve::api {
+namespace {
+
+TEST_F(RoutesTest, ChoiceCountRefusedByTheLoopNamesN) {
+  service_.reject = base::Error(base::ErrorCode::kInvalidArgument, "n must be between 1 and 4");
+  auto ex = Run(Chat({{"n", 8}}));
+  EXPECT_EQ(ex->status, 400);
+  EXPECT_EQ(Body(*ex)["error"]["param"], "n");
 }
 
 }  // namespace

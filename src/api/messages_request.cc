@@ -218,11 +218,13 @@ Error Messages(Conversion& cv, const Json& body) {
     Json blocks = *content;
     if (content->is_string()) blocks = Json::array({{{"type", "text"}, {"text", content->get<std::string>()}}});
     if (!blocks.is_array()) return WrongType(p + ".content", "a string or an array of content blocks", *content);
+    if (blocks.empty()) return Bad(p + ".content", "must not be empty");
     if (auto e = role == "user" ? UserMessage(cv, blocks, p + ".content") : AssistantMessage(cv, blocks, p + ".content"))
       return e;
   }
-  if (cv.out->chat.messages.empty())
-    return Bad("messages", "no user message (every message was empty)");
+  const auto& all = cv.out->chat.messages;
+  if (std::none_of(all.begin(), all.end(), [](const ChatMessage& m) { return m.role == Role::kUser || m.role == Role::kTool; }))
+    return Bad("messages", "no user message");
   return std::nullopt;
 }
 

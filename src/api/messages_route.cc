@@ -41,7 +41,7 @@ void HandleMessages(const RouteContext& ctx, const ExchangePtr& exchange) {
   plan.errors = kAnthropic;
   if (!req.dropped_tools.empty()) {
     std::string names;
-    for (const std::string& n : req.dropped_tools) names += (names.empty() ? "" : ", ") + n;
+    for (const std::string& n : req.dropped_tools) names += (names.empty() ? "" : ", ") + HeaderSafe(n);
     plan.headers.emplace_back("x-flashserve-dropped-tools", names);
   }
   MessagesWriterOptions options;

@@ -6,6 +6,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,6 +15,8 @@
 #include <fmt/format.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+
+#include "base/check.h"
 
 namespace flashserve::api {
 namespace {
@@ -86,8 +89,13 @@ base::Status CreateKeyFile(const std::string& path) {
   hex += "\n";
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const std::string tmp = fmt::format("{}.tmp-{}", path, getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  std::array<uint8_t, 8> salt{};
+  RAND_bytes(salt.data(), static_cast<int>(salt.size()));
+  std::string suffix;
+  for (uint8_t b : salt) suffix += fmt::format("{:02x}", b);
+  const std::string tmp = fmt::format("{}.tmp-{}-{}", path, getpid(), suffix);
+  // A fresh file of our own: never one planted in a shared directory, never through a link.
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return base::Error(base::ErrorCode::kIoError, fmt::format("cannot create {}", tmp));
   const bool written = ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size()) && ::fsync(fd) == 0;
   ::close(fd);
@@ -115,16 +123,20 @@ base::Result<ReasoningSeal> ReasoningSeal::FromKeyFile(const std::string& path, 
 
 std::string ReasoningSeal::Seal(std::string_view text) const {
   std::vector<uint8_t> out(kNonceBytes + text.size() + kTagBytes);
-  RAND_bytes(out.data(), kNonceBytes);
+  // A repeated nonce would break GCM: no random bytes, no seal (the process stops).
+  FS_CHECK(RAND_bytes(out.data(), kNonceBytes) == 1, "no random bytes for a reasoning seal nonce");
   EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
-  int len = 0;
-  EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key_.data(), out.data());
-  EVP_EncryptUpdate(ctx, nullptr, &len, reinterpret_cast<const uint8_t*>(kAad.data()), static_cast<int>(kAad.size()));
-  EVP_EncryptUpdate(ctx, out.data() + kNonceBytes, &len, reinterpret_cast<const uint8_t*>(text.data()),
-                    static_cast<int>(text.size()));
-  EVP_EncryptFinal_ex(ctx, out.data() + kNonceBytes + len, &len);
-  EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kTagBytes, out.data() + kNonceBytes + text.size());
+  FS_CHECK(ctx != nullptr, "EVP_CIPHER_CTX_new failed");
+  int len = 0, tail = 0;
+  const bool ok =
+      EVP_EncryptInit_ex(ctx, EVP_aes_256_gcm(), nullptr, key_.data(), out.data()) == 1 &&
+      EVP_EncryptUpdate(ctx, nullptr, &len, reinterpret_cast<const uint8_t*>(kAad.data()), static_cast<int>(kAad.size())) == 1 &&
+      EVP_EncryptUpdate(ctx, out.data() + kNonceBytes, &len, reinterpret_cast<const uint8_t*>(text.data()),
+                        static_cast<int>(text.size())) == 1 &&
+      EVP_EncryptFinal_ex(ctx, out.data() + kNonceBytes + len, &tail) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kTagBytes, out.data() + kNonceBytes + text.size()) == 1;
   EVP_CIPHER_CTX_free(ctx);
+  FS_CHECK(ok, "AES-256-GCM sealing failed");
   return std::string(kPrefix) + Base64Url(out);
 }
 

@@ -173,6 +173,9 @@ Error Input(const Json& body, const DialectContext& ctx, DialectRequest* out) {
   } else {
     return WrongType("input", "a string or an array of items", *input);
   }
+  if (std::none_of(out->chat.messages.begin(), out->chat.messages.end(),
+                   [](const ChatMessage& m) { return m.role == Role::kUser || m.role == Role::kTool; }))
+    return Bad("input", "no user message or tool output");
   if (out->chat.messages.back().role == Role::kAssistant)
     return Unsupported("input", "a final assistant item is not supported; end with a user message or a tool output");
   return std::nullopt;
@@ -255,7 +258,7 @@ Error ToolChoice(const Json& body, DialectRequest* out) {
 Error ReasoningAndText(const Json& body, const DialectContext& ctx, DialectRequest* out) {
   if (const Json* reasoning = Find(body, "reasoning")) {
     if (!reasoning->is_object()) return WrongType("reasoning", "an object", *reasoning);
-    if (auto e = CheckKnownFields(*reasoning, "reasoning", {"effort", "summary"}, {"generate_summary"})) return e;
+    if (auto e = CheckKnownFields(*reasoning, "reasoning", {"effort", "summary", "generate_summary"})) return e;
     std::string effort, summary;
     if (auto e = String(*reasoning, "effort", "reasoning", &effort, false)) return e;
     if (effort == "none") {
@@ -266,6 +269,8 @@ Error ReasoningAndText(const Json& body, const DialectContext& ctx, DialectReque
       out->chat.reasoning_effort = *mapped;
     }
     if (auto e = String(*reasoning, "summary", "reasoning", &summary, false)) return e;
+    if (summary.empty())  // the deprecated name of the same setting
+      if (auto e = String(*reasoning, "generate_summary", "reasoning", &summary, false)) return e;
     if (summary == "concise")
       return Unsupported("reasoning.summary", "\"concise\" cannot be honoured: the summary is the full reasoning text (auto or detailed)");
     if (!summary.empty() && summary != "auto" && summary != "detailed")
@@ -312,9 +317,11 @@ Error ReasoningAndText(const Json& body, const DialectContext& ctx, DialectReque
 Error StatefulFields(const Json& body) {
   if (const Json* store = Find(body, "store"); store != nullptr && *store == true)
     return Unsupported("store", "this server is stateless: send store: false (or leave it out) and pass the history in input");
-  for (const char* key : {"previous_response_id", "background", "conversation", "prompt"})
-    if (Find(body, key) != nullptr)
-      return Unsupported(key, "this server is stateless: pass the whole history in input");
+  for (const char* key : {"previous_response_id", "background", "conversation", "prompt"}) {
+    const Json* v = Find(body, key);
+    const bool set = v != nullptr && *v != false && !(v->is_string() && v->get_ref<const std::string&>().empty());
+    if (set) return Unsupported(key, "this server is stateless: pass the whole history in input");
+  }
   if (const Json* t = Find(body, "truncation"); t != nullptr && *t != "disabled")
     return Unsupported("truncation", "only \"disabled\" (a prompt beyond the context is an error)");
   return std::nullopt;

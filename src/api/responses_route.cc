@@ -22,7 +22,7 @@ void HandleResponses(const RouteContext& ctx, const ExchangePtr& exchange) {
   plan.id_prefix = "resp_";
   if (!req.dropped_tools.empty()) {
     std::string names;
-    for (const std::string& n : req.dropped_tools) names += (names.empty() ? "" : ", ") + n;
+    for (const std::string& n : req.dropped_tools) names += (names.empty() ? "" : ", ") + HeaderSafe(n);
     plan.headers.emplace_back("x-flashserve-dropped-tools", names);
   }
   ResponsesWriterOptions options;

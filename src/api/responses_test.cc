@@ -161,6 +161,11 @@ TEST_F(ResponsesTest, StatefulAndUnsupportedFieldsAreNamed) {
     EXPECT_EQ(Json::parse(ex->body)["error"]["param"], field) << ex->body;
   }
   EXPECT_EQ(Send({{"metadata", {{"k", "v"}}}, {"prompt_cache_key", "abc"}, {"client_metadata", {{"x", "y"}}}})->status, 200);
+  EXPECT_EQ(Send({{"background", false}, {"previous_response_id", nullptr}, {"conversation", ""}})->status, 200);
+  EXPECT_EQ(Json::parse(Send({{"input", Json::array({{{"role", "system"}, {"content", "only rules"}}})}})->body)["error"]["param"], "input");
+  auto hosted = Send({{"tools", Json::array({{{"type", "web_search\r\nX-Evil: 1"}}})}});
+  ASSERT_EQ(hosted->status, 200);
+  EXPECT_EQ(hosted->headers.at(0).second.find('\r'), std::string::npos);
 }
 
 }  // namespace

@@ -104,6 +104,9 @@ struct GenerationPlan {
 // GenerationJob with the plan's writer.
 void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, GenerationPlan plan);
 
+// `text` for a response header value: printable ASCII only (others become '?'), at most 200 bytes.
+std::string HeaderSafe(std::string_view text);
+
 // The DialectContext of this server's routes.
 DialectContext DialectContextOf(const RouteContext& ctx);
 // Encodes a chat request into token ids (kBadChatRequest: 400 naming the field). A final

@@ -212,8 +212,15 @@ int RunServe(ServeFlags f) {
   if (!store.ok()) return PrintError(store.error());
   if (base::Status s = LoadApiKeys(&f); !s.ok()) return PrintError(s.error());
   auto seal = OpenReasoningSeal(f);
-  if (!seal.ok()) return PrintError(seal.error());
-  f.api.seal = std::make_shared<const api::ReasoningSeal>(*seal);
+  if (!seal.ok() && !f.seal_key_file.empty()) return PrintError(seal.error());
+  if (seal.ok()) {
+    f.api.seal = std::make_shared<const api::ReasoningSeal>(*seal);
+    if (f.seal_key_file.empty())
+      FS_LOG(kInfo, "serve: reasoning is sealed with this worker's own key; give every worker of a fleet one --seal-key-file");
+  } else {
+    FS_LOG(kWarning, "serve: no reasoning seal ({}); thinking signatures and encrypted reasoning cannot be handed back",
+           seal.error().message());
+  }
   serve::EngineLoop loop(*model, f.engine, f.loop, std::move(store).value());
   std::unique_ptr<serve::TransferInbox> inbox;
   std::unique_ptr<transfer::TransferReceiver> receiver;

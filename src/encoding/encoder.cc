@@ -49,6 +49,12 @@ base::Result<ContinuationPrompt> EncodeChatContinuation(const protocol::ChatRequ
   }
   FS_ASSIGN_OR_RETURN(EncodedPrompt prompt, EncodeChat(head, version));
   PieceList pieces = std::move(prompt.pieces);
+  // The turn before must be one the reply follows (user, tool; V4 developer; V4.1 later system):
+  // then the prompt ends with the reply header, <｜Assistant｜> and a think token.
+  const size_t n = pieces.size();
+  if (n < 2 || pieces[n - 2].kind != PieceKind::kControl || pieces[n - 2].text != kAssistantToken) {
+    return MessageError(index, "a message to continue must follow a user or tool message");
+  }
   const bool thinking = ThinkingEnabled(request);
   bool answer_open = !thinking;
   if (thinking) {

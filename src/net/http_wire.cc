@@ -46,7 +46,12 @@ std::string ResponseHead(int status, std::string_view content_type, int64_t cont
     head += "Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n";
   }
   head += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-  for (const auto& [name, value] : extra_headers) head += fmt::format("{}: {}\r\n", name, value);
+  for (const auto& [name, value] : extra_headers) {
+    std::string safe = value;  // a CR or LF would end the header: never let a value do that
+    for (char& c : safe)
+      if (c == '\r' || c == '\n') c = ' ';
+    head += fmt::format("{}: {}\r\n", name, safe);
+  }
   head += "\r\n";
   return head;
 }

@@ -258,7 +258,9 @@ Decision Chooser::ByCost(std::string_view affinity_key, bool opaque) {
   const Reason reason = best_within == best ? Reason::kCost : Reason::kBalance;
   const Candidate& chosen = candidates_[best_within];
   if (affinity_key.empty()) return Routed(chosen, reason);
-  const double limit = opaque ? std::numeric_limits<double>::infinity()
+  // The API-key fallback ("key:...") names a client, not a session: it would pin a whole client.
+  const bool sticky = opaque && !affinity_key.starts_with("key:");
+  const double limit = sticky ? std::numeric_limits<double>::infinity()
                               : chosen.score * (1 + config_.tie_tolerance) + config_.tie_tolerance_s;
   const uint64_t key_hash = AffinityHash(affinity_key);
   int pick = best_within;
