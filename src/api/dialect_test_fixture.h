@@ -86,7 +86,13 @@ class DialectTest : public ::testing::Test {
   // The last submitted prompt as text (byte tokens; control tokens as "<id>").
   std::string PromptText() const {
     std::string text;
-    for (int32_t id : service_.submitted.back().prompt) text += id < 256 ? std::string(1, static_cast<char>(id)) : "<" + std::to_string(id) + ">";
+    for (int32_t id : service_.submitted.back().prompt) {
+      if (id < 256) {
+        text.push_back(static_cast<char>(id));
+      } else {
+        text.append("<").append(std::to_string(id)).append(">");
+      }
+    }
     return text;
   }
 
