@@ -13,15 +13,6 @@ namespace flashserve::api {
 
 namespace {
 
-// kBadChatRequest messages start with the field path ("messages[2].content: ..."); that path
-// becomes the error's `param`.
-net::ApiError ChatRequestError(const base::Error& error) {
-  const std::string& m = error.message();
-  const size_t colon = m.find(": ");
-  const bool is_path = colon != std::string::npos && m.find(' ') > colon;
-  return net::FromError(error, is_path ? m.substr(0, colon) : "");
-}
-
 // Image parts need a vision encoder stage, which this server does not have yet.
 std::optional<net::ApiError> ImageInputError(const protocol::ChatRequest& chat) {
   for (size_t m = 0; m < chat.messages.size(); ++m) {

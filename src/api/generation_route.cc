@@ -58,10 +58,23 @@ bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialec
   return ModelServed(ctx, exchange, options->model, net::ErrorDialect::kOpenAI);
 }
 
-std::string HeaderSafe(std::string_view text) {
-  std::string out;
-  for (char c : text.substr(0, 200)) out.push_back(c >= 0x20 && c < 0x7f ? c : '?');
-  return out;
+void AddDroppedToolsHeader(const std::vector<std::string>& dropped, net::HeaderList* headers) {
+  if (dropped.empty()) return;
+  std::string names;
+  for (const std::string& name : dropped) {
+    if (!names.empty()) names += ", ";
+    for (char c : std::string_view(name).substr(0, 200)) names.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  }
+  headers->emplace_back("x-flashserve-dropped-tools", std::move(names));
+}
+
+// kBadChatRequest messages start with the field path ("messages[2].content: ..."); that path
+// becomes the error's `param`.
+net::ApiError ChatRequestError(const base::Error& error) {
+  const std::string& m = error.message();
+  const size_t colon = m.find(": ");
+  const bool is_path = colon != std::string::npos && m.find(' ') > colon;
+  return net::FromError(error, is_path ? m.substr(0, colon) : "");
 }
 
 DialectContext DialectContextOf(const RouteContext& ctx) {
@@ -74,15 +87,6 @@ DialectContext DialectContextOf(const RouteContext& ctx) {
 }
 
 namespace {
-
-// kBadChatRequest messages start with the field path ("messages[2].content: ..."); that path
-// becomes the error's `param`.
-net::ApiError ChatRequestError(const base::Error& error) {
-  const std::string& m = error.message();
-  const size_t colon = m.find(": ");
-  const bool is_path = colon != std::string::npos && m.find(' ') > colon;
-  return net::FromError(error, is_path ? m.substr(0, colon) : "");
-}
 
 // max_tokens for the request, or the error that refuses it.
 std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const RouteContext& ctx, int64_t num_prompt,

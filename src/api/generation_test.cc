@@ -412,11 +412,6 @@ TEST_F(RoutesTest, CompletionsStreamAndErrors) {
   }
 }
 
-}  // namespace
-}  // namespace flashserve::api
-
-namespace flashserve::api {
-namespace {
 
 TEST_F(RoutesTest, ChatAcceptsDeepSeekEffortNamesAndTextParts) {
   auto plain = Run(Chat());
@@ -479,11 +474,6 @@ TEST_F(RoutesTest, ToolCallTurnWithoutItsReasoningIsDeepSeeks400) {
   EXPECT_EQ(Run(NoThinking({{"messages", messages}, {"tools", Tools()}}))->status, 200);
 }
 
-}  // namespace
-}  // namespace flashserve::api
-
-namespace flashserve::api {
-namespace {
 
 // DeepSeek's chat prefix completion: the prompt ends with the assistant prefix instead of EOS.
 TEST_F(RoutesTest, PrefixTrueContinuesTheLastAssistantMessage) {
@@ -542,11 +532,6 @@ TEST_F(RoutesTest, SuffixNeedsAStringPromptAndFimTokens) {
   EXPECT_EQ(Run({{"model", "test-model"}, {"prompt", "x"}, {"suffix", ""}}, true)->status, 200);
 }
 
-}  // namespace
-}  // namespace flashserve::api
-
-namespace flashserve::api {
-namespace {
 
 TEST_F(RoutesTest, ChoiceCountRefusedByTheLoopNamesN) {
   service_.reject = base::Error(base::ErrorCode::kInvalidArgument, "n must be between 1 and 4");

@@ -39,11 +39,7 @@ void HandleMessages(const RouteContext& ctx, const ExchangePtr& exchange) {
   plan.prompt_param = "messages";
   plan.id_prefix = "msg_";
   plan.errors = kAnthropic;
-  if (!req.dropped_tools.empty()) {
-    std::string names;
-    for (const std::string& n : req.dropped_tools) names += (names.empty() ? "" : ", ") + HeaderSafe(n);
-    plan.headers.emplace_back("x-flashserve-dropped-tools", names);
-  }
+  AddDroppedToolsHeader(req.dropped_tools, &plan.headers);
   MessagesWriterOptions options;
   options.omit_thinking = req.omit_thinking;
   options.seal = ctx.seal;

@@ -277,11 +277,6 @@ TEST_F(MessagesTest, RefusalsNameTheFieldInAnthropicsShape) {
   EXPECT_EQ(Json::parse(ex->body)["model"], "claude-sonnet-4-5");
 }
 
-}  // namespace
-}  // namespace flashserve::api
-
-namespace flashserve::api {
-namespace {
 
 // Claude Code ends its first request with a role "system" message: on V4 it becomes a developer
 // (user-side) turn, so the prompt still ends with the reply header.
@@ -294,11 +289,6 @@ TEST_F(MessagesTest, TrailingSystemMessageStillEndsWithTheReplyHeader) {
   EXPECT_EQ(prompt.substr(prompt.size() - tail.size()), tail) << prompt;
 }
 
-}  // namespace
-}  // namespace flashserve::api
-
-namespace flashserve::api {
-namespace {
 
 // Anthropic's prefill: a final assistant message is continued, and only the continuation returns.
 TEST_F(MessagesTest, FinalAssistantMessageIsAPrefillToContinue) {
@@ -314,11 +304,6 @@ TEST_F(MessagesTest, FinalAssistantMessageIsAPrefillToContinue) {
   EXPECT_EQ(m["content"][0]["text"], " there");
 }
 
-}  // namespace
-}  // namespace flashserve::api
-
-namespace flashserve::api {
-namespace {
 
 // While the prompt prefills, a stream pings every keep-alive period; once tokens flow, no more.
 TEST_F(MessagesTest, StreamPingsUntilTheFirstToken) {

@@ -20,11 +20,7 @@ void HandleResponses(const RouteContext& ctx, const ExchangePtr& exchange) {
   plan.prompt_param = "input";
   plan.max_tokens_param = "max_output_tokens";
   plan.id_prefix = "resp_";
-  if (!req.dropped_tools.empty()) {
-    std::string names;
-    for (const std::string& n : req.dropped_tools) names += (names.empty() ? "" : ", ") + HeaderSafe(n);
-    plan.headers.emplace_back("x-flashserve-dropped-tools", names);
-  }
+  AddDroppedToolsHeader(req.dropped_tools, &plan.headers);
   ResponsesWriterOptions options;
   options.echo = std::move(req.echo);
   options.summary = req.summary;

@@ -104,8 +104,12 @@ struct GenerationPlan {
 // GenerationJob with the plan's writer.
 void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, GenerationPlan plan);
 
-// `text` for a response header value: printable ASCII only (others become '?'), at most 200 bytes.
-std::string HeaderSafe(std::string_view text);
+// The x-flashserve-dropped-tools header naming the hosted tools left out of the prompt (printable
+// ASCII only); nothing when none were.
+void AddDroppedToolsHeader(const std::vector<std::string>& dropped, net::HeaderList* headers);
+
+// A kBadChatRequest ("messages[2].content: ...") as a 400 whose `param` is that field path.
+net::ApiError ChatRequestError(const base::Error& error);
 
 // The DialectContext of this server's routes.
 DialectContext DialectContextOf(const RouteContext& ctx);

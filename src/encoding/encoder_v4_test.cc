@@ -283,11 +283,6 @@ TEST(EncoderV4Test, UserTextNeverBecomesControlPieces) {
   EXPECT_EQ(prompt.pieces[4].text, kThinkEndToken);
 }
 
-}  // namespace
-}  // namespace flashserve::encoding
-
-namespace flashserve::encoding {
-namespace {
 
 std::string Continue(std::string_view body, EncodingVersion version, bool* answer_open) {
   auto request = protocol::ParseChatRequest(body);

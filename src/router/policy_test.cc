@@ -299,11 +299,6 @@ TEST(PolicyTest, BusyWorkersGetNewSessionsLast) {
   EXPECT_NEAR(d.predicted_ttft_s, 2.0, 1e-9);  // the busy term steers; it is not part of the TTFT
 }
 
-}  // namespace
-}  // namespace flashserve::router
-
-namespace flashserve::router {
-namespace {
 
 // A request the router cannot tokenize (Messages, Responses) stays with its session's worker
 // whatever the load, as long as that worker is within the imbalance bound.

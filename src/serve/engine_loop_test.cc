@@ -355,11 +355,6 @@ TEST(EngineLoopTest, EngineThreadServesConcurrentSubmitters) {
   for (auto& o : outs) EXPECT_EQ(o.tokens[0].size(), 6u);
 }
 
-}  // namespace
-}  // namespace flashserve::serve
-
-namespace flashserve::serve {
-namespace {
 
 std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::Clock& clock,
                                             int64_t memory_bytes = 64 << 20) {
@@ -512,11 +507,6 @@ TEST(EngineLoopStoreTest, CancelDuringAFetchReleasesEveryPin) {
   EXPECT_EQ(raw->Stats().tiers[0].pinned, 0);
 }
 
-}  // namespace
-}  // namespace flashserve::serve
-
-namespace flashserve::serve {
-namespace {
 
 // Cached states are only valid where they continue bit for bit: the fingerprint changes with
 // QAT, the reference kernels and, where the CPU has AMX, the AMX switch, and is stable otherwise.
@@ -542,11 +532,6 @@ TEST(ModelFingerprintTest, CarriesTheNumerics) {
   EXPECT_NE(kernels::NumericsName().find(" r" + std::to_string(kernels::kNumericsRevision)), std::string::npos);
 }
 
-}  // namespace
-}  // namespace flashserve::serve
-
-namespace flashserve::serve {
-namespace {
 
 // A reasoning budget: no EOS before </think> (even when EOS is all but certain), then </think>
 // exactly when the budget is spent, after which the answer may end.
