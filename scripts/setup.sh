@@ -10,6 +10,8 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libssl-dev liburing-dev libboost-dev libicu-dev
+  libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev libexif-dev libstb-dev
+  python3-pil python3-numpy
   curl
 )
 # Node.js + npm (only to fetch tokenizer data and run the OpenAI-SDK e2e tests). A machine may

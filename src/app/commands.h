@@ -21,5 +21,6 @@ void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run);
 void RegisterBenchCommand(CLI::App& app, CommandFn* run);
 void RegisterKvCommand(CLI::App& app, CommandFn* run);
 void RegisterRouterCommand(CLI::App& app, CommandFn* run);
+void RegisterImageInfoCommand(CLI::App& app, CommandFn* run);
 
 }  // namespace flashserve::app

@@ -36,6 +36,12 @@ void UpdateField(Sha256Ctx& ctx, std::string_view field) {
   ctx.Update(field.data(), field.size());
 }
 
+void UpdateLe64(Sha256Ctx& ctx, int64_t v) {
+  uint8_t le[8];
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+  ctx.Update(le, 8);
+}
+
 }  // namespace
 
 size_t BlockHashHasher::operator()(const BlockHash& h) const {
@@ -60,7 +66,8 @@ BlockHash HashSeed(std::string_view model_fingerprint, std::string_view cache_na
   return ctx.Final();
 }
 
-BlockHash ChainBlock(const BlockHash& previous, std::span<const int32_t> block_tokens) {
+BlockHash ChainBlock(const BlockHash& previous, std::span<const int32_t> block_tokens,
+                     std::span<const ImageExtent> images) {
   Sha256Ctx ctx;
   ctx.Update(previous.data(), previous.size());
   for (int32_t t : block_tokens) {
@@ -68,14 +75,31 @@ BlockHash ChainBlock(const BlockHash& previous, std::span<const int32_t> block_t
                      static_cast<uint8_t>(t >> 24)};
     ctx.Update(le, 4);
   }
+  for (const ImageExtent& image : images) {  // after the tokens: text-only blocks hash as before
+    ctx.Update("img", 3);
+    UpdateLe64(ctx, image.start);
+    UpdateLe64(ctx, image.length);
+    ctx.Update(image.key.data(), image.key.size());
+  }
   return ctx.Final();
 }
 
-std::vector<BlockHash> BlockHashes(const BlockHash& seed, std::span<const int32_t> tokens) {
+std::vector<BlockHash> BlockHashes(const BlockHash& seed, std::span<const int32_t> tokens,
+                                   std::span<const ImageExtent> images) {
   std::vector<BlockHash> out;
   BlockHash prev = seed;
+  std::vector<ImageExtent> overlapping;
+  size_t first_image = 0;
   for (size_t b = 0; (b + 1) * kBlockTokens <= tokens.size(); ++b) {
-    prev = ChainBlock(prev, tokens.subspan(b * kBlockTokens, kBlockTokens));
+    const int64_t begin = static_cast<int64_t>(b) * kBlockTokens, end = begin + kBlockTokens;
+    while (first_image < images.size() && images[first_image].start + images[first_image].length <= begin) {
+      ++first_image;
+    }
+    overlapping.clear();
+    for (size_t i = first_image; i < images.size() && images[i].start < end; ++i) {
+      if (images[i].start + images[i].length > begin) overlapping.push_back(images[i]);
+    }
+    prev = ChainBlock(prev, tokens.subspan(b * kBlockTokens, kBlockTokens), overlapping);
     out.push_back(prev);
   }
   return out;
