@@ -1,6 +1,7 @@
 // `flashserve image-info`: what the vision preprocessing makes of pictures (format, size, the
 // planned pixel size, patch and aligner grids, prompt tokens, content key), optionally writing
-// the resized pixels; with --sizes, plans for "WIDTH HEIGHT" lines read from stdin. Main thread.
+// the resized pixels, and with --model the tower's outputs; with --sizes, plans for
+// "WIDTH HEIGHT" lines read from stdin. Main thread.
 #include <cstdio>
 #include <memory>
 #include <iostream>
@@ -13,6 +14,9 @@
 #include "app/commands.h"
 #include "base/bytes.h"
 #include "base/file_util.h"
+#include "base/thread_pool.h"
+#include "engine/model.h"
+#include "engine/vision_tower.h"
 #include "vision/decode.h"
 #include "vision/preprocess.h"
 
@@ -24,8 +28,45 @@ struct ImageInfoFlags {
   std::string layout = "v41";
   std::string pixels_dir;
   bool sizes = false;
+  std::string model_dir;
+  std::string tower_out;
+  int threads = 0;
   vision::ImageLimits limits;
 };
+
+// The tower's outputs for one picture, written as raw little-endian f32 files beside each other.
+struct TowerRun {
+  engine::Model* model = nullptr;
+  base::ThreadPool* pool = nullptr;
+  std::string out_dir;
+};
+
+base::Status WriteFloats(const std::string& path, const std::vector<float>& values) {
+  return base::WriteFileAtomic(path, std::string_view(reinterpret_cast<const char*>(values.data()), values.size() * 4));
+}
+
+base::Status RunTower(const TowerRun& run, const vision::PreparedImage& image, const std::string& name) {
+  const int p = run.model->config().vision.patch_size;
+  const std::vector<float> patches = vision::PatchValues(image, p);
+  engine::VisionTower tower(*run.model, *run.pool);
+  FS_ASSIGN_OR_RETURN(std::vector<float> vit, tower.RunVit(patches, image.plan.vit_h, image.plan.vit_w));
+  const std::vector<float> aligner = tower.RunAligner(vit, image.plan.vit_h, image.plan.vit_w);
+  const std::string prefix = run.out_dir + "/" + name;
+  FS_RETURN_IF_ERROR(WriteFloats(prefix + ".patches.f32", patches));
+  FS_RETURN_IF_ERROR(WriteFloats(prefix + ".vit.f32", vit));
+  return WriteFloats(prefix + ".aligner.f32", aligner);
+}
+
+vision::VisionParams ParamsOf(const model::ModelConfig& c) {
+  vision::VisionParams v;
+  v.patch_size = c.vision.patch_size;
+  v.downsample_ratio = c.vision.downsample_ratio;
+  v.max_n_token = c.vision.max_image_tokens;
+  v.min_pixels = c.vision.min_pixels;
+  v.max_wh_ratio = c.vision.max_wh_ratio;
+  v.layout = c.is_v41() ? vision::SpanLayout::kV41 : vision::SpanLayout::kVisionExp;
+  return v;
+}
 
 nlohmann::json PlanJson(const vision::ImagePlan& plan) {
   return {{"width", plan.source_width},
@@ -53,7 +94,7 @@ int PlanSizes(const vision::VisionParams& params) {
 }
 
 base::Result<nlohmann::json> DescribeFile(const std::string& path, const ImageInfoFlags& flags,
-                                          const vision::VisionParams& params) {
+                                          const vision::VisionParams& params, const TowerRun& tower) {
   FS_ASSIGN_OR_RETURN(std::string bytes, base::ReadFileToString(path));
   const std::span<const uint8_t> data(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
   FS_ASSIGN_OR_RETURN(vision::ImageHeader header, vision::ProbeImage(data));
@@ -70,6 +111,7 @@ base::Result<nlohmann::json> DescribeFile(const std::string& path, const ImageIn
     FS_RETURN_IF_ERROR(base::WriteFileAtomic(target, std::string_view(reinterpret_cast<const char*>(px.data()), px.size())));
     out["pixels"] = target;
   }
+  if (tower.model != nullptr) FS_RETURN_IF_ERROR(RunTower(tower, prepared, path.substr(path.find_last_of('/') + 1)));
   return out;
 }
 
@@ -77,9 +119,26 @@ int Run(const ImageInfoFlags& flags) {
   vision::VisionParams params;
   params.layout = flags.layout == "vision-exp" ? vision::SpanLayout::kVisionExp : vision::SpanLayout::kV41;
   if (flags.sizes) return PlanSizes(params);
+  std::unique_ptr<engine::Model> model;
+  base::ThreadPool pool(flags.threads);
+  TowerRun tower;
+  if (!flags.model_dir.empty()) {
+    auto loaded = engine::Model::Load(flags.model_dir);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "flashserve image-info: %s\n", loaded.error().ToString().c_str());
+      return 1;
+    }
+    model = std::move(loaded).value();
+    if (!model->config().vision.present()) {
+      std::fprintf(stderr, "flashserve image-info: %s has no vision tower\n", flags.model_dir.c_str());
+      return 1;
+    }
+    params = ParamsOf(model->config());
+    tower = TowerRun{model.get(), &pool, flags.tower_out.empty() ? "." : flags.tower_out};
+  }
   int status = 0;
   for (const std::string& path : flags.files) {
-    auto info = DescribeFile(path, flags, params);
+    auto info = DescribeFile(path, flags, params, tower);
     if (!info.ok()) {
       std::fprintf(stderr, "flashserve image-info: %s: %s\n", path.c_str(), info.error().ToString().c_str());
       status = 1;
@@ -99,6 +158,11 @@ void RegisterImageInfoCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--layout", flags->layout, "Span layout: v41 (DeepSeek-V4.1) or vision-exp (V4-Flash-Vision-Exp)")
       ->check(CLI::IsMember({"v41", "vision-exp"}));
   cmd->add_option("--pixels-dir", flags->pixels_dir, "Write each picture's resized 8-bit RGB pixels to DIR/NAME.rgb");
+  cmd->add_option("--model", flags->model_dir, "Plan with this checkpoint's vision config and run its tower")
+      ->check(CLI::ExistingDirectory);
+  cmd->add_option("--tower-out", flags->tower_out,
+                  "With --model: write NAME.patches.f32, NAME.vit.f32 and NAME.aligner.f32 here (default .)");
+  cmd->add_option("--threads", flags->threads, "Threads for the tower (0 = all cores)");
   cmd->add_flag("--sizes", flags->sizes, "Plan 'WIDTH HEIGHT' lines from stdin instead of files");
   cmd->add_option("--max-image-bytes", flags->limits.max_bytes, "Largest encoded image accepted")
       ->capture_default_str();

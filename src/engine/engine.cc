@@ -30,6 +30,28 @@ std::unique_ptr<SequenceState> Engine::NewSequence(bool with_mtp) const {
   return std::make_unique<SequenceState>(model_.config(), model_.plan(), with_mtp);
 }
 
+namespace {
+
+// Given embeddings cover exactly the image placeholders' rows (an image token without its
+// picture would silently read the placeholder's own embedding row).
+Status ValidateEmbeddings(const model::ModelConfig& c, const ForwardRequest& r, const std::string& where) {
+  if (r.embeddings.size() != r.embedded_rows.size() * static_cast<size_t>(c.hidden_size))
+    return Error(ErrorCode::kInvalidArgument, where + "embeddings do not hold one hidden-size row per embedded row");
+  size_t next = 0;
+  for (size_t i = 0; i < r.tokens.size(); ++i) {
+    const bool embedded = next < r.embedded_rows.size() && r.embedded_rows[next] == static_cast<int32_t>(i);
+    if (embedded) ++next;
+    if (!embedded && c.image_token_id >= 0 && r.tokens[i] == c.image_token_id)
+      return Error(ErrorCode::kInvalidArgument, where + "image placeholder at row " + std::to_string(i) +
+                                                    " without its picture's embedding");
+  }
+  if (next != r.embedded_rows.size())
+    return Error(ErrorCode::kInvalidArgument, where + "embedded rows must be increasing offsets into the tokens");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status Engine::Validate(std::span<const ForwardRequest> batch) const {
   const model::ModelConfig& c = model_.config();
   if (model_.needs_engram_token_map())
@@ -53,6 +75,7 @@ Status Engine::Validate(std::span<const ForwardRequest> batch) const {
       if (t < 0 || t >= c.vocab_size)
         return Error(ErrorCode::kInvalidArgument, where + "token id " + std::to_string(t) + " outside the vocabulary [0, " +
                                                       std::to_string(c.vocab_size) + ")");
+    FS_RETURN_IF_ERROR(ValidateEmbeddings(c, r, where));
     if (r.state->position() + static_cast<int64_t>(r.tokens.size()) > c.max_position)
       return Error(ErrorCode::kContextOverflow, where + "sequence would reach " +
                                                     std::to_string(r.state->position() + r.tokens.size()) +
@@ -65,14 +88,19 @@ void Engine::BuildRows(std::span<const ForwardRequest> batch, RowBatch* rows) co
   rows->ids.clear();
   rows->pos.clear();
   rows->seqs.clear();
+  rows->embedding.clear();
+  const int64_t d = model_.config().hidden_size;
   for (const ForwardRequest& r : batch) {
     SeqRows seq;
     seq.row_begin = rows->num_rows();
     seq.start_pos = r.state->position();
     seq.state = r.state;
+    size_t next = 0;
     for (size_t i = 0; i < r.tokens.size(); ++i) {
       rows->ids.push_back(r.tokens[i]);
       rows->pos.push_back(seq.start_pos + static_cast<int64_t>(i));
+      const bool given = next < r.embedded_rows.size() && r.embedded_rows[next] == static_cast<int32_t>(i);
+      rows->embedding.push_back(given ? r.embeddings.data() + static_cast<int64_t>(next++) * d : nullptr);
     }
     seq.row_end = rows->num_rows();
     rows->seqs.push_back(seq);
@@ -87,7 +115,11 @@ void Engine::Embed(const RowBatch& rows, float* x) {
   const int hc = c.hc_mult;
   ops_.ForRows(rows.num_rows(), [&](int64_t r) {
     float* streams = x + r * hc * d;
-    kernels::DequantizeRows(model_.weights().embed, rows.ids[r], rows.ids[r] + 1, streams);
+    if (const float* given = rows.embedding[static_cast<size_t>(r)]; given != nullptr) {
+      std::memcpy(streams, given, sizeof(float) * d);
+    } else {
+      kernels::DequantizeRows(model_.weights().embed, rows.ids[r], rows.ids[r] + 1, streams);
+    }
     for (int i = 1; i < hc; ++i) std::memcpy(streams + i * d, streams, sizeof(float) * d);
   }, 16);
 }

@@ -28,6 +28,11 @@ struct ForwardRequest {
   // MTP head logits (predicting token t+2) for every position t whose next token is known by
   // the end of this call; needs a state created with MTP.
   bool mtp_logits = false;
+  // Rows whose input embedding is given instead of looked up (the image spans the vision tower
+  // filled): embedded_rows are increasing offsets into `tokens`, embeddings holds one hidden-size
+  // row per entry. Every image placeholder token (config image_token_id) must be embedded.
+  std::span<const int32_t> embedded_rows = {};
+  std::span<const float> embeddings = {};
 };
 
 struct ForwardResult {

@@ -145,6 +145,9 @@ base::Status Model::SetEngramTokenMap(std::vector<int32_t> map, int64_t classes)
   for (int32_t v : map)
     if (v < 0 || v >= classes) return base::Error(base::ErrorCode::kBadTokenizer, "Engram token map value out of range");
   engram_pad_class_ = map[static_cast<size_t>(e.pad_id)];
+  // Image placeholders look like the pad to the n-gram hash (v4-architecture.md 5.4).
+  const int64_t image = config_.image_token_id;
+  if (image >= 0 && image < static_cast<int64_t>(map.size())) map[static_cast<size_t>(image)] = static_cast<int32_t>(engram_pad_class_);
   engram_map_ = std::move(map);
   return base::Status::Ok();
 }

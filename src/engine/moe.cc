@@ -121,7 +121,10 @@ void RouteRow(const model::ModelConfig& c, const model::MoeWeights& w, bool hash
     // Top-k of score + bias; ties go to the lower expert id.
     std::vector<int32_t> order(static_cast<size_t>(num_experts));
     std::iota(order.begin(), order.end(), 0);
-    auto key = [&](int32_t e) { return sc[e] + w.gate_bias[e]; };
+    // V4.1: image-span tokens select with their own bias (bias_vl).
+    const bool image = !w.gate_bias_vl.empty() && c.image_token_id >= 0 && token_id == c.image_token_id;
+    const std::vector<float>& bias = image ? w.gate_bias_vl : w.gate_bias;
+    auto key = [&](int32_t e) { return sc[e] + bias[static_cast<size_t>(e)]; };
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [&](int32_t a, int32_t b) { return key(a) > key(b) || (key(a) == key(b) && a < b); });
     std::copy(order.begin(), order.begin() + k, experts);

@@ -29,6 +29,7 @@ struct RowAngles {
 
 struct RowBatch {
   std::vector<int32_t> ids;
+  std::vector<const float*> embedding;  // per row: a given input embedding, or nullptr (look up)
   std::vector<int64_t> pos;
   std::vector<SeqRows> seqs;
   RowAngles main_angles, compress_angles;

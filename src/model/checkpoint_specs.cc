@@ -78,6 +78,33 @@ struct Builder {
     F32(p + "q_weight", {c.hc_mult, c.hidden_size}, -1.0f);
     F32(p + "k_weight", {c.hc_mult, c.hidden_size}, -1.0f);
   }
+  // The vision tower, aligner and span vectors (names as the released checkpoints; vLLM's
+  // deepseek_v4/common/vision.py reads the same).
+  void Vision() {
+    const VisionTowerConfig& v = c.vision;
+    const int64_t dim = v.dim, patch = 3LL * v.patch_size * v.patch_size;
+    Linear("vision.patch_embed.proj", TensorRole::kFloatLinear, dim, patch);
+    F32("vision.patch_embed.proj.bias", {dim}, 0.02f);
+    for (int i = 0; i < v.num_layers; ++i) {
+      const std::string p = "vision.blocks." + std::to_string(i) + ".";
+      F32(p + "norm1.weight", {dim}, -1.0f);
+      F32(p + "norm2.weight", {dim}, -1.0f);
+      Linear(p + "attn.wqkv", TensorRole::kFloatLinear, 3 * dim, dim);
+      F32(p + "attn.wqkv.bias", {3 * dim}, 0.02f);
+      Linear(p + "attn.wo", TensorRole::kFloatLinear, dim, dim, 0.5f);
+      F32(p + "attn.wo.bias", {dim}, 0.02f);
+      Linear(p + "mlp.w1", TensorRole::kFloatLinear, 2LL * v.inter_dim, dim);
+      Linear(p + "mlp.w2", TensorRole::kFloatLinear, dim, v.inter_dim, 0.5f);
+    }
+    F32("vision.norm.weight", {dim}, -1.0f);
+    const int64_t merged = dim * v.downsample_ratio * v.downsample_ratio, d = c.hidden_size;
+    Linear("aligner.w1", TensorRole::kFloatLinear, d, merged);
+    F32("aligner.w1.bias", {d}, 0.02f);
+    Linear("aligner.w2", TensorRole::kFloatLinear, d, d);
+    F32("aligner.w2.bias", {d}, 0.02f);
+    for (const char* name : {"image_start", "image_end", "image_newline"}) F32(name, {d}, 1.0f);
+    if (!c.is_v41()) F32("image_pad", {d}, 1.0f);
+  }
   void Moe(const LayerSpec& s) {
     const std::string p = s.prefix + "ffn.";
     const int64_t d = c.hidden_size, f = c.moe_inter_dim;
@@ -133,6 +160,7 @@ std::vector<TensorSpec> CheckpointTensorSpecs(const ModelConfig& c, float sharp)
       b.Hc(s.prefix + "hc_head_", c.hc_mult, 1);
     }
   }
+  if (c.vision.present()) b.Vision();  // last: the text tensors keep their random streams
   return b.out;
 }
 

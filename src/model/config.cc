@@ -230,6 +230,7 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text) {
   FS_RETURN_IF_ERROR(ParseQuantization(j, &c));
   FS_RETURN_IF_ERROR(ParseMoe(j, &c));
   if (c.is_v41()) FS_RETURN_IF_ERROR(ParseV41Fields(j, &c));
+  FS_RETURN_IF_ERROR(ParseVisionConfig(root, &c));
   FS_RETURN_IF_ERROR(ValidateModelConfig(c));
   return c;
 }

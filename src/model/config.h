@@ -35,6 +35,24 @@ struct EngramConfig {
   int64_t compressed_vocab_size = 0;
 };
 
+// The vision tower and its preprocessing (V4.1: the composite `vision_config`; V4 Vision-Exp: the
+// flat `vision_*` keys). num_layers == 0: a text-only checkpoint.
+struct VisionTowerConfig {
+  int num_layers = 0;
+  int dim = 1024;
+  int num_heads = 16;
+  int inter_dim = 2816;      // SwiGLU width
+  int patch_size = 14;
+  double rope_theta = 10000.0;
+  int downsample_ratio = 3;  // aligner merges ratio x ratio patches
+  int max_image_tokens = 384;
+  int64_t min_pixels = 147456;
+  int max_wh_ratio = 8;      // 0: no limit
+  double norm_eps = 1e-6;
+  bool present() const { return num_layers > 0; }
+  int head_dim() const { return dim / num_heads; }
+};
+
 struct ModelConfig {
   std::string architecture;  // "DeepseekV4ForCausalLM" or "DeepseekV41ForCausalLM"
   ModelFamily family = ModelFamily::kV4;
@@ -84,6 +102,7 @@ struct ModelConfig {
   int64_t image_token_id = -1;
   int num_draft_layers = 0;         // DSpark stages in the checkpoint (not run by the engine)
   EngramConfig engram;
+  VisionTowerConfig vision;
 
   bool is_v41() const { return family == ModelFamily::kV41; }
 

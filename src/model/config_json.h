@@ -63,4 +63,9 @@ base::Result<json> V41TextSection(const json& root);
 Status ParseV41Fields(const json& text, ModelConfig* c);
 std::string V41ConfigToJson(const ModelConfig& c);
 
+// The vision tower (config_vision.cc): V4.1 reads root["vision_config"] (Hugging Face names),
+// V4 the flat `vision_*` keys of Vision-Exp; writes them back the same way.
+Status ParseVisionConfig(const json& root, ModelConfig* c);
+void AddVisionConfig(const ModelConfig& c, nlohmann::ordered_json* root);
+
 }  // namespace flashserve::model::config_json

@@ -183,6 +183,7 @@ std::string V41ConfigToJson(const ModelConfig& c) {
                                 {"expert_dtype", c.expert_format == ExpertFormat::kFp4 ? "fp4" : "fp8"}};
   }
   j["text_config"] = t;
+  AddVisionConfig(c, &j);
   return j.dump(2) + "\n";
 }
 

@@ -121,6 +121,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   j["vocab_size"] = c.vocab_size;
   j["compress_rope_theta"] = c.compress_rope_theta;
   j["compress_ratios"] = c.compress_ratios;
+  config_json::AddVisionConfig(c, &j);
   return j.dump(2) + "\n";
 }
 

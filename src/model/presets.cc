@@ -48,6 +48,17 @@ ModelConfig CommonV41() {
 }
 }  // namespace
 
+// A narrow two-layer tower with the released preprocessing (14 px patches, 3x3 merge, 384
+// tokens, 147456 minimum pixels, 8:1), so token counts are the real model's.
+VisionTowerConfig TinyVisionTower() {
+  VisionTowerConfig v;
+  v.num_layers = 2;
+  v.dim = 64;
+  v.num_heads = 4;
+  v.inter_dim = 96;
+  return v;
+}
+
 // Engram class counts depend on the tokenizer: make-model sets compressed_vocab_size from the
 // tokenizer it ships with the checkpoint (99092 is the released V4.1 tokenizer's count).
 ModelConfig TinyV41Preset() {
@@ -71,6 +82,7 @@ ModelConfig TinyV41Preset() {
   c.max_position = 8192;
   // Engram at layer 1: 2-, 3- and 4-grams x 2 heads of 32, six primes above 1000 (6126 rows).
   c.engram = EngramConfig{{1}, {6126}, 4, 1000, 2, 32, 2, 99092};
+  c.vision = TinyVisionTower();
   return c;
 }
 

@@ -14,6 +14,7 @@ namespace flashserve::model {
 
 ModelConfig TinyPreset();
 ModelConfig MediumPreset();
+VisionTowerConfig TinyVisionTower();  // two narrow layers, the released preprocessing
 ModelConfig TinyV41Preset();    // v4-architecture.md section 11 V4.1 tiny (Reuse, Reindex, both ratios)
 ModelConfig MediumV41Preset();  // benchmark-sized V4.1
 base::Result<ModelConfig> PresetByName(const std::string& name);

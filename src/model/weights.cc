@@ -132,6 +132,46 @@ struct Loader {
     return Status::Ok();
   }
 
+  Status Bias(const std::string& name, int64_t n, std::vector<float>* out) {
+    FS_ASSIGN_OR_RETURN(*out, r.Floats(name, {n}));
+    return Status::Ok();
+  }
+
+  Status VisionBlock(const std::string& p, VisionBlockWeights* w) {
+    const VisionTowerConfig& v = c.vision;
+    FS_RETURN_IF_ERROR(Bias(p + "norm1.weight", v.dim, &w->norm1));
+    FS_RETURN_IF_ERROR(Bias(p + "norm2.weight", v.dim, &w->norm2));
+    FS_ASSIGN_OR_RETURN(w->wqkv, r.Linear(p + "attn.wqkv", 3LL * v.dim, v.dim, LinearKind::kFloatOnly));
+    FS_RETURN_IF_ERROR(Bias(p + "attn.wqkv.bias", 3LL * v.dim, &w->wqkv_bias));
+    FS_ASSIGN_OR_RETURN(w->wo, r.Linear(p + "attn.wo", v.dim, v.dim, LinearKind::kFloatOnly));
+    FS_RETURN_IF_ERROR(Bias(p + "attn.wo.bias", v.dim, &w->wo_bias));
+    FS_ASSIGN_OR_RETURN(w->w1, r.Linear(p + "mlp.w1", 2LL * v.inter_dim, v.dim, LinearKind::kFloatOnly));
+    FS_ASSIGN_OR_RETURN(w->w2, r.Linear(p + "mlp.w2", v.dim, v.inter_dim, LinearKind::kFloatOnly));
+    return Status::Ok();
+  }
+
+  Status Vision(VisionWeights* w) {
+    const VisionTowerConfig& v = c.vision;
+    const int64_t patch = 3LL * v.patch_size * v.patch_size, d = c.hidden_size;
+    FS_ASSIGN_OR_RETURN(w->patch_embed, r.Linear("vision.patch_embed.proj", v.dim, patch, LinearKind::kFloatOnly));
+    FS_RETURN_IF_ERROR(Bias("vision.patch_embed.proj.bias", v.dim, &w->patch_bias));
+    w->blocks.resize(static_cast<size_t>(v.num_layers));
+    for (int i = 0; i < v.num_layers; ++i) {
+      FS_RETURN_IF_ERROR(VisionBlock("vision.blocks." + std::to_string(i) + ".", &w->blocks[static_cast<size_t>(i)]));
+    }
+    FS_RETURN_IF_ERROR(Bias("vision.norm.weight", v.dim, &w->norm));
+    const int64_t merged = static_cast<int64_t>(v.dim) * v.downsample_ratio * v.downsample_ratio;
+    FS_ASSIGN_OR_RETURN(w->aligner_w1, r.Linear("aligner.w1", d, merged, LinearKind::kFloatOnly));
+    FS_RETURN_IF_ERROR(Bias("aligner.w1.bias", d, &w->aligner_b1));
+    FS_ASSIGN_OR_RETURN(w->aligner_w2, r.Linear("aligner.w2", d, d, LinearKind::kFloatOnly));
+    FS_RETURN_IF_ERROR(Bias("aligner.w2.bias", d, &w->aligner_b2));
+    FS_RETURN_IF_ERROR(Bias("image_start", d, &w->image_start));
+    FS_RETURN_IF_ERROR(Bias("image_end", d, &w->image_end));
+    FS_RETURN_IF_ERROR(Bias("image_newline", d, &w->image_newline));
+    if (!c.is_v41()) FS_RETURN_IF_ERROR(Bias("image_pad", d, &w->image_pad));
+    return Status::Ok();
+  }
+
   Status Layer(const LayerSpec& s, LayerWeights* w) {
     int64_t d = c.hidden_size;
     if (const int e = EngramIndex(c, s.index); e >= 0) FS_RETURN_IF_ERROR(Engram(s.prefix + "engram.", e, &w->engram));
@@ -170,6 +210,10 @@ Result<ModelWeights> LoadModelWeights(const Checkpoint& ckpt, const ModelConfig&
   for (const LayerSpec& spec : plan) {
     Status s = loader.Layer(spec, &w.layers[static_cast<size_t>(spec.index)]);
     if (!s.ok()) return s.error().WithContext("layer " + spec.prefix.substr(0, spec.prefix.size() - 1));
+  }
+  if (config.vision.present()) {
+    Status s = loader.Vision(&w.vision);
+    if (!s.ok()) return s.error().WithContext("vision tower");
   }
   w.num_tensors = reader.used().size();
   for (const auto& name : reader.used()) w.total_bytes += ckpt.Find(name)->num_bytes;

@@ -78,12 +78,32 @@ struct LayerWeights {
   MtpExtraWeights mtp;  // MTP layers only
 };
 
+// The vision tower (ViT), the aligner and the learned span vectors; present when the config has a
+// tower. Linears are views into the mapped shards (BF16 in the released checkpoints).
+struct VisionBlockWeights {
+  std::vector<float> norm1, norm2;  // [dim]
+  Matrix wqkv, wo;                  // [3 dim, dim], [dim, dim]
+  std::vector<float> wqkv_bias, wo_bias;
+  Matrix w1, w2;                    // SwiGLU: [2 inter, dim] (gate rows, then up rows), [dim, inter]
+};
+
+struct VisionWeights {
+  Matrix patch_embed;               // [dim, 3 * patch * patch]
+  std::vector<float> patch_bias;    // [dim]
+  std::vector<VisionBlockWeights> blocks;
+  std::vector<float> norm;          // [dim]
+  Matrix aligner_w1, aligner_w2;    // [d, dim * ratio^2], [d, d]
+  std::vector<float> aligner_b1, aligner_b2;
+  std::vector<float> image_start, image_end, image_newline, image_pad;  // [d]; pad: Vision-Exp only
+};
+
 struct ModelWeights {
   Matrix embed;  // [vocab, d]
   Matrix head;   // [vocab, d]
   std::vector<float> norm;
   HcWeights hc_head;                 // V4 only (V4.1 collapses with the last FFN site's pre)
   std::vector<LayerWeights> layers;  // trunk layers then MTP layers (LayerPlan order)
+  VisionWeights vision;              // config.vision.present() only
   size_t num_tensors = 0;
   size_t total_bytes = 0;
 };

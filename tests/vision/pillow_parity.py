@@ -10,7 +10,7 @@ driving the released preprocessing math, written here in Python.
 
 Usage: pillow_parity.py FLASHSERVE_BINARY. Exit 77 (skipped) when Pillow or numpy is missing."""
 import json
-import math
+
 import os
 import random
 import subprocess
@@ -19,85 +19,11 @@ import tempfile
 
 try:
     import numpy as np
-    from PIL import Image, ImageOps
+    from PIL import Image
+    from vision_reference import MAX_WH, plan, reference_pixels
 except ImportError as e:
     print(f"SKIP: {e} (scripts/setup.sh installs python3-pil and python3-numpy)")
     sys.exit(77)
-
-PATCH, RATIO, MAX_TOKENS, MIN_PIXELS, MAX_WH = 14, 3, 384, 147456, 8
-PAD_TO = 4
-
-
-def v41_grid(bh, bw):
-    h, w = math.ceil((bh // PATCH) / RATIO), math.ceil((bw // PATCH) / RATIO)
-    return h, w, h * (w + 1) + 2
-
-
-def largest_grid(height, width, budget):
-    """The unrounded aligner grid (w, h) of this aspect ratio that spends the token budget."""
-    r = height / width
-    max_w = math.sqrt((budget - 2) / r + 0.25) - 0.5
-    return max_w, max_w * r
-
-
-def v41_solve(height, width, budget):
-    max_w, max_h = largest_grid(height, width, budget)
-    cell = PATCH * RATIO
-    if max_w < 1.0:
-        return (budget - 2) // 2 * cell, cell
-    if max_h < 1.0:
-        return cell, (budget - 3) * cell
-    beta = min(math.floor(max_w) * cell / width, math.floor(max_h) * cell / height)
-    return math.floor(height * beta / PATCH) * PATCH, math.floor(width * beta / PATCH) * PATCH
-
-
-def exp_grid(bh, bw):
-    h, w, n = v41_grid(bh, bw)
-    if h % 2 == 1:
-        n += w + 1
-    n += (h + 1) // 2 * (w + 1) % 2 * 2
-    return h, w, n
-
-
-def exp_solve(height, width, budget):
-    max_w_f, max_h_f = largest_grid(height, width, budget)
-    cell = PATCH * RATIO
-    if max_w_f < 1.0:
-        max_h = (budget - 2) // 2
-        max_h -= max_h % 2
-        return max_h * cell, cell
-    if max_h_f < 2.0:
-        return 2 * cell, ((budget - 2) // 2 - 1) * cell
-    max_w, max_h = math.floor(max_w_f), math.floor(max_h_f)
-    max_h -= max_h % 2
-    beta = min(max_w * cell / width, max_h * cell / height)
-    return math.floor(height * beta / PATCH) * PATCH, math.floor(width * beta / PATCH) * PATCH
-
-
-def plan(width0, height0, layout):
-    width, height = width0, height0
-    if width > height * MAX_WH:
-        width = height * MAX_WH
-    if 0 < width * height < MIN_PIXELS:
-        ratio = (MIN_PIXELS / (width * height)) ** 0.5
-        width, height = int(width * ratio), int(height * ratio)
-    bw, bh = math.ceil(width / PATCH) * PATCH, math.ceil(height / PATCH) * PATCH
-    if layout == "v41":
-        gh, gw, n = v41_grid(bh, bw)
-        if n > MAX_TOKENS:
-            bh, bw = v41_solve(height, width, MAX_TOKENS)
-            gh, gw, n = v41_grid(bh, bw)
-    else:
-        limit = MAX_TOKENS - (PAD_TO - 1)
-        gh, gw, n = exp_grid(bh, bw)
-        budget = limit
-        while n > limit:
-            bh, bw = exp_solve(height, width, budget)
-            gh, gw, n = exp_grid(bh, bw)
-            budget -= 1
-    return {"width": width0, "height": height0, "resized": [bw, bh], "stretch": width0 >= MAX_WH * height0,
-            "vit_grid": [bh // PATCH, bw // PATCH], "llm_grid": [gh, gw], "tokens": n}
-
 
 def check_plans(binary, rng):
     sizes = [(1, 1), (1, 100000), (100000, 1), (8, 1), (800, 100), (801, 100), (7919, 7907), (13, 1009),
@@ -120,18 +46,6 @@ def check_plans(binary, rng):
             got, want = json.loads(line), plan(w, h, layout)
             assert got == want, f"{layout} {w}x{h}: flashserve {got} != reference {want}"
     print(f"plans: {len(sizes)} sizes x 2 layouts identical")
-
-
-def reference_pixels(path):
-    image = ImageOps.exif_transpose(Image.open(path))
-    image = image.convert("RGB")
-    p = plan(image.width, image.height, "v41")
-    bw, bh = p["resized"]
-    if image.width >= MAX_WH * image.height:
-        image = image.resize((bw, bh))
-    else:
-        image = ImageOps.pad(image, (bw, bh), color=(127, 127, 127))
-    return p, np.asarray(image, dtype=np.uint8)
 
 
 def picture(rng, w, h):

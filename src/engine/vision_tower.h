@@ -1,0 +1,44 @@
+// The DeepSeek-V4 vision tower on CPU: the ViT (linear patch embedding; blocks of RMSNorm ->
+// full bidirectional attention with axial 2D RoPE -> RMSNorm -> SwiGLU; final RMSNorm) and the
+// aligner (ratio x ratio channel-major merge, zero-padded at the bottom and right edges, then a
+// two-layer GELU MLP into the model width), plus the embeddings of a whole placeholder span.
+// Activations in f32. One tower per calling thread; it spreads work over the given pool.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/result.h"
+#include "base/thread_pool.h"
+#include "engine/model.h"
+
+namespace flashserve::engine {
+
+class VisionTower {
+ public:
+  VisionTower(const Model& model, base::ThreadPool& pool);
+
+  // patches: [vit_h * vit_w][3 * p * p] (vision::PatchValues). Returns [vit_h * vit_w][dim].
+  // kFailedPrecondition when the model has no tower, kInvalidArgument for a bad size.
+  base::Result<std::vector<float>> RunVit(std::span<const float> patches, int vit_h, int vit_w);
+  // ViT output -> aligner rows [ceil(vit_h / r) * ceil(vit_w / r)][hidden], reading order.
+  std::vector<float> RunAligner(std::span<const float> vit, int vit_h, int vit_w);
+  // RunVit then RunAligner.
+  base::Result<std::vector<float>> Encode(std::span<const float> patches, int vit_h, int vit_w);
+
+  // Embeddings of every span position ([roles.size()][hidden]): the learned start, newline, end
+  // and pad vectors, and aligner row image_rows[k] at the k-th image position. Roles are
+  // vision::SpanRole values (0 start, 1 pad, 2 image, 3 newline, 4 end).
+  base::Result<std::vector<float>> SpanEmbeddings(std::span<const uint8_t> roles, std::span<const int32_t> image_rows,
+                                                  std::span<const float> aligner_rows) const;
+
+ private:
+  void Attention(const float* qkv, int n, int vit_w, float* out);
+  void Block(const model::VisionBlockWeights& w, int n, int vit_w, std::vector<float>& x);
+
+  const Model& model_;
+  base::ThreadPool& pool_;
+};
+
+}  // namespace flashserve::engine
