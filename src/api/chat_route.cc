@@ -13,19 +13,6 @@ namespace flashserve::api {
 
 namespace {
 
-// Image parts need a vision encoder stage, which this server does not have yet.
-std::optional<net::ApiError> ImageInputError(const protocol::ChatRequest& chat) {
-  for (size_t m = 0; m < chat.messages.size(); ++m) {
-    const auto& parts = chat.messages[m].content.parts;
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (parts[i].type != protocol::PartType::kImage) continue;
-      return Unsupported(fmt::format("messages[{}].content[{}]", m, i),
-                         "image inputs are not supported yet: this server runs the text model only");
-    }
-  }
-  return std::nullopt;
-}
-
 const Json* Find(const Json& object, const char* key) {
   auto it = object.find(key);
   return it == object.end() || it->is_null() ? nullptr : &*it;
@@ -131,7 +118,6 @@ void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange)
   if (auto e = ReadBudget(body, &plan.options)) return fail(*e);
   base::Result<protocol::ChatRequest> chat = protocol::ChatRequestFromJson(body);
   if (!chat.ok()) return fail(ChatRequestError(chat.error()));
-  if (auto e = ImageInputError(*chat)) return fail(*e);
   if (const auto* name = std::get_if<std::string>(&chat->reasoning_effort)) {
     if (*name == "none") {  // OpenAI's name for no reasoning
       chat->thinking = false;
@@ -143,7 +129,7 @@ void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange)
   FlattenTextParts(*chat, ctx.options.encoding_version);
   if (auto e = PrefixError(*chat)) return fail(*e);
   if (auto e = MissingReasoning(*chat, encoding::ThinkingEnabled(*chat))) return fail(*e);
-  if (auto e = EncodePrompt(ctx, *chat, &plan.prompt, &plan.thinking)) return fail(*e);
+  if (auto e = EncodePrompt(ctx, *chat, &plan.prompt, &plan.images, &plan.thinking)) return fail(*e);
   plan.make_writer = [](WriterContext w) { return MakeChatWriter(std::move(w)); };
   StartGeneration(ctx, exchange, std::move(plan));
 }

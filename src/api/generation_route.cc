@@ -120,7 +120,9 @@ std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const R
 }  // namespace
 
 std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protocol::ChatRequest& chat,
-                                          std::vector<int32_t>* ids, bool* thinking) {
+                                          std::vector<int32_t>* ids, std::vector<protocol::ImageInput>* images,
+                                          bool* thinking) {
+  if (auto e = ImagesAccepted(ctx.options.images, chat)) return e;
   const bool continuation = !chat.messages.empty() && chat.messages.back().role == protocol::Role::kAssistant;
   base::Result<encoding::EncodedPrompt> prompt = encoding::EncodedPrompt{};
   *thinking = encoding::ThinkingEnabled(chat);
@@ -136,7 +138,8 @@ std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protoco
   base::Result<std::vector<int32_t>> tokens = encoding::ToTokenIds(*prompt, *ctx.tokenizer);
   if (!tokens.ok()) return net::FromError(tokens.error());
   *ids = std::move(tokens).value();
-  return std::nullopt;
+  const int32_t placeholder = ctx.tokenizer->TokenId(encoding::kImageToken).value_or(-1);
+  return ExpandImages(ctx.options.images, chat, *prompt, placeholder, ids, images);
 }
 
 void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, GenerationPlan plan) {
@@ -173,6 +176,7 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
   protocol::GenerateRequest request;
   request.id = w.meta.id;
   request.prompt = std::move(plan.prompt);
+  request.images = std::move(plan.images);
   request.sampling = options.sampling;
   for (const auto& [token, bias] : ctx.options.default_logit_bias) {
     auto& own = request.sampling.logit_bias;

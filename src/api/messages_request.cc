@@ -95,6 +95,32 @@ Error ToolResult(Conversion& cv, const Json& block, const std::string& path) {
   return std::nullopt;
 }
 
+// An image block: its source as a data URL (base64) or the URL it names (which the image
+// loader accepts or refuses with its reason).
+Error ImageBlock(const Json& block, const std::string& path, protocol::ContentPart* part) {
+  if (auto e = CheckKnownFields(block, path, {"type", "source"}, {"cache_control"})) return e;
+  const std::string sp = path + ".source";
+  auto source = block.find("source");
+  if (source == block.end() || !source->is_object()) return WrongType(sp, "an object", source == block.end() ? Json() : *source);
+  std::string kind;
+  if (auto e = String(*source, "type", sp, &kind)) return e;
+  part->type = protocol::PartType::kImage;
+  part->type_name = "image";
+  if (kind == "base64") {
+    if (auto e = CheckKnownFields(*source, sp, {"type", "media_type", "data"})) return e;
+    std::string media, data;
+    if (auto e = String(*source, "media_type", sp, &media)) return e;
+    if (auto e = String(*source, "data", sp, &data)) return e;
+    part->image_source = "data:" + media + ";base64," + data;
+  } else if (kind == "url") {
+    if (auto e = CheckKnownFields(*source, sp, {"type", "url"})) return e;
+    if (auto e = String(*source, "url", sp, &part->image_source)) return e;
+  } else {
+    return Unsupported(sp + ".type", fmt::format("'{}' image sources are not supported (base64 and url are)", kind));
+  }
+  return std::nullopt;
+}
+
 Error UserMessage(Conversion& cv, const Json& content, const std::string& path) {
   ChatMessage user;
   user.role = Role::kUser;
@@ -110,8 +136,12 @@ Error UserMessage(Conversion& cv, const Json& content, const std::string& path) 
       part.type_name = "text";
       if (auto e = TextBlock(block, p, &part.text)) return e;
       user.content.parts.push_back(std::move(part));
-    } else if (type == "image" || type == "document") {
-      return Unsupported(p, fmt::format("{} inputs are not supported yet: this server runs the text model only", type));
+    } else if (type == "image") {
+      protocol::ContentPart part;
+      if (auto e = ImageBlock(block, p, &part)) return e;
+      user.content.parts.push_back(std::move(part));
+    } else if (type == "document") {
+      return Unsupported(p, "document inputs are not supported");
     } else {
       return Unsupported(p, fmt::format("'{}' blocks are not supported in user messages", type));
     }

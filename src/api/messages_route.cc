@@ -25,7 +25,7 @@ bool PrepareMessages(const RouteContext& ctx, net::Exchange& exchange, bool coun
   if (count && !body.contains("max_tokens")) body["max_tokens"] = 1;
   if (auto e = ParseMessagesBody(body, DialectContextOf(ctx), req)) return fail(*e);
   if (!ModelServed(ctx, exchange, req->options.model, kAnthropic)) return false;
-  if (auto e = EncodePrompt(ctx, req->chat, &plan->prompt, &plan->thinking)) return fail(*e);
+  if (auto e = EncodePrompt(ctx, req->chat, &plan->prompt, &plan->images, &plan->thinking)) return fail(*e);
   return true;
 }
 

@@ -15,7 +15,7 @@ void HandleResponses(const RouteContext& ctx, const ExchangePtr& exchange) {
   if (auto e = ParseResponsesBody(body, DialectContextOf(ctx), &req)) return fail(*e);
   if (!ModelServed(ctx, *exchange, req.options.model, kOpenAI)) return;
   GenerationPlan plan;
-  if (auto e = EncodePrompt(ctx, req.chat, &plan.prompt, &plan.thinking)) return fail(*e);
+  if (auto e = EncodePrompt(ctx, req.chat, &plan.prompt, &plan.images, &plan.thinking)) return fail(*e);
   plan.options = std::move(req.options);
   plan.prompt_param = "input";
   plan.max_tokens_param = "max_output_tokens";

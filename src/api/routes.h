@@ -15,6 +15,7 @@
 #include "api/metrics.h"
 #include "api/dialect_request.h"
 #include "api/generation_job.h"
+#include "api/image_inputs.h"
 #include "api/reasoning_seal.h"
 #include "api/writers.h"
 #include "api/request_options.h"
@@ -43,6 +44,7 @@ struct RouteOptions {
   // in '*' ("claude-*"). Responses repeat the name the client sent.
   std::vector<std::string> model_aliases;
   HostedTools hosted_tools = HostedTools::kDrop;
+  ImageOptions images;  // image inputs (disabled: a text-only model, images are a 400)
 };
 
 struct RouteContext {
@@ -91,6 +93,7 @@ bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialec
 struct GenerationPlan {
   GenerationOptions options;
   std::vector<int32_t> prompt;
+  std::vector<protocol::ImageInput> images;  // the prompt's pictures (their spans are in `prompt`)
   bool chat = true;                        // chat-encoded prompt: parse reasoning and tool calls
   bool thinking = false;                   // the prompt opened a thinking block
   const char* prompt_param = "messages";   // names the prompt in context-length errors
@@ -115,9 +118,11 @@ net::ApiError ChatRequestError(const base::Error& error);
 DialectContext DialectContextOf(const RouteContext& ctx);
 // Encodes a chat request into token ids (kBadChatRequest: 400 naming the field). A final
 // assistant message is continued (encoding::EncodeChatContinuation). *thinking: whether the
-// output starts inside the reasoning.
+// output starts inside the reasoning. Pictures become their spans in *ids and ImageInputs in
+// *images (api/image_inputs.h).
 std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protocol::ChatRequest& chat,
-                                          std::vector<int32_t>* ids, bool* thinking);
+                                          std::vector<int32_t>* ids, std::vector<protocol::ImageInput>* images,
+                                          bool* thinking);
 
 // Disaggregated serving (disagg_route.cc). The router names a transfer in
 // protocol::kTransferHeader on both halves of a request. With protocol::kPrefillToHeader

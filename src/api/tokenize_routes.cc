@@ -36,7 +36,8 @@ void HandleTokenize(const RouteContext& ctx, const ExchangePtr& exchange) {
     if (!chat.ok()) return fail(net::FromError(chat.error()));
     FlattenTextParts(*chat, ctx.options.encoding_version);
     bool thinking = false;
-    if (auto e = EncodePrompt(ctx, *chat, &ids, &thinking)) return fail(*e);
+    std::vector<protocol::ImageInput> images;  // counted as the prompt counts them, not encoded
+    if (auto e = EncodePrompt(ctx, *chat, &ids, &images, &thinking)) return fail(*e);
   } else if (body.contains("prompt") && body["prompt"].is_string()) {
     const bool special = !body.contains("add_special_tokens") || body["add_special_tokens"] != false;
     if (special) ids.push_back(ctx.service->Info().bos_token_id);

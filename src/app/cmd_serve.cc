@@ -102,6 +102,29 @@ base::Result<std::string> EnsureDemoModel(const std::string& tokenizer_path, int
   return final_dir.string();
 }
 
+// Image inputs follow the checkpoint: a V4.1 vision tower on a worker that runs whole requests
+// (the encode stage is colocated; prefill/decode workers refuse images for now).
+void ConfigureImages(const engine::Model& model, protocol::WorkerRole role, api::ImageOptions* images) {
+  const model::ModelConfig& c = model.config();
+  images->enabled = c.vision.present() && c.is_v41() && c.image_token_id >= 0 && role == protocol::WorkerRole::kBoth;
+  if (!c.vision.present() || c.image_token_id < 0) {
+    images->disabled_reason = "the served model is text-only";
+  } else if (!c.is_v41()) {
+    images->disabled_reason = "the V4 Vision-Exp layout is not served yet";
+  } else if (role != protocol::WorkerRole::kBoth) {
+    images->disabled_reason = "prefill/decode workers do not take images yet (use --role both)";
+  }
+  images->params.patch_size = c.vision.patch_size;
+  images->params.downsample_ratio = c.vision.downsample_ratio;
+  images->params.max_n_token = c.vision.max_image_tokens;
+  images->params.min_pixels = c.vision.min_pixels;
+  images->params.max_wh_ratio = c.vision.max_wh_ratio;
+  images->params.layout = vision::SpanLayout::kV41;
+  images->image_token = static_cast<int32_t>(c.image_token_id);
+  images->tower_checksum = model.dir();
+  images->sources.max_bytes = images->limits.max_bytes;
+}
+
 // "TOKEN:BIAS" (TOKEN an id or "eos", BIAS in [-100, 100]).
 base::Result<std::pair<int32_t, float>> ParseLogitBias(const std::string& spec, const engine::Model& model) {
   const size_t colon = spec.rfind(':');
@@ -196,6 +219,7 @@ int RunServe(ServeFlags f) {
   f.api.http.host = f.host;
   f.api.http.port = f.port;
   f.api.routes.encoding_version = *version;
+  ConfigureImages(*model, f.role, &f.api.routes.images);
   for (const std::string& spec : f.logit_bias) {
     auto bias = ParseLogitBias(spec, *model);
     if (!bias.ok()) return PrintError(bias.error());
@@ -272,6 +296,15 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
                   "Hosted tools this server does not run (web_search, Anthropic server tools): drop (left out of the "
                   "prompt, named in the x-flashserve-dropped-tools header) or reject (400)")
       ->transform(CLI::CheckedTransformer(hosted))->default_str("drop");
+  cmd->add_option("--max-image-bytes", f->api.routes.images.limits.max_bytes, "Largest encoded image accepted")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30))->capture_default_str();
+  cmd->add_option("--max-image-pixels", f->api.routes.images.limits.max_pixels,
+                  "Largest width x height accepted, checked from the header before decoding")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 32))->capture_default_str();
+  cmd->add_option("--max-images", f->api.routes.images.max_images, "Images per request at most")
+      ->check(CLI::Range(0, 1024))->capture_default_str();
+  cmd->add_option("--image-file-root", f->api.routes.images.sources.file_root,
+                  "Allow file:// image URLs under this directory (default: refused)")->check(CLI::ExistingDirectory);
   cmd->add_option("--seal-key-file", f->seal_key_file,
                   "Key (64 hex digits) sealing the reasoning handed to stateless clients; share one file across the "
                   "fleet (default: reasoning-seal.key in --kv-dir, else in ~/.cache/flashserve, created on first start)");

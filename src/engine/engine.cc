@@ -41,7 +41,7 @@ Status ValidateEmbeddings(const model::ModelConfig& c, const ForwardRequest& r, 
   for (size_t i = 0; i < r.tokens.size(); ++i) {
     const bool embedded = next < r.embedded_rows.size() && r.embedded_rows[next] == static_cast<int32_t>(i);
     if (embedded) ++next;
-    if (!embedded && c.image_token_id >= 0 && r.tokens[i] == c.image_token_id)
+    if (!embedded && c.vision.present() && r.tokens[i] == c.image_token_id)
       return Error(ErrorCode::kInvalidArgument, where + "image placeholder at row " + std::to_string(i) +
                                                     " without its picture's embedding");
   }

@@ -30,7 +30,8 @@ struct ForwardRequest {
   bool mtp_logits = false;
   // Rows whose input embedding is given instead of looked up (the image spans the vision tower
   // filled): embedded_rows are increasing offsets into `tokens`, embeddings holds one hidden-size
-  // row per entry. Every image placeholder token (config image_token_id) must be embedded.
+  // row per entry. On a model with a vision tower every image placeholder token (config
+  // image_token_id) must be embedded.
   std::span<const int32_t> embedded_rows = {};
   std::span<const float> embeddings = {};
 };

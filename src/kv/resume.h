@@ -84,7 +84,8 @@ ResumePoint LongestResumePoint(std::span<const BlockHash> blocks, LocateKey&& lo
 class ResumeIndex {
  public:
   virtual ~ResumeIndex() = default;
-  virtual ResumePoint Lookup(const BlockHash& seed, std::span<const int32_t> tokens) const = 0;
+  virtual ResumePoint Lookup(const BlockHash& seed, std::span<const int32_t> tokens,
+                             std::span<const ImageExtent> images) const = 0;
 };
 
 }  // namespace flashserve::kv

@@ -3,6 +3,7 @@
 // meter; no JSON, no engine types.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,6 +14,18 @@ namespace flashserve::protocol {
 
 enum class FinishReason { kNone, kStop, kLength, kCancelled, kError };
 const char* FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled", "error"
+
+// A picture in the prompt, ready for the tower: its placeholder span (prompt positions
+// [start, start + roles.size())), the aligner row each image position takes, the content key
+// that names it in the caches, and the normalised patches the tower reads.
+struct ImageInput {
+  int64_t start = 0;
+  std::vector<uint8_t> roles;      // vision::SpanRole values (0 start, 1 pad, 2 image, 3 newline, 4 end)
+  std::vector<int32_t> image_rows;  // per image position: its aligner output row
+  std::array<uint8_t, 32> key{};   // vision::ContentKey
+  int vit_h = 0, vit_w = 0;        // patch grid
+  std::vector<float> patches;      // [vit_h * vit_w][3 * patch * patch]
+};
 
 struct GenerateRequest {
   std::string id;                      // unique per server (api assigns "chatcmpl-...")
@@ -35,6 +48,8 @@ struct GenerateRequest {
   // the choice cannot end (EOS is masked), so a budget always leaves room for an answer. -1 = none.
   int64_t reasoning_budget = -1;
   int32_t think_end_token = -1;
+  // Pictures, in prompt order; their spans' tokens are already in `prompt`.
+  std::vector<ImageInput> images;
 };
 
 struct TokenLogprob {

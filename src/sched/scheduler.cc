@@ -147,7 +147,7 @@ void Scheduler::ScheduleRunning(StepPlan* plan) {
 // the generation), whatever the index answers.
 int64_t Scheduler::CachedTokens(const kv::ResumeIndex* cache, const Sequence& s) const {
   if (cache == nullptr || s.skip_cache) return 0;
-  const int64_t tokens = cache->Lookup(s.cache_seed, s.tokens).tokens();
+  const int64_t tokens = cache->Lookup(s.cache_seed, s.tokens, s.images).tokens();
   return std::min(tokens, kv::MaxResumeBlocks(static_cast<int64_t>(s.tokens.size())) * kv::kBlockTokens);
 }
 

@@ -39,6 +39,7 @@ struct Sequence {
   std::vector<int32_t> tokens;   // prompt, then generated tokens
   int64_t num_prompt = 0;
   kv::BlockHash cache_seed{};    // the prefix cache's hash seed (model and cache namespace)
+  std::vector<kv::ImageExtent> images;  // pictures in the prompt (their keys are in the block hashes)
   int64_t num_computed = 0;      // tokens already in the engine state
   SeqStatus status = SeqStatus::kWaiting;
   int64_t admitted_order = 0;    // larger = admitted later

@@ -29,7 +29,8 @@ class Sequences {
 class FixedCache final : public kv::ResumeIndex {
  public:
   explicit FixedCache(int64_t tokens) : tokens_(tokens) {}
-  kv::ResumePoint Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens) const override {
+  kv::ResumePoint Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                         std::span<const kv::ImageExtent>) const override {
     ++lookups;
     kv::ResumePoint p;
     p.blocks = tokens_ / kv::kBlockTokens;

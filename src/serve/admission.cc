@@ -25,6 +25,16 @@ void EngineLoop::Apply(SubmitCommand& c) {
     r.usage.cached_tokens = r.usage.cached_prefill = std::min(r.req.prefill_cached_tokens, r.usage.prompt_tokens);
   }
   if (prefix_) r.cache_seed = prefix_->Seed(r.req.cache_namespace);
+  if (!r.req.images.empty()) {  // the colocated encode stage
+    auto encoded = image_encoder_.Encode(r.req.prompt, r.req.images);
+    r.req.images.clear();  // the patches are not needed any more
+    if (!encoded.ok()) {
+      MarkStarted(r);
+      r.sink(FinalEvent(r, 0, FinishReason::kError, "image encoding failed: " + encoded.error().message()));
+      return;
+    }
+    r.images = std::move(encoded).value();
+  }
   requests_[r.req.id] = c.request;
   if (!StartFetch(c.request)) Enqueue(c.request);
 }
@@ -35,7 +45,7 @@ void EngineLoop::Apply(SubmitCommand& c) {
 bool EngineLoop::StartFetch(const RequestPtr& request) {
   if (!prefix_) return false;
   LoopRequest& r = *request;
-  FetchPlan plan = prefix_->PlanFetch(r.cache_seed, r.req.prompt);
+  FetchPlan plan = prefix_->PlanFetch(r.cache_seed, r.req.prompt, r.images.extents);
   r.block_tiers = plan.block_tiers;
   const int64_t blocks = plan.any.blocks - plan.memory.blocks;
   if (blocks <= 0 || plan.keys.empty()) return false;
@@ -69,6 +79,7 @@ LiveSequence* EngineLoop::NewChoice(LoopRequest& r, int index) {
   s->id = next_seq_id_++;
   s->index = index;
   s->request = &r;
+  s->images = r.images.extents;
   s->params = r.req.sampling;
   s->params.seed = r.req.sampling.seed + static_cast<uint64_t>(index);
   s->in_reasoning = r.req.reasoning_budget >= 0 && r.req.think_end_token >= 0;

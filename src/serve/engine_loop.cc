@@ -50,12 +50,19 @@ EngineLoop::EngineLoop(const engine::Model& model, const engine::EngineOptions& 
       engine_options_(engine_options),
       config_(config),
       engine_(model, engine_options),
+      image_encoder_(model, engine_options.num_threads, config.encoder_cache_bytes),
       sched_(config.sched,
              [&model](int64_t p) { return engine::EstimateStateBytes(model.config(), model.plan(), false, p); }),
       store_(std::move(store)),
       fingerprint_(ModelFingerprint(model, engine_options)),
       loop_stats_(base::MonotonicSeconds()),
       seeds_(std::random_device{}()) {
+  // A vision model never samples its image placeholder: it would have no picture to embed.
+  const int64_t image = model.config().image_token_id, vocab = model.config().vocab_size;
+  if (model.config().vision.present() && image >= 0 && image < vocab) {
+    no_image_mask_.assign(static_cast<size_t>((vocab + 31) / 32), ~0u);
+    no_image_mask_[static_cast<size_t>(image) / 32] &= ~(1u << (image % 32));
+  }
   if (config_.max_context <= 0 || config_.max_context > model.config().max_position)
     config_.max_context = model.config().max_position;
   if (store_) prefix_ = std::make_unique<PrefixStore>(model, fingerprint_, store_.get());
@@ -126,6 +133,28 @@ ServiceStats EngineLoop::Stats() const {
   return stats_;
 }
 
+// On a vision model the image placeholder id is only valid inside a picture's span (raw token
+// prompts could carry it without one), and spans must lie in the prompt, in order.
+base::Status EngineLoop::ValidateImages(const protocol::GenerateRequest& r) const {
+  const model::ModelConfig& c = model_.config();
+  if (!r.images.empty() && !c.vision.present())
+    return Error(ErrorCode::kInvalidArgument, "the model has no vision tower for the request's images");
+  if (!c.vision.present()) return base::Status::Ok();
+  int64_t covered_until = 0;
+  size_t next = 0;
+  for (int64_t i = 0; i < static_cast<int64_t>(r.prompt.size()); ++i) {
+    if (next < r.images.size() && i == r.images[next].start) {
+      covered_until = i + static_cast<int64_t>(r.images[next++].roles.size());
+    }
+    if (r.prompt[static_cast<size_t>(i)] == c.image_token_id && i >= covered_until)
+      return Error(ErrorCode::kInvalidArgument, "prompt token " + std::to_string(i) +
+                                                    " is the image placeholder without a picture");
+  }
+  if (next != r.images.size() || covered_until > static_cast<int64_t>(r.prompt.size()))
+    return Error(ErrorCode::kInvalidArgument, "the request's image spans do not fit its prompt");
+  return base::Status::Ok();
+}
+
 base::Status EngineLoop::ValidateRequest(const protocol::GenerateRequest& r) const {
   const model::ModelConfig& c = model_.config();
   if (r.id.empty()) return Error(ErrorCode::kInvalidArgument, "request id is empty");
@@ -134,6 +163,7 @@ base::Status EngineLoop::ValidateRequest(const protocol::GenerateRequest& r) con
     if (t < 0 || t >= c.vocab_size)
       return Error(ErrorCode::kInvalidArgument, "prompt token " + std::to_string(t) + " is outside the vocabulary");
   }
+  FS_RETURN_IF_ERROR(ValidateImages(r));
   if (r.n < 1 || r.n > config_.max_choices)
     return Error(ErrorCode::kInvalidArgument, "n must be between 1 and " + std::to_string(config_.max_choices));
   if (r.max_tokens < 1) return Error(ErrorCode::kInvalidArgument, "max_tokens must be >= 1");

@@ -35,6 +35,7 @@ struct LoopConfig {
   int64_t prefix_cache_bytes = int64_t{1} << 30;  // L1 budget when the loop builds its own store; 0 disables
   int max_choices = 16;                           // largest n
   int64_t max_context = 0;                        // 0 = the model's max_position_embeddings
+  int64_t encoder_cache_bytes = int64_t{256} << 20;  // tower outputs kept by picture
   base::Status Validate() const;
 };
 
@@ -83,6 +84,7 @@ class EngineLoop final : public Service {
 
   // Intake (engine_loop.cc).
   base::Status ValidateRequest(const protocol::GenerateRequest& r) const;
+  base::Status ValidateImages(const protocol::GenerateRequest& r) const;
   void Run();
   void Post(Command command);
   void DrainCommands(bool block);
@@ -98,10 +100,12 @@ class EngineLoop final : public Service {
   // One step (step.cc).
   bool RestoreItem(const sched::StepItem& item);
   bool RunPlan(const sched::StepPlan& plan);  // whether the engine ran
+  void AttachImageRows(const EncodedImages& images, const sched::StepItem& item, std::vector<int32_t>* offsets,
+                       engine::ForwardRequest* request) const;
   void CommitAndSample(std::span<const sched::StepItem> items, const engine::ForwardResult& result);
   void ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* group);
   void CommitToken(LiveSequence& s, const sched::StepItem& item, sampler::SampleResult sample);
-  std::span<const uint32_t> ReasoningMask(LiveSequence& s, int64_t vocab);
+  std::span<const uint32_t> SamplingMask(LiveSequence& s, int64_t vocab);
   // Ends a choice with its final event (which may carry its last token); the request is
   // retired with its last choice.
   void FinishChoice(LiveSequence& s, protocol::FinishReason reason, const std::string& error,
@@ -116,6 +120,8 @@ class EngineLoop final : public Service {
   engine::EngineOptions engine_options_;
   LoopConfig config_;
   engine::Engine engine_;
+  ImageEncoder image_encoder_;
+  std::vector<uint32_t> no_image_mask_;  // every token but the image placeholder (vision models)
   sched::Scheduler sched_;
   std::unique_ptr<kvstore::KvStore> store_;
   std::unique_ptr<PrefixStore> prefix_;

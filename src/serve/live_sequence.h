@@ -12,6 +12,7 @@
 #include "protocol/generate.h"
 #include "sampler/sampler.h"
 #include "sched/scheduler.h"
+#include "serve/image_encoder.h"
 #include "serve/service.h"
 
 namespace flashserve::serve {
@@ -44,6 +45,7 @@ struct LoopRequest {
   std::vector<kvstore::ObjectKey> pinned;  // a fetched prefix's objects (its L1 part too) pinned until restored
   std::vector<kvstore::Tier> block_tiers;  // where each cached prompt block was before a fetch
   protocol::Usage usage;
+  EncodedImages images;           // the prompt's pictures, encoded at admission
   std::vector<std::unique_ptr<LiveSequence>> choices;  // in the order they were created
 };
 

@@ -23,10 +23,10 @@ kv::BlockHash PrefixStore::Seed(const std::string& cache_namespace) const {
 }
 
 std::vector<kv::BlockHash> PrefixStore::Hashes(const kv::BlockHash& seed, std::span<const int32_t> tokens,
-                                               int64_t limit) const {
+                                               std::span<const kv::ImageExtent> images, int64_t limit) const {
   const int64_t max_blocks = std::min<int64_t>(static_cast<int64_t>(tokens.size()), limit) / kv::kBlockTokens;
   if (max_blocks <= 0) return {};
-  return kv::BlockHashes(seed, tokens.subspan(0, static_cast<size_t>(max_blocks * kv::kBlockTokens)));
+  return kv::BlockHashes(seed, tokens.subspan(0, static_cast<size_t>(max_blocks * kv::kBlockTokens)), images);
 }
 
 std::optional<Tier> PrefixStore::InMemory(const ObjectKey& key) const {
@@ -34,15 +34,16 @@ std::optional<Tier> PrefixStore::InMemory(const ObjectKey& key) const {
   return tier == Tier::kMemory ? tier : std::nullopt;
 }
 
-kv::ResumePoint PrefixStore::Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens) const {
+kv::ResumePoint PrefixStore::Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                                    std::span<const kv::ImageExtent> images) const {
   const int64_t limit = kv::MaxResumeBlocks(static_cast<int64_t>(tokens.size())) * kv::kBlockTokens;
-  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, limit);
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, images, limit);
   return kv::LongestResumePoint(std::span<const kv::BlockHash>(hashes), [&](const ObjectKey& k) { return InMemory(k); });
 }
 
-Restored PrefixStore::Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens, int64_t blocks,
-                              bool with_mtp) {
-  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, blocks * kv::kBlockTokens);
+Restored PrefixStore::Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                              std::span<const kv::ImageExtent> images, int64_t blocks, bool with_mtp) {
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, images, blocks * kv::kBlockTokens);
   if (blocks <= 0 || static_cast<int64_t>(hashes.size()) != blocks) return {};
   std::vector<kvstore::Payload> payloads;
   for (const kv::BlockHash& h : hashes) {
@@ -62,10 +63,11 @@ Restored PrefixStore::Restore(const kv::BlockHash& seed, std::span<const int32_t
   return {std::move(state).value(), false};
 }
 
-FetchPlan PrefixStore::PlanFetch(const kv::BlockHash& seed, std::span<const int32_t> tokens) {
+FetchPlan PrefixStore::PlanFetch(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                                 std::span<const kv::ImageExtent> images) {
   FetchPlan plan;
   const int64_t limit = kv::MaxResumeBlocks(static_cast<int64_t>(tokens.size())) * kv::kBlockTokens;
-  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, limit);
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, images, limit);
   const std::span<const kv::BlockHash> blocks(hashes);
   std::optional<ObjectKey> first_missing;  // the first block the walk through L1 did not find
   plan.memory = kv::LongestResumePoint(blocks, [&](const ObjectKey& key) {
@@ -98,10 +100,11 @@ int64_t PrefixStore::EstimateFetchBytes(int64_t blocks) const {
 }
 
 void PrefixStore::Persist(const kv::BlockHash& seed, std::span<const int32_t> tokens,
-                          const engine::SequenceState& state, const std::string& ttl_class) {
+                          std::span<const kv::ImageExtent> images, const engine::SequenceState& state,
+                          const std::string& ttl_class) {
   const int64_t position = state.position();
   if (position <= 0 || position % kv::kBlockTokens != 0 || static_cast<int64_t>(tokens.size()) < position) return;
-  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, position);
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, tokens, images, position);
   for (size_t b = 0; b < hashes.size(); ++b) {
     const ObjectKey key{ObjectKind::kBlock, hashes[b]};
     if (store_->Locate(key)) continue;
@@ -122,7 +125,7 @@ std::vector<CacheObject> PrefixStore::Export(const kv::BlockHash& seed, std::spa
   const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
   const int64_t max_blocks = upto_tokens >= 0 ? std::min(upto_tokens, prompt_tokens) / kv::kBlockTokens
                                               : kv::MaxResumeBlocks(prompt_tokens);
-  const std::vector<kv::BlockHash> hashes = Hashes(seed, prompt, max_blocks * kv::kBlockTokens);
+  const std::vector<kv::BlockHash> hashes = Hashes(seed, prompt, {}, max_blocks * kv::kBlockTokens);  // text only
   const kv::ResumePoint point = kv::LongestResumePoint(static_cast<int64_t>(hashes.size()), [&](ObjectKind kind, int64_t i) {
     if (kind == ObjectKind::kBlock && i < from_block) return std::optional<Tier>(Tier::kMemory);  // the receiver's
     return InMemory(ObjectKey{kind, hashes[static_cast<size_t>(i)]});

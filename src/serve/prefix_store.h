@@ -45,23 +45,29 @@ class PrefixStore final : public kv::ResumeIndex {
 
   // The hash seed of a cache namespace under this model (kv::HashSeed).
   kv::BlockHash Seed(const std::string& cache_namespace) const;
-  // Block keys of the full blocks of tokens[0, min(size, limit)).
-  std::vector<kv::BlockHash> Hashes(const kv::BlockHash& seed, std::span<const int32_t> tokens, int64_t limit) const;
+  // Block keys of the full blocks of tokens[0, min(size, limit)); `images` are the prompt's
+  // pictures (their content keys go into the blocks that show them). Every method below takes
+  // the same pair: a prompt is its tokens and its pictures.
+  std::vector<kv::BlockHash> Hashes(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                                    std::span<const kv::ImageExtent> images, int64_t limit) const;
 
   // kv::ResumeIndex: the prefix of `tokens` restorable from L1, no I/O, nothing counted.
-  kv::ResumePoint Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens) const override;
+  kv::ResumePoint Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                         std::span<const kv::ImageExtent> images) const override;
   // Builds the state of tokens [0, 128 * blocks) from L1 (reads counted as L1 hits); no state
   // when an object is gone or the payloads do not assemble (logged).
-  Restored Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens, int64_t blocks, bool with_mtp);
+  Restored Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens, std::span<const kv::ImageExtent> images,
+                   int64_t blocks, bool with_mtp);
   // The longest resumable prefix in any tier (no I/O) and what fetching it into L1 needs. Counts
   // one L1 miss where the prompt's walk through L1 ends at a block L1 lacks.
-  FetchPlan PlanFetch(const kv::BlockHash& seed, std::span<const int32_t> tokens);
+  FetchPlan PlanFetch(const kv::BlockHash& seed, std::span<const int32_t> tokens,
+                      std::span<const kv::ImageExtent> images);
   // Bytes a fetch of `blocks` blocks and one boundary moves (estimate from stored sizes).
   int64_t EstimateFetchBytes(int64_t blocks) const;
   // Stores every not-yet-stored block of tokens [0, state.position()) and a boundary at the
   // state's position (a multiple of 128), retained under `ttl_class` (empty = default).
-  void Persist(const kv::BlockHash& seed, std::span<const int32_t> tokens, const engine::SequenceState& state,
-               const std::string& ttl_class);
+  void Persist(const kv::BlockHash& seed, std::span<const int32_t> tokens, std::span<const kv::ImageExtent> images,
+               const engine::SequenceState& state, const std::string& ttl_class);
   // The objects that resume `prompt` at `upto_tokens` (a multiple of 128; -1 = the longest
   // prefix L1 holds, by kv's rule): blocks from_block..k-1 (the receiver has the ones before)
   // and the boundary after block k-1; empty when L1 lacks one of them.

@@ -35,7 +35,7 @@ bool EngineLoop::RestoreItem(const sched::StepItem& item) {
   LiveSequence& s = Live(item.seq);
   LoopRequest& r = *s.request;
   Restored restored;
-  if (prefix_) restored = prefix_->Restore(s.cache_seed, s.tokens, item.begin / kv::kBlockTokens, false);
+  if (prefix_) restored = prefix_->Restore(s.cache_seed, s.tokens, s.images, item.begin / kv::kBlockTokens, false);
   s.state = std::move(restored.state);
   ReleasePins(r);  // restored (or failed): the state owns its copy now
   if (!s.state) {
@@ -59,9 +59,25 @@ void EngineLoop::CountCachedTokens(LoopRequest& r, int64_t tokens) {
   }
 }
 
+// The embedded rows of the prompt's pictures that fall in [item.begin, item.end), as offsets.
+void EngineLoop::AttachImageRows(const EncodedImages& images, const sched::StepItem& item,
+                                 std::vector<int32_t>* offsets, engine::ForwardRequest* request) const {
+  const std::vector<int32_t>& rows = images.rows;
+  const auto first = std::lower_bound(rows.begin(), rows.end(), item.begin);
+  const auto last = std::lower_bound(first, rows.end(), item.end);
+  if (first == last) return;
+  for (auto it = first; it != last; ++it) offsets->push_back(static_cast<int32_t>(*it - item.begin));
+  const size_t d = static_cast<size_t>(model_.config().hidden_size);
+  request->embedded_rows = *offsets;
+  request->embeddings = std::span<const float>(images.embeddings.data() + static_cast<size_t>(first - rows.begin()) * d,
+                                               offsets->size() * d);
+}
+
 bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
   std::vector<sched::StepItem> items;  // those that run (a failed restore drops its item)
   std::vector<engine::ForwardRequest> batch;
+  std::vector<std::vector<int32_t>> image_rows;  // per item, offsets of its embedded rows
+  image_rows.reserve(plan.items.size());
   for (const sched::StepItem& item : plan.items) {
     LiveSequence& s = Live(item.seq);
     MarkStarted(*s.request);
@@ -74,6 +90,7 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
     items.push_back(item);
     batch.push_back({s.state.get(), std::span<const int32_t>(s.tokens.data() + item.begin, item.end - item.begin),
                      item.sample ? engine::LogitsMode::kLast : engine::LogitsMode::kNone});
+    AttachImageRows(s.request->images, item, &image_rows.emplace_back(), &batch.back());
   }
   if (items.empty()) return false;  // every item a failed restore: nothing ran
   const auto start = std::chrono::steady_clock::now();
@@ -102,7 +119,7 @@ void EngineLoop::CommitAndSample(std::span<const sched::StepItem> items, const e
     LiveSequence& s = Live(item.seq);
     sched_.Commit(item, std::nullopt);
     if (item.persist && prefix_) {
-      prefix_->Persist(s.cache_seed, s.tokens, *s.state, s.request->req.ttl_class);
+      prefix_->Persist(s.cache_seed, s.tokens, s.images, *s.state, s.request->req.ttl_class);
       if (s.index == 0 && s.request->req.report_persisted) {
         protocol::GenerateEvent e;
         e.persisted_tokens = s.state->position();
@@ -117,7 +134,7 @@ void EngineLoop::CommitAndSample(std::span<const sched::StepItem> items, const e
       row_item.seq = g;
       sampled.push_back(row_item);
       rows.push_back({std::span<const float>(result.row(i, 0), static_cast<size_t>(vocab)), &g->params, &g->history,
-                      item.end, ReasoningMask(*g, vocab)});
+                      item.end, SamplingMask(*g, vocab)});
     }
   }
   std::vector<sampler::SampleResult> tokens = sampler::SampleBatch(rows, &sample_scratch_);
@@ -141,10 +158,11 @@ void EngineLoop::ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* g
 }
 
 // Under a reasoning budget: until </think> the sequence may not end (EOS is masked), and once
-// the budget is spent </think> is the only token. Empty (no mask) otherwise.
-std::span<const uint32_t> EngineLoop::ReasoningMask(LiveSequence& s, int64_t vocab) {
+// the budget is spent </think> is the only token. A vision model never samples its image
+// placeholder. Empty (no mask) otherwise.
+std::span<const uint32_t> EngineLoop::SamplingMask(LiveSequence& s, int64_t vocab) {
   const protocol::GenerateRequest& req = s.request->req;
-  if (!s.in_reasoning || req.think_end_token >= vocab) return {};
+  if (!s.in_reasoning || req.think_end_token >= vocab) return no_image_mask_;
   const bool spent = s.generated >= req.reasoning_budget;
   if (s.mask.empty() || s.mask_forces_think_end != spent) {
     const auto eos = static_cast<int64_t>(model_.config().eos_token_id);
@@ -152,6 +170,8 @@ std::span<const uint32_t> EngineLoop::ReasoningMask(LiveSequence& s, int64_t voc
     s.mask.assign(words, spent ? 0u : ~0u);
     if (spent) s.mask[static_cast<size_t>(req.think_end_token) / 32] = 1u << (req.think_end_token % 32);
     else if (eos >= 0 && eos < vocab) s.mask[static_cast<size_t>(eos) / 32] &= ~(1u << (eos % 32));
+    const int64_t image = model_.config().image_token_id;
+    if (!spent && !no_image_mask_.empty()) s.mask[static_cast<size_t>(image) / 32] &= ~(1u << (image % 32));
     s.mask_forces_think_end = spent;
   }
   return s.mask;

@@ -17,6 +17,16 @@ export function parseArgs() {
   return args;
 }
 
+// The official SDKs (pinned in tests/e2e/package.json); exits 77 (skip) when they are missing.
+export async function officialSdks() {
+  try {
+    return { Anthropic: (await import('@anthropic-ai/sdk')).default, OpenAI: (await import('openai')).default };
+  } catch {
+    console.log('SKIP: the npm packages "@anthropic-ai/sdk" / "openai" are not installed (run ./scripts/setup.sh)');
+    process.exit(77);
+  }
+}
+
 // Every process started here; the tests kill the survivors at the end.
 export const procs = new Set();
 
@@ -36,6 +46,26 @@ export function start(flashserve, cmdArgs, env = process.env) {
     proc.stderr.on('data', onData);
     proc.on('exit', (code) => { procs.delete(proc); clearTimeout(timer); reject(new Error(`exited (${code}):\n${out}`)); });
   });
+}
+
+// Runs body(ctx) and exits: 0 when it returns, 1 when it throws (printing the error and the log of
+// ctx.server, the server still running, if any). Stops ctx.server, kills every other process
+// started here and removes `work` either way.
+export async function runE2e(work, body) {
+  const ctx = { server: null };
+  let failed = false;
+  try {
+    await body(ctx);
+  } catch (e) {
+    failed = true;
+    console.error(e);
+    if (ctx.server) console.error(ctx.server.log().slice(-3000));
+  } finally {
+    if (ctx.server) await stop(ctx.server);
+    for (const p of procs) p.kill('SIGKILL');
+    rmSync(work, { recursive: true, force: true });
+  }
+  process.exit(failed ? 1 : 0);
 }
 
 export async function stop(p, signal = 'SIGTERM') {

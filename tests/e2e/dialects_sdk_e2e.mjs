@@ -8,20 +8,13 @@
 //
 // node tests/e2e/dialects_sdk_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (SDKs or tokenizer missing).
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { parseArgs, procs, start, stop } from './cluster_util.mjs';
+import { officialSdks, parseArgs, runE2e, start } from './cluster_util.mjs';
 
-let Anthropic, OpenAI;
-try {
-  ({ default: Anthropic } = await import('@anthropic-ai/sdk'));
-  ({ default: OpenAI } = await import('openai'));
-} catch {
-  console.log('SKIP: the npm packages "@anthropic-ai/sdk" / "openai" are not installed (run ./scripts/setup.sh)');
-  process.exit(77);
-}
+const { Anthropic, OpenAI } = await officialSdks();
 const args = parseArgs();
 const MODEL = 'deepseek-v4-demo';
 const work = mkdtempSync(join(tmpdir(), 'flashserve-dialects-'));
@@ -140,25 +133,14 @@ async function fimAndTokenize(openai, base) {
   });
 }
 
-let server;
-let failed = false;
-try {
-  server = await start(args.flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2',
+await runE2e(work, async (ctx) => {
+  ctx.server = await start(args.flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2',
     '--tokenizer', args.tokenizer, '--max-reasoning-tokens', '16', '--logit-bias', 'eos:+12',
     '--served-model-name', MODEL, '--served-model-name', 'claude-*'], { ...process.env, XDG_CACHE_HOME: join(work, 'cache') });
-  const anthropic = new Anthropic({ baseURL: server.base, apiKey: 'sk-local', maxRetries: 0 });
-  const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
+  const anthropic = new Anthropic({ baseURL: ctx.server.base, apiKey: 'sk-local', maxRetries: 0 });
+  const openai = new OpenAI({ baseURL: `${ctx.server.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
   await messages(anthropic);
   await responses(openai);
   await chat(openai);
-  await fimAndTokenize(openai, server.base);
-} catch (e) {
-  failed = true;
-  console.error(e);
-  if (server) console.error(server.log().slice(-3000));
-} finally {
-  if (server) await stop(server);
-  for (const p of procs) p.kill('SIGKILL');
-  rmSync(work, { recursive: true, force: true });
-}
-process.exit(failed ? 1 : 0);
+  await fimAndTokenize(openai, ctx.server.base);
+});

@@ -1,0 +1,172 @@
+// Images end to end on a DeepSeek-V4.1 checkpoint with a vision tower (a random tiny-v41 from
+// `flashserve make-model`): the OpenAI SDK with an image_url data URL and the Anthropic SDK with
+// a base64 image block; prompt tokens = the text plus each picture's span (as image-info plans
+// it, as /tokenize and countTokens count it); the same picture gives the same greedy answer and
+// logprobs, another picture others; a repeated picture hits the prefix cache through the span,
+// while another picture at the same place reuses only the blocks before it; bad pictures and
+// refused sources are 400s naming the field; the text-only demo model refuses images.
+//
+// node tests/e2e/images_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
+// Exit 0 = pass, 1 = fail, 77 = skipped (SDKs or tokenizer missing).
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import zlib from 'node:zlib';
+import assert from 'node:assert/strict';
+import { officialSdks, parseArgs, runE2e, start, stop } from './cluster_util.mjs';
+
+const { Anthropic, OpenAI } = await officialSdks();
+const args = parseArgs();
+const work = mkdtempSync(join(tmpdir(), 'flashserve-images-'));
+const MODEL = 'tiny-v41';
+
+// An RGB PNG (8-bit, no filter) of w x h whose pixels follow `seed`.
+function png(w, h, seed) {
+  const rows = [];
+  for (let y = 0; y < h; y++) {
+    const row = Buffer.alloc(1 + 3 * w);
+    for (let x = 0; x < w; x++) {
+      row[1 + 3 * x] = (x * 7 + seed * 31) & 255;
+      row[2 + 3 * x] = (y * 5 + seed * 17) & 255;
+      row[3 + 3 * x] = ((x ^ y) + seed * 53) & 255;
+    }
+    rows.push(row);
+  }
+  const chunk = (type, data) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const body = Buffer.concat([Buffer.from(type), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(zlib.crc32(body));
+    return Buffer.concat([len, body, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr),
+    chunk('IDAT', zlib.deflateSync(Buffer.concat(rows))), chunk('IEND', Buffer.alloc(0))]);
+}
+const dataUrl = (buf) => `data:image/png;base64,${buf.toString('base64')}`;
+const CAT = png(200, 120, 1), DOG = png(200, 120, 2);
+
+function spanTokens(buf) {
+  const file = join(work, `p${Math.random()}.png`);
+  writeFileSync(file, buf);
+  return JSON.parse(execFileSync(args.flashserve, ['image-info', file]).toString()).tokens;
+}
+
+async function test(name, fn) {
+  await fn();
+  console.log(`ok - ${name}`);
+}
+
+// Long text first, so the picture's span starts inside block 1 and crosses a block boundary.
+const LONG = Array.from({ length: 40 }, (_, i) => `Fact ${i}: pictures are worth words.`).join('\n');
+const ask = (picture, extra = {}) => ({
+  model: MODEL, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 2, thinking: { type: 'disabled' },
+  messages: [{ role: 'system', content: LONG },
+    { role: 'user', content: [{ type: 'text', text: 'Describe:' }, { type: 'image_url', image_url: { url: dataUrl(picture) } }] }],
+  ...extra,
+});
+
+async function openaiImages(openai, base) {
+  const tokenize = async (messages) => (await (await fetch(`${base}/tokenize`, { method: 'POST',
+    body: JSON.stringify({ model: MODEL, messages, thinking: { type: 'disabled' } }) })).json());
+  const count = async (body) => (await tokenize(body.messages)).count;
+  let first;
+  await test('OpenAI SDK: image_url data URL; prompt tokens = text + the planned span', async () => {
+    first = await openai.chat.completions.create(ask(CAT));
+    const textOnly = await count({ messages: [ask(CAT).messages[0], { role: 'user', content: [{ type: 'text', text: 'Describe:' }] }] });
+    assert.equal(first.usage.prompt_tokens, await count(ask(CAT)));
+    // The V4.1 encoder joins parts with a blank line: text + "\n\n" + placeholder -> span.
+    assert.ok(first.usage.prompt_tokens >= textOnly + spanTokens(CAT), `${first.usage.prompt_tokens} vs ${textOnly} + span`);
+    assert.ok(first.usage.prompt_tokens <= textOnly + spanTokens(CAT) + 2);
+  });
+  await test('the same picture: same answer and a prefix-cache hit through its span', async () => {
+    const again = await openai.chat.completions.create(ask(CAT));
+    assert.deepEqual(again.choices[0].logprobs, first.choices[0].logprobs);
+    assert.ok(again.usage.prompt_tokens_details.cached_tokens >= 256, `cached ${again.usage.prompt_tokens_details.cached_tokens}`);
+  });
+  await test('another picture at the same place: other logprobs, cache stops before the picture', async () => {
+    // The same text without a picture leaves a resumable state at every block before the picture.
+    const textOnly = ask(CAT);
+    textOnly.messages[1].content = [{ type: 'text', text: 'Describe:' }];
+    await openai.chat.completions.create(textOnly);
+    const other = await openai.chat.completions.create(ask(DOG));
+    assert.notDeepEqual(other.choices[0].logprobs, first.choices[0].logprobs);
+    const ids = (await tokenize(ask(DOG).messages)).tokens;
+    const imageStart = ids.indexOf(129264);
+    assert.ok(imageStart > 0);
+    const cached = other.usage.prompt_tokens_details.cached_tokens;
+    assert.equal(cached, Math.floor(imageStart / 128) * 128, `cached ${cached}, image at ${imageStart}`);
+  });
+  await test('bad pictures and refused sources: 400 naming the field', async () => {
+    const cases = [
+      [{ url: 'data:image/png;base64,AAAA' }, 'unrecognised image data'],
+      [{ url: 'https://example.com/cat.png' }, 'data URL'],
+      [{ url: 'file:///etc/passwd' }, '--image-file-root'],
+    ];
+    for (const [image_url, why] of cases) {
+      const body = ask(CAT);
+      body.messages[1].content[1] = { type: 'image_url', image_url };
+      await assert.rejects(openai.chat.completions.create(body), (e) => {
+        assert.equal(e.status, 400);
+        assert.equal(e.param, 'messages[1].content[1]');
+        assert.ok(e.message.includes(why), e.message);
+        return true;
+      });
+    }
+  });
+}
+
+async function rawPlaceholder(openai) {
+  await test('a raw prompt with the image placeholder but no picture: 400, and the server keeps serving', async () => {
+    await assert.rejects(openai.completions.create({ model: MODEL, prompt: [0, 129264, 5], max_tokens: 2 }),
+      (e) => e.status === 400 && e.message.includes('image placeholder'));
+    const ok = await openai.completions.create({ model: MODEL, prompt: [0, 7, 5], max_tokens: 2 });
+    assert.equal(ok.usage.prompt_tokens, 3);
+  });
+}
+
+async function anthropicImages(anthropic) {
+  await test('Anthropic SDK: a base64 image block; countTokens counts the span', async () => {
+    const messages = [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: CAT.toString('base64') } },
+      { type: 'text', text: 'What is this?' }] }];
+    const r = await anthropic.messages.create({ model: MODEL, max_tokens: 4, temperature: 0, messages, thinking: { type: 'disabled' } });
+    assert.equal(r.type, 'message');
+    const { input_tokens } = await anthropic.messages.countTokens({ model: MODEL, messages, thinking: { type: 'disabled' } });
+    assert.equal(r.usage.input_tokens + r.usage.cache_read_input_tokens, input_tokens);
+    assert.ok(input_tokens > spanTokens(CAT));
+  });
+}
+
+async function textOnlyDemo() {
+  const demo = await start(args.flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2',
+    '--tokenizer', args.tokenizer], { ...process.env, XDG_CACHE_HOME: join(work, 'cache') });
+  try {
+    await test('a text-only model refuses images with a 400 naming the part', async () => {
+      const openai = new OpenAI({ baseURL: `${demo.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
+      const body = { ...ask(CAT), model: 'deepseek-v4-demo' };
+      await assert.rejects(openai.chat.completions.create(body), (e) => e.status === 400 && e.param === 'messages[1].content[1]'
+        && e.message.includes('vision tower'));
+    });
+  } finally {
+    await stop(demo);
+  }
+}
+
+await runE2e(work, async (ctx) => {
+  const model = join(work, MODEL);
+  execFileSync(args.flashserve, ['make-model', '--preset', 'tiny-v41', '--out', model, '--tokenizer', args.tokenizer, '--threads', '2']);
+  ctx.server = await start(args.flashserve, ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0', '--threads', '2',
+    '--served-model-name', MODEL, '--served-model-name', 'claude-*']);
+  const openai = new OpenAI({ baseURL: `${ctx.server.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
+  await openaiImages(openai, ctx.server.base);
+  await rawPlaceholder(openai);
+  await anthropicImages(new Anthropic({ baseURL: ctx.server.base, apiKey: 'sk-local', maxRetries: 0 }));
+  await stop(ctx.server);
+  ctx.server = null;
+  await textOnlyDemo();
+});
