@@ -15,7 +15,8 @@ std::vector<std::string> ImagePaths(const protocol::ChatRequest& chat) {
   for (size_t m = 0; m < chat.messages.size(); ++m) {
     const auto& parts = chat.messages[m].content.parts;
     for (size_t p = 0; p < parts.size(); ++p) {
-      if (parts[p].type == protocol::PartType::kImage) paths.push_back(fmt::format("messages[{}].content[{}]", m, p));
+      if (parts[p].type != protocol::PartType::kImage) continue;
+      paths.push_back(parts[p].field_path.empty() ? fmt::format("messages[{}].content[{}]", m, p) : parts[p].field_path);
     }
   }
   return paths;

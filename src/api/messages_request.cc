@@ -106,6 +106,7 @@ Error ImageBlock(const Json& block, const std::string& path, protocol::ContentPa
   if (auto e = String(*source, "type", sp, &kind)) return e;
   part->type = protocol::PartType::kImage;
   part->type_name = "image";
+  part->field_path = path;
   if (kind == "base64") {
     if (auto e = CheckKnownFields(*source, sp, {"type", "media_type", "data"})) return e;
     std::string media, data;

@@ -48,6 +48,11 @@ void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
   counter("flashserve_requests_finished_total", "Requests the engine finished", s.requests_finished_total);
   counter("flashserve_requests_rejected_total", "Requests refused because the queue was full",
           s.requests_rejected_total);
+  counter("flashserve_encoder_cache_hits_total", "Pictures whose vision-tower output came from the encoder cache",
+          s.encoder_cache_hits);
+  counter("flashserve_encoder_cache_misses_total", "Pictures run through the vision tower", s.encoder_cache_misses);
+  gauge("flashserve_encoder_cache_bytes", "Bytes of vision-tower outputs held in memory", s.encoder_cache_bytes);
+  registry_.Counter("flashserve_encode_seconds_total", "Seconds spent in the vision tower").Set(s.encode_seconds_total);
   SetKvTierStats(s);
 }
 

@@ -15,24 +15,42 @@ using protocol::ChatMessage;
 using protocol::ContentKind;
 using protocol::Role;
 
+// An input_image part: its image_url (a data URL, or a URL the image loader judges).
+Error ImagePart(const Json& part, const std::string& path, protocol::ContentPart* out) {
+  if (auto e = CheckKnownFields(part, path, {"type", "image_url", "file_id"}, {"detail"})) return e;
+  if (Find(part, "file_id") != nullptr) return Unsupported(path + ".file_id", "this server stores no files; send image_url");
+  out->type = protocol::PartType::kImage;
+  out->type_name = "input_image";
+  out->field_path = path;
+  return String(part, "image_url", path, &out->image_source);
+}
+
 // Text of message content: a string, or input_text / output_text parts joined by blank lines.
-Error ContentText(const Json& content, const std::string& path, std::string* out) {
+// With `parts` (user messages), every part is also kept there in order, input_image parts too.
+Error ContentText(const Json& content, const std::string& path, std::string* out,
+                  std::vector<protocol::ContentPart>* parts = nullptr) {
   if (content.is_string()) {
     *out = content.get<std::string>();
     return std::nullopt;
   }
   if (!content.is_array()) return WrongType(path, "a string or an array of content parts", content);
+  int texts = 0;
   for (size_t i = 0; i < content.size(); ++i) {
     std::string p, type, text;
     if (auto e = TypedElement(content, i, path, "a content part", &p, &type)) return e;
     const Json& part = content[i];
+    if (type == "input_image" && parts != nullptr) {
+      if (auto e = ImagePart(part, p, &parts->emplace_back())) return e;
+      continue;
+    }
     if (type == "input_image" || type == "input_file" || type == "input_audio")
-      return Unsupported(p, fmt::format("{} parts are not supported yet: this server runs the text model only", type));
+      return Unsupported(p, fmt::format("{} parts are not supported here", type));
     if (type != "input_text" && type != "output_text")
       return Unsupported(p, fmt::format("'{}' parts are not supported", type));
     if (auto e = CheckKnownFields(part, p, {"type", "text"}, {"annotations", "logprobs"})) return e;
     if (auto e = String(part, "text", p, &text)) return e;
-    *out += (i > 0 ? "\n\n" : "") + text;
+    *out += (texts++ > 0 ? "\n\n" : "") + text;
+    if (parts != nullptr) parts->push_back({protocol::PartType::kText, "text", text, "", ""});
   }
   return std::nullopt;
 }
@@ -99,7 +117,10 @@ Error Item(Conversation& cv, const Json& item, const std::string& p) {
     if (auto e = String(item, "role", p, &role_name)) return e;
     const Json* content = Find(item, "content");
     if (content == nullptr) return Bad(p + ".content", "missing");
-    if (auto e = ContentText(*content, p + ".content", &text)) return e;
+    std::vector<protocol::ContentPart> parts;
+    if (auto e = ContentText(*content, p + ".content", &text, role_name == "user" ? &parts : nullptr)) return e;
+    const bool has_image = std::any_of(parts.begin(), parts.end(),
+                                       [](const protocol::ContentPart& part) { return part.type == protocol::PartType::kImage; });
     if (role_name == "assistant") {
       ChatMessage& m = cv.Assistant(cv.turn_open && !cv.messages.back().content.text.empty());
       m.content.text += text;
@@ -113,8 +134,13 @@ Error Item(Conversation& cv, const Json& item, const std::string& p) {
       cv.messages.back().content.text += "\n\n" + text;  // instructions before the conversation: one system turn
       return std::nullopt;
     }
-    m.content.kind = ContentKind::kText;
-    m.content.text = std::move(text);
+    if (has_image) {  // pictures stay parts, where they stand among the text
+      m.content.kind = ContentKind::kParts;
+      m.content.parts = std::move(parts);
+    } else {
+      m.content.kind = ContentKind::kText;
+      m.content.text = std::move(text);
+    }
     cv.Add(std::move(m));
     return std::nullopt;
   }

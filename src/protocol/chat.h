@@ -29,6 +29,7 @@ struct ContentPart {
   std::string text;          // kText
   std::string image_source;  // kImage: the URL (or data URL); for an "image" part the source
                              // JSON. Empty when the part names no source.
+  std::string field_path;    // kImage: where the request had it ("messages[1].content[0]"), for errors
 };
 
 // `content` distinguishes absent from null because the reference encoders treat them apart.

@@ -96,6 +96,7 @@ Result<ContentPart> ParsePart(const Json& part, std::string_view path) {
     FS_ASSIGN_OR_RETURN(out.text, RequiredString(part, "text", path));
   } else if (out.type_name == "image_url" || out.type_name == "image") {
     out.type = PartType::kImage;
+    out.field_path = std::string(path);
     FS_ASSIGN_OR_RETURN(out.image_source, ImageSource(part, out.type_name, path));
   } else {
     out.type = PartType::kOther;

@@ -51,6 +51,11 @@ struct ServiceStats {
   double prefill_tokens_per_second = 0;    // measured on prefill-heavy steps (0 = none yet)
   double busy_fraction = 0;                // share of the last minute or so spent on prefill (0..1)
   KvTierStats kv_tiers[3];
+  // The colocated encode stage (pictures through the vision tower).
+  int64_t encoder_cache_hits = 0;    // pictures whose tower output was cached
+  int64_t encoder_cache_misses = 0;  // pictures encoded
+  int64_t encoder_cache_bytes = 0;
+  double encode_seconds_total = 0;
 };
 
 using EventSink = std::function<void(const protocol::GenerateEvent&)>;

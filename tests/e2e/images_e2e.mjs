@@ -88,6 +88,11 @@ async function openaiImages(openai, base) {
     const again = await openai.chat.completions.create(ask(CAT));
     assert.deepEqual(again.choices[0].logprobs, first.choices[0].logprobs);
     assert.ok(again.usage.prompt_tokens_details.cached_tokens >= 256, `cached ${again.usage.prompt_tokens_details.cached_tokens}`);
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    const value = (name) => Number(metrics.match(new RegExp(`^${name} (\\S+)`, 'm'))?.[1]);
+    assert.equal(value('flashserve_encoder_cache_misses_total'), 1, 'the picture went through the tower once');
+    assert.ok(value('flashserve_encoder_cache_hits_total') >= 1);
+    assert.ok(value('flashserve_encoder_cache_bytes') > 0);
   });
   await test('another picture at the same place: other logprobs, cache stops before the picture', async () => {
     // The same text without a picture leaves a resumable state at every block before the picture.
@@ -130,6 +135,18 @@ async function rawPlaceholder(openai) {
   });
 }
 
+async function responsesImage(openai) {
+  await test('Responses: an input_image part counts its span; a bad one is named by its input path', async () => {
+    const input = [{ role: 'user', content: [{ type: 'input_text', text: 'Describe:' }, { type: 'input_image', image_url: dataUrl(CAT), detail: 'auto' }] }];
+    const r = await openai.responses.create({ model: MODEL, input, max_output_tokens: 4, reasoning: { effort: 'low' } });
+    assert.equal(r.status === 'completed' || r.status === 'incomplete', true);
+    assert.ok(r.usage.input_tokens > spanTokens(CAT), `${r.usage.input_tokens}`);
+    input[0].content[1].image_url = 'data:image/png;base64,AAAA';
+    await assert.rejects(openai.responses.create({ model: MODEL, input, max_output_tokens: 4 }),
+      (e) => e.status === 400 && e.param === 'input[0].content[1]');
+  });
+}
+
 async function anthropicImages(anthropic) {
   await test('Anthropic SDK: a base64 image block; countTokens counts the span', async () => {
     const messages = [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: CAT.toString('base64') } },
@@ -139,6 +156,9 @@ async function anthropicImages(anthropic) {
     const { input_tokens } = await anthropic.messages.countTokens({ model: MODEL, messages, thinking: { type: 'disabled' } });
     assert.equal(r.usage.input_tokens + r.usage.cache_read_input_tokens, input_tokens);
     assert.ok(input_tokens > spanTokens(CAT));
+    const bad = [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'AAAA' } }] }];
+    await assert.rejects(anthropic.messages.create({ model: MODEL, max_tokens: 4, messages: bad }),
+      (e) => e.status === 400 && e.error?.error?.message?.includes('messages[0].content[1]'));
   });
 }
 
@@ -165,6 +185,7 @@ await runE2e(work, async (ctx) => {
   const openai = new OpenAI({ baseURL: `${ctx.server.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
   await openaiImages(openai, ctx.server.base);
   await rawPlaceholder(openai);
+  await responsesImage(openai);
   await anthropicImages(new Anthropic({ baseURL: ctx.server.base, apiKey: 'sk-local', maxRetries: 0 }));
   await stop(ctx.server);
   ctx.server = null;
