@@ -187,4 +187,15 @@ base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::stri
   return keys;
 }
 
+vision::VisionParams VisionParamsOf(const model::ModelConfig& c) {
+  vision::VisionParams v;
+  v.patch_size = c.vision.patch_size;
+  v.downsample_ratio = c.vision.downsample_ratio;
+  v.max_n_token = c.vision.max_image_tokens;
+  v.min_pixels = c.vision.min_pixels;
+  v.max_wh_ratio = c.vision.max_wh_ratio;
+  v.layout = c.is_v41() ? vision::SpanLayout::kV41 : vision::SpanLayout::kVisionExp;
+  return v;
+}
+
 }  // namespace flashserve::app

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "vision/plan.h"
 #include "base/result.h"
 #include "engine/model.h"
 #include "engine/options.h"
@@ -50,5 +51,9 @@ base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::stri
 
 // Prints "error: <message>" to stderr and returns 1.
 int PrintError(const base::Error& error);
+
+// The checkpoint's image preprocessing (its vision_* config) as the vision room takes it; the
+// span layout follows the family (V4.1, else Vision-Exp).
+vision::VisionParams VisionParamsOf(const model::ModelConfig& config);
 
 }  // namespace flashserve::app

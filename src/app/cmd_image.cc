@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "app/cli_util.h"
 #include "app/commands.h"
 #include "base/bytes.h"
 #include "base/file_util.h"
@@ -55,17 +56,6 @@ base::Status RunTower(const TowerRun& run, const vision::PreparedImage& image, c
   FS_RETURN_IF_ERROR(WriteFloats(prefix + ".patches.f32", patches));
   FS_RETURN_IF_ERROR(WriteFloats(prefix + ".vit.f32", vit));
   return WriteFloats(prefix + ".aligner.f32", aligner);
-}
-
-vision::VisionParams ParamsOf(const model::ModelConfig& c) {
-  vision::VisionParams v;
-  v.patch_size = c.vision.patch_size;
-  v.downsample_ratio = c.vision.downsample_ratio;
-  v.max_n_token = c.vision.max_image_tokens;
-  v.min_pixels = c.vision.min_pixels;
-  v.max_wh_ratio = c.vision.max_wh_ratio;
-  v.layout = c.is_v41() ? vision::SpanLayout::kV41 : vision::SpanLayout::kVisionExp;
-  return v;
 }
 
 nlohmann::json PlanJson(const vision::ImagePlan& plan) {
@@ -133,7 +123,7 @@ int Run(const ImageInfoFlags& flags) {
       std::fprintf(stderr, "flashserve image-info: %s has no vision tower\n", flags.model_dir.c_str());
       return 1;
     }
-    params = ParamsOf(model->config());
+    params = VisionParamsOf(model->config());
     tower = TowerRun{model.get(), &pool, flags.tower_out.empty() ? "." : flags.tower_out};
   }
   int status = 0;

@@ -114,12 +114,7 @@ void ConfigureImages(const engine::Model& model, protocol::WorkerRole role, api:
   } else if (role != protocol::WorkerRole::kBoth) {
     images->disabled_reason = "prefill/decode workers do not take images yet (use --role both)";
   }
-  images->params.patch_size = c.vision.patch_size;
-  images->params.downsample_ratio = c.vision.downsample_ratio;
-  images->params.max_n_token = c.vision.max_image_tokens;
-  images->params.min_pixels = c.vision.min_pixels;
-  images->params.max_wh_ratio = c.vision.max_wh_ratio;
-  images->params.layout = vision::SpanLayout::kV41;
+  images->params = VisionParamsOf(c);
   images->image_token = static_cast<int32_t>(c.image_token_id);
   images->tower_checksum = model.dir();
   images->sources.max_bytes = images->limits.max_bytes;

@@ -4,7 +4,8 @@
 // it, as /tokenize and countTokens count it); the same picture gives the same greedy answer and
 // logprobs, another picture others; a repeated picture hits the prefix cache through the span,
 // while another picture at the same place reuses only the blocks before it; bad pictures and
-// refused sources are 400s naming the field; the text-only demo model refuses images.
+// refused sources are 400s naming the field, as are a decompression bomb (from its header) and
+// too many pictures; the text-only demo model refuses images.
 //
 // node tests/e2e/images_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (SDKs or tokenizer missing).
@@ -126,6 +127,22 @@ async function openaiImages(openai, base) {
   });
 }
 
+async function limits(openai) {
+  await test('limits: a decompression bomb and too many pictures are 400s before any decoding', async () => {
+    const bomb = png(4, 4, 3);
+    bomb.writeUInt32BE(100000, 16);  // IHDR width and height: 10^10 pixels claimed
+    bomb.writeUInt32BE(100000, 20);
+    const body = ask(CAT);
+    body.messages[1].content[1] = { type: 'image_url', image_url: { url: dataUrl(bomb) } };
+    await assert.rejects(openai.chat.completions.create(body), (e) => e.status === 400 && e.code === 'image_too_large'
+      && e.param === 'messages[1].content[1]' && e.message.includes('100000x100000'));
+    const many = ask(CAT);
+    many.messages[1].content = Array.from({ length: 17 }, () => ({ type: 'image_url', image_url: { url: dataUrl(CAT) } }));
+    await assert.rejects(openai.chat.completions.create(many), (e) => e.status === 400 && e.code === 'too_many_images'
+      && e.param === 'messages[1].content[16]');
+  });
+}
+
 async function rawPlaceholder(openai) {
   await test('a raw prompt with the image placeholder but no picture: 400, and the server keeps serving', async () => {
     await assert.rejects(openai.completions.create({ model: MODEL, prompt: [0, 129264, 5], max_tokens: 2 }),
@@ -185,6 +202,7 @@ await runE2e(work, async (ctx) => {
   const openai = new OpenAI({ baseURL: `${ctx.server.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
   await openaiImages(openai, ctx.server.base);
   await rawPlaceholder(openai);
+  await limits(openai);
   await responsesImage(openai);
   await anthropicImages(new Anthropic({ baseURL: ctx.server.base, apiKey: 'sk-local', maxRetries: 0 }));
   await stop(ctx.server);
