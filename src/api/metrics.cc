@@ -50,6 +50,9 @@ void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
           s.requests_rejected_total);
   counter("flashserve_encoder_cache_hits_total", "Pictures whose vision-tower output came from the encoder cache",
           s.encoder_cache_hits);
+  counter("flashserve_encoder_store_hits_total", "Encoder-cache hits read from the KV store (not memory)",
+          s.encoder_store_hits);
+  counter("flashserve_encoder_imported_total", "Vision-tower outputs received from other workers", s.encoder_imported);
   counter("flashserve_encoder_cache_misses_total", "Pictures run through the vision tower", s.encoder_cache_misses);
   gauge("flashserve_encoder_cache_bytes", "Bytes of vision-tower outputs held in memory", s.encoder_cache_bytes);
   registry_.Counter("flashserve_encode_seconds_total", "Seconds spent in the vision tower").Set(s.encode_seconds_total);

@@ -38,13 +38,13 @@ std::string Date(int64_t unix_seconds) {
 void PrintSummary(const kvstore::DirReport& r) {
   std::printf("%lld objects, %s (%lld expired) in %.2f s\n", static_cast<long long>(r.objects), Mb(r.bytes).c_str(),
               static_cast<long long>(r.expired), r.seconds);
-  std::printf("\nper fingerprint:\n  %-20s %10s %12s %10s %10s %10s\n", "fingerprint", "objects", "bytes", "blocks",
-              "boundaries", "expired");
+  std::printf("\nper fingerprint:\n  %-20s %10s %12s %10s %10s %10s %10s\n", "fingerprint", "objects", "bytes", "blocks",
+              "boundaries", "images", "expired");
   for (const kvstore::FingerprintSummary& f : r.fingerprints) {
     const std::string name = f.fingerprint.size() > 20 ? f.fingerprint.substr(0, 17) + "..." : f.fingerprint;
-    std::printf("  %-20s %10lld %12s %10lld %10lld %10lld\n", name.c_str(), static_cast<long long>(f.objects),
+    std::printf("  %-20s %10lld %12s %10lld %10lld %10lld %10lld\n", name.c_str(), static_cast<long long>(f.objects),
                 Mb(f.bytes).c_str(), static_cast<long long>(f.blocks), static_cast<long long>(f.boundaries),
-                static_cast<long long>(f.expired));
+                static_cast<long long>(f.images), static_cast<long long>(f.expired));
   }
   std::printf("\nper TTL class:\n  %-12s %10s %12s %12s %9s %8s %8s %8s  %s\n", "class", "objects", "bytes", "tokens",
               "expired", "<=1h", "<=1d", "<=7d", "latest expiry");

@@ -116,7 +116,7 @@ void ConfigureImages(const engine::Model& model, protocol::WorkerRole role, api:
   }
   images->params = VisionParamsOf(c);
   images->image_token = static_cast<int32_t>(c.image_token_id);
-  images->tower_checksum = model.dir();
+  images->tower_checksum = serve::TowerFingerprint(model);
   images->sources.max_bytes = images->limits.max_bytes;
 }
 
@@ -298,6 +298,11 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 32))->capture_default_str();
   cmd->add_option("--max-images", f->api.routes.images.max_images, "Images per request at most")
       ->check(CLI::Range(0, 1024))->capture_default_str();
+  cmd->add_option("--encoder-cache-bytes", f->loop.encoder_cache_bytes,
+                  "Vision-tower outputs kept in memory, decoded (they are also KV-store objects under --image-ttl)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--image-ttl", f->loop.image_ttl_class,
+                  "Retention class (one of --kv-ttl) of vision-tower outputs in the KV store (default: --kv-default-ttl)");
   cmd->add_option("--image-file-root", f->api.routes.images.sources.file_root,
                   "Allow file:// image URLs under this directory (default: refused)")->check(CLI::ExistingDirectory);
   cmd->add_option("--seal-key-file", f->seal_key_file,

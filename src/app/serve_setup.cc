@@ -15,6 +15,10 @@ using base::ErrorCode;
 base::Result<std::unique_ptr<kvstore::KvStore>> OpenStore(ServeFlags& f, const engine::Model& model) {
   static const base::SystemClock clock;
   FS_ASSIGN_OR_RETURN(f.store.ttl_classes, ParseTtlClasses(f.ttl_spec));
+  const auto& classes = f.store.ttl_classes;
+  if (!f.loop.image_ttl_class.empty() &&
+      std::none_of(classes.begin(), classes.end(), [&](const kvstore::TtlClass& c) { return c.name == f.loop.image_ttl_class; }))
+    return Error(ErrorCode::kInvalidArgument, "--image-ttl '" + f.loop.image_ttl_class + "' is not one of --kv-ttl");
   f.store.fingerprint = serve::ModelFingerprint(model, f.engine);
   f.store.memory_bytes = f.loop.prefix_cache_bytes;
   if (f.store.memory_bytes <= 0 && f.store.disk_dir.empty() && f.store.shared_dir.empty())

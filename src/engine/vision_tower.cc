@@ -155,11 +155,11 @@ base::Result<std::vector<float>> VisionTower::Encode(std::span<const float> patc
   return RunAligner(vit, vit_h, vit_w);
 }
 
-base::Result<std::vector<float>> VisionTower::SpanEmbeddings(std::span<const uint8_t> roles,
-                                                             std::span<const int32_t> image_rows,
-                                                             std::span<const float> aligner_rows) const {
-  const model::VisionWeights& w = model_.weights().vision;
-  const int64_t d = model_.config().hidden_size;
+base::Result<std::vector<float>> SpanEmbeddings(const Model& model, std::span<const uint8_t> roles,
+                                                std::span<const int32_t> image_rows,
+                                                std::span<const float> aligner_rows) {
+  const model::VisionWeights& w = model.weights().vision;
+  const int64_t d = model.config().hidden_size;
   const int64_t available = static_cast<int64_t>(aligner_rows.size()) / d;
   std::vector<float> out(roles.size() * static_cast<size_t>(d));
   size_t next_image = 0;

@@ -15,6 +15,13 @@
 
 namespace flashserve::engine {
 
+// Embeddings of every span position ([roles.size()][hidden]): the learned start, newline, end
+// and pad vectors, and aligner row image_rows[k] at the k-th image position. Roles are
+// vision::SpanRole values (0 start, 1 pad, 2 image, 3 newline, 4 end). Any thread.
+base::Result<std::vector<float>> SpanEmbeddings(const Model& model, std::span<const uint8_t> roles,
+                                                std::span<const int32_t> image_rows,
+                                                std::span<const float> aligner_rows);
+
 class VisionTower {
  public:
   VisionTower(const Model& model, base::ThreadPool& pool);
@@ -27,11 +34,11 @@ class VisionTower {
   // RunVit then RunAligner.
   base::Result<std::vector<float>> Encode(std::span<const float> patches, int vit_h, int vit_w);
 
-  // Embeddings of every span position ([roles.size()][hidden]): the learned start, newline, end
-  // and pad vectors, and aligner row image_rows[k] at the k-th image position. Roles are
-  // vision::SpanRole values (0 start, 1 pad, 2 image, 3 newline, 4 end).
+  // engine::SpanEmbeddings for this tower's model.
   base::Result<std::vector<float>> SpanEmbeddings(std::span<const uint8_t> roles, std::span<const int32_t> image_rows,
-                                                  std::span<const float> aligner_rows) const;
+                                                  std::span<const float> aligner_rows) const {
+    return engine::SpanEmbeddings(model_, roles, image_rows, aligner_rows);
+  }
 
  private:
   void Attention(const float* qkv, int n, int vit_w, float* out);

@@ -104,7 +104,7 @@ class DirScanner {
     FingerprintSummary& fp = fingerprints_[fingerprint];
     ++fp.objects;
     fp.bytes += out.file_bytes;
-    ++(key.kind == ObjectKind::kBlock ? fp.blocks : fp.boundaries);
+    ++(key.kind == ObjectKind::kBlock ? fp.blocks : key.kind == ObjectKind::kBoundary ? fp.boundaries : fp.images);
     ClassSummary& c = classes_[h.ttl_class];
     c.name = h.ttl_class;
     ++c.objects;

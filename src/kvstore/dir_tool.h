@@ -29,7 +29,7 @@ struct ClassSummary {
 
 struct FingerprintSummary {
   std::string fingerprint;
-  int64_t objects = 0, bytes = 0, blocks = 0, boundaries = 0, expired = 0;
+  int64_t objects = 0, bytes = 0, blocks = 0, boundaries = 0, images = 0, expired = 0;
 };
 
 struct BadObject {

@@ -82,7 +82,7 @@ base::Result<ObjectHeader> DecodeHeader(std::string_view bytes) {
   if (bytes.size() < header_bytes) return Corrupt(fmt::format("truncated header ({} bytes)", bytes.size()));
   const uint64_t stored = Load64(bytes.data() + header_bytes - 8);
   if (stored != Checksum64(bytes.substr(0, header_bytes - 8))) return Corrupt("header checksum mismatch");
-  if (kind != static_cast<uint8_t>(ObjectKind::kBlock) && kind != static_cast<uint8_t>(ObjectKind::kBoundary)) {
+  if (!protocol::IsKvObjectKind(kind)) {
     return Corrupt(fmt::format("unknown object kind {}", kind));
   }
   h.key.kind = static_cast<ObjectKind>(kind);
@@ -128,6 +128,8 @@ bool ParseObjectFileName(std::string_view name, ObjectKey* key) {
     key->kind = ObjectKind::kBlock;
   } else if (suffix == KindName(ObjectKind::kBoundary)) {
     key->kind = ObjectKind::kBoundary;
+  } else if (suffix == KindName(ObjectKind::kImage)) {
+    key->kind = ObjectKind::kImage;
   } else {
     return false;
   }

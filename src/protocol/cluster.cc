@@ -33,6 +33,7 @@ base::Result<KvObject> ObjectFromJson(const Json& j, const std::string& path) {
   const std::string& k = kind->get_ref<const std::string&>();
   if (k == "block") o.kind = KvObjectKind::kBlock;
   else if (k == "boundary") o.kind = KvObjectKind::kBoundary;
+  else if (k == "image") o.kind = KvObjectKind::kImage;
   else return Bad(path + ".kind: unknown kind '" + k + "'");
   if (hash == j.end() || !hash->is_string() || !base::HexDecode(hash->get_ref<const std::string&>(), o.hash))
     return Bad(path + ".hash: expected 64 hex digits");
@@ -97,7 +98,13 @@ const char* KvTierName(KvTier tier) {
   return "unknown";
 }
 
-const char* KvObjectKindName(KvObjectKind k) { return k == KvObjectKind::kBoundary ? "boundary" : "block"; }
+const char* KvObjectKindName(KvObjectKind k) {
+  switch (k) {
+    case KvObjectKind::kBoundary: return "boundary";
+    case KvObjectKind::kImage: return "image";
+    default: return "block";
+  }
+}
 
 const char* WorkerRoleName(WorkerRole role) {
   switch (role) {

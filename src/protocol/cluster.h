@@ -15,7 +15,11 @@
 namespace flashserve::protocol {
 
 enum class KvTier : uint8_t { kMemory = 0, kDisk = 1, kShared = 2 };  // L1 DRAM, L2 local dir, L3 shared dir
-enum class KvObjectKind : uint8_t { kBlock = 1, kBoundary = 2 };      // a 128-token block / a snapshot at its end
+// A 128-token block / a snapshot at its end / a picture's vision-tower output (keyed by its
+// content key, not a chained block hash).
+enum class KvObjectKind : uint8_t { kBlock = 1, kBoundary = 2, kImage = 3 };
+// Whether a byte read from a file or the wire names one of the kinds.
+inline bool IsKvObjectKind(uint8_t kind) { return kind >= 1 && kind <= 3; }
 
 using KvHash = std::array<uint8_t, 32>;  // the chained block hash (same type as kv::BlockHash)
 
@@ -77,7 +81,7 @@ struct WorkerLoad {
 };
 
 const char* KvTierName(KvTier tier);          // "memory", "disk", "shared"
-const char* KvObjectKindName(KvObjectKind k);  // "block", "boundary"
+const char* KvObjectKindName(KvObjectKind k);  // "block", "boundary", "image"
 
 std::string ToJson(const KvEventPage& page);
 std::string ToJson(const KvSnapshot& snapshot);

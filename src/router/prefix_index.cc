@@ -161,6 +161,7 @@ base::Status PrefixIndex::Apply(int worker, const KvEvent& event) {
   }
   ++events_;
   const KvObject& o = event.object;
+  if (o.kind == ObjectKind::kImage) return base::Status::Ok();  // encoder outputs: not a prefix
   if (o.tier == Tier::kShared) {
     SetShared(o.kind, event.stored, o.hash);
   } else if (event.stored) {

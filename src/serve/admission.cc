@@ -25,17 +25,38 @@ void EngineLoop::Apply(SubmitCommand& c) {
     r.usage.cached_tokens = r.usage.cached_prefill = std::min(r.req.prefill_cached_tokens, r.usage.prompt_tokens);
   }
   if (prefix_) r.cache_seed = prefix_->Seed(r.req.cache_namespace);
-  if (!r.req.images.empty()) {  // the colocated encode stage
-    auto encoded = image_encoder_.Encode(r.req.prompt, r.req.images);
-    r.req.images.clear();  // the patches are not needed any more
-    if (!encoded.ok()) {
-      MarkStarted(r);
-      r.sink(FinalEvent(r, 0, FinishReason::kError, "image encoding failed: " + encoded.error().message()));
-      return;
-    }
-    r.images = std::move(encoded).value();
-  }
   requests_[r.req.id] = c.request;
+  if (!r.req.images.empty()) {  // the encode stage first (its own thread); admitted when it answers
+    std::vector<protocol::ImageInput> job = std::move(r.req.images);
+    r.req.images.clear();
+    for (protocol::ImageInput& image : job) {  // the spans stay here, the patches go to the encoder
+      protocol::ImageInput span = image;
+      span.patches.clear();
+      r.req.images.push_back(std::move(span));
+    }
+    image_encoder_->Submit(std::move(job), [this, request = c.request](auto pictures) {
+      Post(EncodedCommand{request, std::move(pictures)});
+    });
+    return;
+  }
+  if (!StartFetch(c.request)) Enqueue(c.request);
+}
+
+void EngineLoop::Apply(EncodedCommand& c) {
+  LoopRequest& r = *c.request;
+  auto it = requests_.find(r.req.id);
+  if (it == requests_.end() || it->second != c.request) return;  // cancelled while encoding
+  base::Result<EncodedImages> spans =
+      c.pictures.ok() ? SpanInputs(model_, static_cast<int64_t>(r.req.prompt.size()), r.req.images, *c.pictures)
+                      : base::Result<EncodedImages>(c.pictures.error());
+  r.req.images.clear();
+  if (!spans.ok()) {
+    MarkStarted(r);
+    r.sink(FinalEvent(r, 0, FinishReason::kError, "image encoding failed: " + spans.error().message()));
+    Retire(r.req.id);
+    return;
+  }
+  r.images = std::move(spans).value();
   if (!StartFetch(c.request)) Enqueue(c.request);
 }
 
@@ -136,7 +157,7 @@ void EngineLoop::EndRequest(const std::string& id, FinishReason reason, const st
   auto it = requests_.find(id);
   if (it == requests_.end()) return;
   const RequestPtr r = it->second;
-  if (r->choices.empty()) {  // still fetching its prefix: nothing runs yet
+  if (r->choices.empty()) {  // still encoding its pictures or fetching its prefix: nothing runs yet
     MarkStarted(*r);
     r->sink(FinalEvent(*r, 0, reason, error));
     Retire(id);

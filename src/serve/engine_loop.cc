@@ -50,7 +50,6 @@ EngineLoop::EngineLoop(const engine::Model& model, const engine::EngineOptions& 
       engine_options_(engine_options),
       config_(config),
       engine_(model, engine_options),
-      image_encoder_(model, engine_options.num_threads, config.encoder_cache_bytes),
       sched_(config.sched,
              [&model](int64_t p) { return engine::EstimateStateBytes(model.config(), model.plan(), false, p); }),
       store_(std::move(store)),
@@ -66,6 +65,9 @@ EngineLoop::EngineLoop(const engine::Model& model, const engine::EngineOptions& 
   if (config_.max_context <= 0 || config_.max_context > model.config().max_position)
     config_.max_context = model.config().max_position;
   if (store_) prefix_ = std::make_unique<PrefixStore>(model, fingerprint_, store_.get());
+  encoder_cache_ = std::make_unique<EncoderCache>(model.config().hidden_size, config_.encoder_cache_bytes, store_.get(),
+                                                  config_.image_ttl_class);
+  image_encoder_ = std::make_unique<ImageEncoder>(model, std::max(1, engine_options.num_threads), encoder_cache_.get());
   stats_.state_pool_capacity = config_.sched.state_pool_bytes;
 }
 
@@ -78,6 +80,7 @@ void EngineLoop::Start() {
 }
 
 void EngineLoop::Stop() {
+  image_encoder_->Stop();  // no callback Posts after this
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -125,7 +128,22 @@ std::vector<CacheObject> EngineLoop::ExportPrefix(const std::string& ns, std::sp
 }
 
 void EngineLoop::ImportObject(const CacheObject& object) {
+  if (object.kind == protocol::KvObjectKind::kImage) {
+    base::Status imported = encoder_cache_->Import(object.hash, object.payload);
+    if (!imported.ok()) FS_LOG(kWarning, "serve: a received picture was refused: {}", imported.error().message());
+    return;
+  }
   if (prefix_) prefix_->Import(object);
+}
+
+base::SharedBytes EngineLoop::ExportImage(const protocol::KvHash& key) const { return encoder_cache_->Export(key); }
+
+void EngineLoop::EncodeImages(std::vector<protocol::ImageInput> images, EncodeDone done) {
+  if (!model_.config().vision.present()) {
+    done(base::MakeError(ErrorCode::kInvalidArgument, "the model has no vision tower"));
+    return;
+  }
+  image_encoder_->Submit(std::move(images), std::move(done));
 }
 
 ServiceStats EngineLoop::Stats() const {

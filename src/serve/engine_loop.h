@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "kvstore/kv_store.h"
 #include "sched/scheduler.h"
+#include "serve/image_encoder.h"
 #include "serve/live_sequence.h"
 #include "serve/loop_stats.h"
 #include "serve/prefix_store.h"
@@ -35,7 +36,8 @@ struct LoopConfig {
   int64_t prefix_cache_bytes = int64_t{1} << 30;  // L1 budget when the loop builds its own store; 0 disables
   int max_choices = 16;                           // largest n
   int64_t max_context = 0;                        // 0 = the model's max_position_embeddings
-  int64_t encoder_cache_bytes = int64_t{256} << 20;  // tower outputs kept by picture
+  int64_t encoder_cache_bytes = int64_t{256} << 20;  // tower outputs kept by picture, decoded, in memory
+  std::string image_ttl_class;  // TTL class of tower outputs in the KV store ("" = the store's default)
   base::Status Validate() const;
 };
 
@@ -62,6 +64,8 @@ class EngineLoop final : public Service {
   std::vector<CacheObject> ExportPrefix(const std::string& cache_namespace, std::span<const int32_t> prompt,
                                         int64_t from_block, int64_t upto_tokens) const override;
   void ImportObject(const CacheObject& object) override;
+  base::SharedBytes ExportImage(const protocol::KvHash& key) const override;
+  void EncodeImages(std::vector<protocol::ImageInput> images, EncodeDone done) override;
 
   // Runs one engine step on the calling thread (tests drive the loop without the thread).
   // Returns false when the engine did not run (nothing to do, or only failed restores).
@@ -80,7 +84,11 @@ class EngineLoop final : public Service {
     RequestPtr request;
     std::vector<kvstore::ObjectKey> pinned;  // the objects now pinned in L1
   };
-  using Command = std::variant<SubmitCommand, CancelCommand, FetchedCommand>;
+  struct EncodedCommand {  // the encode stage finished `request`'s pictures
+    RequestPtr request;
+    base::Result<std::vector<EncodedPicture>> pictures;
+  };
+  using Command = std::variant<SubmitCommand, CancelCommand, FetchedCommand, EncodedCommand>;
 
   // Intake (engine_loop.cc).
   base::Status ValidateRequest(const protocol::GenerateRequest& r) const;
@@ -91,6 +99,7 @@ class EngineLoop final : public Service {
   void Apply(SubmitCommand& c);
   void Apply(CancelCommand& c);
   void Apply(FetchedCommand& c);
+  void Apply(EncodedCommand& c);
   // Admission and the end of requests (admission.cc).
   bool StartFetch(const RequestPtr& request);
   void Enqueue(const RequestPtr& request);
@@ -120,11 +129,12 @@ class EngineLoop final : public Service {
   engine::EngineOptions engine_options_;
   LoopConfig config_;
   engine::Engine engine_;
-  ImageEncoder image_encoder_;
   std::vector<uint32_t> no_image_mask_;  // every token but the image placeholder (vision models)
   sched::Scheduler sched_;
   std::unique_ptr<kvstore::KvStore> store_;
   std::unique_ptr<PrefixStore> prefix_;
+  std::unique_ptr<EncoderCache> encoder_cache_;
+  std::unique_ptr<ImageEncoder> image_encoder_;  // stopped first in Stop(): its callbacks Post
   std::string fingerprint_;
   LoopStats loop_stats_;
   std::mt19937_64 seeds_;  // seeds of requests that bring none (engine thread)

@@ -1,13 +1,17 @@
-// The colocated encode stage: a request's pictures through the model's vision tower into the
-// embeddings of their placeholder spans, with an in-memory cache of tower outputs by content key
-// (bounded by bytes, oldest out first), so a screenshot that comes back every turn is encoded
-// once. Engine thread only.
+// The encode stage: a thread that turns pictures into vision-tower outputs (aligner rows), from
+// the EncoderCache (memory, then the KV store's tiers) or through the tower on a pool of its
+// own, so the engine thread never runs the tower or waits for the store's disk. Submit from any
+// thread; callbacks run on the encode thread. SpanInputs (any thread) assembles a prompt's
+// span embeddings from the rows.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
-#include <map>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "base/result.h"
@@ -15,6 +19,7 @@
 #include "engine/model.h"
 #include "kv/block_hash.h"
 #include "protocol/generate.h"
+#include "serve/encoder_cache.h"
 
 namespace flashserve::serve {
 
@@ -25,32 +30,43 @@ struct EncodedImages {
   std::vector<float> embeddings;         // [rows.size()][hidden]
 };
 
-struct EncoderStats {
-  int64_t hits = 0, misses = 0, bytes = 0;
-  double encode_seconds = 0;
-};
-
 class ImageEncoder {
  public:
-  ImageEncoder(const engine::Model& model, int threads, int64_t cache_bytes);
+  using Done = std::function<void(base::Result<std::vector<EncodedPicture>>)>;
 
-  // kInvalidArgument when the spans do not fit the prompt or the model has no tower.
-  base::Result<EncodedImages> Encode(const std::vector<int32_t>& prompt,
-                                     const std::vector<protocol::ImageInput>& images);
-  const EncoderStats& stats() const { return stats_; }
+  ImageEncoder(const engine::Model& model, int threads, EncoderCache* cache);
+  ~ImageEncoder();  // Stop()
+  ImageEncoder(const ImageEncoder&) = delete;
+  ImageEncoder& operator=(const ImageEncoder&) = delete;
+
+  // Queues the pictures (patches may be dropped after; only the keys and grids are read);
+  // done gets one EncodedPicture per image, in order, or the first error.
+  void Submit(std::vector<protocol::ImageInput> images, Done done);
+  // Finishes the job in progress; queued jobs are dropped without their callbacks.
+  void Stop();
 
  private:
-  using Rows = std::shared_ptr<const std::vector<float>>;
-  base::Result<Rows> AlignerRows(const protocol::ImageInput& image);
-  base::ThreadPool& Pool();
+  struct Job {
+    std::vector<protocol::ImageInput> images;
+    Done done;
+  };
+  void Run();
+  base::Result<std::vector<EncodedPicture>> EncodeAll(const std::vector<protocol::ImageInput>& images);
 
   const engine::Model& model_;
-  int threads_;
-  std::unique_ptr<base::ThreadPool> pool_;  // made on the first picture
-  int64_t cache_bytes_;
-  std::map<std::array<uint8_t, 32>, Rows> cache_;
-  std::deque<std::array<uint8_t, 32>> order_;  // insertion order, for eviction
-  EncoderStats stats_;
+  EncoderCache* cache_;
+  base::ThreadPool pool_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<Job> jobs_;
+  bool stop_ = false;
+  std::thread thread_;
 };
+
+// The prompt's span embeddings from its pictures' rows. kInvalidArgument when the spans do not
+// fit the prompt or a span does not match its rows.
+base::Result<EncodedImages> SpanInputs(const engine::Model& model, int64_t prompt_tokens,
+                                       const std::vector<protocol::ImageInput>& images,
+                                       const std::vector<EncodedPicture>& pictures);
 
 }  // namespace flashserve::serve

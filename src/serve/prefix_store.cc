@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "base/log.h"
 #include "engine/state_codec.h"
 #include "kernels/gemm/matmul.h"
@@ -166,6 +168,24 @@ std::string ModelFingerprint(const engine::Model& model, const engine::EngineOpt
     const model::TensorInfo* t = ckpt.Find(name);
     digest_input += "|" + name + ":" + std::string(model::DTypeName(t->dtype)) + t->ShapeString();
     digest_input.append(reinterpret_cast<const char*>(t->data), std::min<size_t>(t->num_bytes, 32));
+  }
+  return kv::ToHex(kv::Sha256(digest_input));
+}
+
+std::string TowerFingerprint(const engine::Model& model) {
+  const model::ModelConfig& c = model.config();
+  if (!c.vision.present()) return "";
+  std::string digest_input = fmt::format("tower|{}|{}|{}|{}|{}|{}|{}|{}", c.vision.num_layers, c.vision.dim,
+                                         c.vision.num_heads, c.vision.inter_dim, c.vision.patch_size,
+                                         c.vision.downsample_ratio, c.vision.norm_eps, c.hidden_size);
+  const model::Checkpoint& ckpt = model.checkpoint();
+  for (const std::string& name : ckpt.Names()) {
+    if (!name.starts_with("vision.") && !name.starts_with("aligner.") && !name.starts_with("image_")) continue;
+    const model::TensorInfo* t = ckpt.Find(name);
+    digest_input += "|" + name + ":" + std::string(model::DTypeName(t->dtype)) + t->ShapeString();
+    const size_t edge = std::min<size_t>(t->num_bytes, 32);
+    digest_input.append(reinterpret_cast<const char*>(t->data), edge);
+    digest_input.append(reinterpret_cast<const char*>(t->data) + t->num_bytes - edge, edge);
   }
   return kv::ToHex(kv::Sha256(digest_input));
 }

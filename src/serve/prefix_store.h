@@ -96,5 +96,9 @@ class PrefixStore final : public kv::ResumeIndex {
 // numerics differ (AVX2 and AVX-512, AMX on and off) keep separate objects in a shared
 // directory: a state restored there continues exactly as a cold prefill would.
 std::string ModelFingerprint(const engine::Model& model, const engine::EngineOptions& options);
+// The vision tower's fingerprint (hex; "" without a tower): its config and every `vision.*`,
+// `aligner.*` and `image_*` tensor's name, type, shape and first and last bytes. Part of every
+// picture's content key, so workers that load the same checkpoint from different paths agree.
+std::string TowerFingerprint(const engine::Model& model);
 
 }  // namespace flashserve::serve

@@ -4,6 +4,7 @@
 // and must return quickly (hand the event to the I/O thread, never block).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,12 +54,24 @@ struct ServiceStats {
   KvTierStats kv_tiers[3];
   // The colocated encode stage (pictures through the vision tower).
   int64_t encoder_cache_hits = 0;    // pictures whose tower output was cached
+  int64_t encoder_store_hits = 0;    // of the hits, those read from the KV store (restart, other worker)
+  int64_t encoder_imported = 0;      // tower outputs received from other workers
   int64_t encoder_cache_misses = 0;  // pictures encoded
   int64_t encoder_cache_bytes = 0;
   double encode_seconds_total = 0;
 };
 
 using EventSink = std::function<void(const protocol::GenerateEvent&)>;
+
+// A picture's vision-tower output (aligner rows, [rows][hidden]) by its content key
+// (vision::ContentKey), and whether it came from a cache rather than the tower.
+using ImageKey = std::array<uint8_t, 32>;
+using ImageRows = std::shared_ptr<const std::vector<float>>;
+struct EncodedPicture {
+  ImageKey key{};
+  ImageRows rows;
+  bool cached = false;
+};
 
 // One prefix-cache object moving between workers (disaggregated serving).
 struct CacheObject {
@@ -98,6 +111,19 @@ class Service {
     return {};
   }
   virtual void ImportObject(const CacheObject& object) { (void)object; }
+  // Pictures. ExportImage: a picture's tower output (an `image` object payload) from this
+  // worker's encoder cache, null when absent. EncodeImages: the pictures' tower outputs (from
+  // the encoder cache or the tower), done called once, on another thread. Thread-safe; the
+  // defaults describe a service without a tower.
+  virtual base::SharedBytes ExportImage(const protocol::KvHash& key) const {
+    (void)key;
+    return nullptr;
+  }
+  using EncodeDone = std::function<void(base::Result<std::vector<EncodedPicture>>)>;
+  virtual void EncodeImages(std::vector<protocol::ImageInput> images, EncodeDone done) {
+    (void)images;
+    done(base::MakeError(base::ErrorCode::kInvalidArgument, "this server has no vision tower"));
+  }
 };
 
 }  // namespace flashserve::serve

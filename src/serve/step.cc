@@ -215,8 +215,10 @@ void EngineLoop::PublishStats(bool ran_step) {
   stats_.queued_prefill_tokens = sched_.PendingPromptTokens();
   stats_.prefill_tokens_per_second = per_token > 0 ? 1.0 / per_token : 0;
   stats_.busy_fraction = busy;
-  const EncoderStats& enc = image_encoder_.stats();
+  const EncoderStats enc = encoder_cache_->stats();
   stats_.encoder_cache_hits = enc.hits;
+  stats_.encoder_store_hits = enc.store_hits;
+  stats_.encoder_imported = enc.imported;
   stats_.encoder_cache_misses = enc.misses;
   stats_.encoder_cache_bytes = enc.bytes;
   stats_.encode_seconds_total = enc.encode_seconds;

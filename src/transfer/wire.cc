@@ -170,7 +170,7 @@ void EncodeObjectMeta(const ObjectMeta& meta, char* out) {
 base::Result<ObjectMeta> DecodeObjectMeta(std::string_view bytes) {
   if (bytes.size() < kObjectMetaBytes) return Corrupt("OBJECT payload too short");
   const uint8_t kind = Load<uint8_t>(bytes.data());
-  if (kind != static_cast<uint8_t>(ObjectKind::kBlock) && kind != static_cast<uint8_t>(ObjectKind::kBoundary))
+  if (!protocol::IsKvObjectKind(kind))
     return Corrupt(fmt::format("unknown object kind {}", kind));
   ObjectMeta m;
   m.kind = static_cast<ObjectKind>(kind);

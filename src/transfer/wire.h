@@ -46,7 +46,7 @@ constexpr size_t kMaxFingerprintBytes = 256;
 constexpr size_t kMaxNamespaceBytes = 256;
 
 enum class FrameType : uint8_t { kHello = 1, kObject = 2, kHeartbeat = 3, kEnd = 4, kAbort = 5 };
-// The kind shared with the KV store and KV events: kBlock = 1, kBoundary = 2 (the wire values).
+// The kind shared with the KV store and KV events: kBlock = 1, kBoundary = 2, kImage = 3 (the wire values).
 using ObjectKind = protocol::KvObjectKind;
 
 const char* FrameTypeName(FrameType type);  // "HELLO", ...

@@ -106,7 +106,12 @@ TEST(WireTest, PayloadCodecs) {
   EXPECT_EQ(m->kind, ObjectKind::kBoundary);
   EXPECT_EQ(m->hash, testutil::HashOf(5));
   EXPECT_EQ(m->tokens, 128);
-  buf[0] = 3;
+  buf[0] = 3;  // an image (a picture's tower output)
+  ASSERT_TRUE(DecodeObjectMeta(std::string_view(buf, sizeof buf)).ok());
+  EXPECT_EQ(DecodeObjectMeta(std::string_view(buf, sizeof buf))->kind, ObjectKind::kImage);
+  buf[0] = 4;
+  EXPECT_FALSE(DecodeObjectMeta(std::string_view(buf, sizeof buf)).ok());
+  buf[0] = 0;
   EXPECT_FALSE(DecodeObjectMeta(std::string_view(buf, sizeof buf)).ok());
 
   auto e = DecodeEnd(EncodeEnd(EndSummary{4, 1 << 20}));
