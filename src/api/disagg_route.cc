@@ -15,7 +15,9 @@ namespace {
 // Prefill half: one generated token computes the whole prompt, shipped as it is persisted.
 void StartPrefillHalf(const RouteContext& ctx, const ExchangePtr& exchange, JobOptions job, JobDeps deps,
                       std::unique_ptr<DialectWriter> writer, protocol::GenerateRequest request, const transfer::TransferId& id, const std::string& to) {
-  auto shipper = serve::StateShipper::Start(ctx.service, to, id, request.cache_namespace, request.prompt);
+  std::vector<protocol::KvHash> images;
+  for (const protocol::ImageInput& image : request.images) images.push_back(image.key);
+  auto shipper = serve::StateShipper::Start(ctx.service, to, id, request.cache_namespace, request.prompt, std::move(images));
   if (!shipper.ok()) return writer->Fail(net::FromError(shipper.error()), false);
   request.max_tokens = 1;
   request.n = 1;

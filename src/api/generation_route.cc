@@ -143,6 +143,8 @@ std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protoco
 }
 
 void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, GenerationPlan plan) {
+  if (ctx.options.role == protocol::WorkerRole::kEncode)
+    return StartEncodeHalf(ctx, exchange, std::move(plan.images), plan.errors);
   const serve::ModelInfo info = ctx.service->Info();
   GenerationOptions& options = plan.options;
   if (auto error = PickMaxTokens(info, ctx, static_cast<int64_t>(plan.prompt.size()), plan, options))
@@ -201,12 +203,24 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
     }
   }
 
-  JobDeps deps{ctx.service, ctx.tokenizer, ctx.metrics};
-  std::unique_ptr<DialectWriter> writer = plan.make_writer(std::move(w));
-  const std::string transfer = exchange->request().Header(protocol::kTransferHeader);
-  if (!transfer.empty())
-    return StartDisaggregated(ctx, exchange, std::move(job), deps, std::move(writer), std::move(request), transfer);
-  GenerationJob::Create(std::move(job), deps, exchange, std::move(writer))->Start(std::move(request));
+  struct Launch {  // the start, now or once the request's pictures have arrived from encode workers
+    JobOptions job;
+    JobDeps deps;
+    std::unique_ptr<DialectWriter> writer;
+    protocol::GenerateRequest request;
+    std::string transfer;
+  };
+  auto launch = std::make_shared<Launch>(Launch{std::move(job), JobDeps{ctx.service, ctx.tokenizer, ctx.metrics},
+                                                plan.make_writer(std::move(w)), std::move(request),
+                                                exchange->request().Header(protocol::kTransferHeader)});
+  auto start = [ctx = &ctx, exchange, launch] {
+    Launch& l = *launch;
+    if (!l.transfer.empty())
+      return StartDisaggregated(*ctx, exchange, std::move(l.job), l.deps, std::move(l.writer), std::move(l.request),
+                                l.transfer);
+    GenerationJob::Create(std::move(l.job), l.deps, exchange, std::move(l.writer))->Start(std::move(l.request));
+  };
+  if (!AwaitEncodeTransfers(ctx, exchange, start, plan.errors)) start();
 }
 
 }  // namespace flashserve::api

@@ -134,4 +134,17 @@ void StartDisaggregated(const RouteContext& ctx, const ExchangePtr& exchange, Jo
                         std::unique_ptr<DialectWriter> writer, protocol::GenerateRequest request,
                         const std::string& transfer_id);
 
+// Pictures encoded by `--role encode` workers (encode_route.cc). StartEncodeHalf: on an encode
+// worker, encodes the pictures protocol::kEncodeImagesHeader names (default all) and streams
+// their tower outputs to protocol::kEncodeToHeader in transfer protocol::kTransferHeader, then
+// answers {"object": "encode", "images": [...]}; without those headers a 400 (this worker does
+// not generate). AwaitEncodeTransfers: when the request names encode transfers
+// (protocol::kEncodeTransfersHeader), calls `then` on the exchange's strand once each has ended
+// or failed and returns true (also true after answering a malformed header with a 400); false
+// when there is nothing to wait for.
+void StartEncodeHalf(const RouteContext& ctx, const ExchangePtr& exchange, std::vector<protocol::ImageInput> images,
+                     net::ErrorDialect errors);
+bool AwaitEncodeTransfers(const RouteContext& ctx, const ExchangePtr& exchange, std::function<void()> then,
+                          net::ErrorDialect errors);
+
 }  // namespace flashserve::api

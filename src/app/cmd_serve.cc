@@ -102,17 +102,15 @@ base::Result<std::string> EnsureDemoModel(const std::string& tokenizer_path, int
   return final_dir.string();
 }
 
-// Image inputs follow the checkpoint: a V4.1 vision tower on a worker that runs whole requests
-// (the encode stage is colocated; prefill/decode workers refuse images for now).
-void ConfigureImages(const engine::Model& model, protocol::WorkerRole role, api::ImageOptions* images) {
+// Image inputs follow the checkpoint: a V4.1 vision tower (every role; pictures are encoded
+// where the prompt is computed unless encode workers send their tower outputs).
+void ConfigureImages(const engine::Model& model, api::ImageOptions* images) {
   const model::ModelConfig& c = model.config();
-  images->enabled = c.vision.present() && c.is_v41() && c.image_token_id >= 0 && role == protocol::WorkerRole::kBoth;
+  images->enabled = c.vision.present() && c.is_v41() && c.image_token_id >= 0;
   if (!c.vision.present() || c.image_token_id < 0) {
     images->disabled_reason = "the served model is text-only";
   } else if (!c.is_v41()) {
     images->disabled_reason = "the V4 Vision-Exp layout is not served yet";
-  } else if (role != protocol::WorkerRole::kBoth) {
-    images->disabled_reason = "prefill/decode workers do not take images yet (use --role both)";
   }
   images->params = VisionParamsOf(c);
   images->image_token = static_cast<int32_t>(c.image_token_id);
@@ -197,6 +195,11 @@ int RunServe(ServeFlags f) {
     return PrintError(Error(ErrorCode::kNotFound, std::string("no tokenizer: the model has no tokenizer.json and ") + kTokenizerRel +
                                                       " is missing (run ./scripts/setup.sh), or pass --tokenizer FILE"));
   }
+  if (f.role == protocol::WorkerRole::kEncode) {  // only the tower is read: the rest stays on disk, unmapped
+    f.engine.preload_weights = false;
+    f.engine.head_in_huge_pages = false;
+    f.engine.fp4_lane_pairs = false;
+  }
   std::unique_ptr<engine::Model> model = LoadModelOrPrint(f.model, f.engine, tokenizer_path);
   if (!model) return 1;
   auto tok = LoadTokenizer(tokenizer_path, demo);
@@ -214,7 +217,10 @@ int RunServe(ServeFlags f) {
   f.api.http.host = f.host;
   f.api.http.port = f.port;
   f.api.routes.encoding_version = *version;
-  ConfigureImages(*model, f.role, &f.api.routes.images);
+  ConfigureImages(*model, &f.api.routes.images);
+  if (f.role == protocol::WorkerRole::kEncode && !f.api.routes.images.enabled)
+    return PrintError(Error(ErrorCode::kInvalidArgument, "--role encode needs a model with a vision tower: " +
+                                                             f.api.routes.images.disabled_reason));
   for (const std::string& spec : f.logit_bias) {
     auto bias = ParseLogitBias(spec, *model);
     if (!bias.ok()) return PrintError(bias.error());
@@ -244,7 +250,7 @@ int RunServe(ServeFlags f) {
   std::unique_ptr<serve::TransferInbox> inbox;
   std::unique_ptr<transfer::TransferReceiver> receiver;
   f.api.routes.role = f.role;
-  if (f.role != protocol::WorkerRole::kPrefill) {  // decode and both receive prompt state from prefill workers
+  if (f.role != protocol::WorkerRole::kEncode) {  // prompt state from prefill workers, pictures from encode workers
     inbox = std::make_unique<serve::TransferInbox>(&loop);
     transfer::ReceiverOptions ro;
     ro.host = f.host;
@@ -311,10 +317,12 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--tokenizer", f->tokenizer, "tokenizer.json (default: the checkpoint's own, else the DeepSeek one from setup)")->check(CLI::ExistingFile);
   const std::map<std::string, protocol::WorkerRole> roles = {
       {"both", protocol::WorkerRole::kBoth}, {"prefill", protocol::WorkerRole::kPrefill},
-      {"decode", protocol::WorkerRole::kDecode}};
-  cmd->add_option("--role", f->role, "both, or one half of disaggregated serving: prefill | decode (the router pairs them)")
+      {"decode", protocol::WorkerRole::kDecode}, {"encode", protocol::WorkerRole::kEncode}};
+  cmd->add_option("--role", f->role,
+                  "both, or a stage of disaggregated serving: prefill | decode (the router pairs them) | encode "
+                  "(only the vision tower, for other workers' pictures)")
       ->transform(CLI::CheckedTransformer(roles))->default_str("both");
-  cmd->add_option("--transfer-port", f->transfer_port, "Port receiving prompt state from prefill workers (decode, both; 0 = any)")
+  cmd->add_option("--transfer-port", f->transfer_port, "Port receiving prompt state and pictures' tower outputs from other workers (all roles but encode; 0 = any)")
       ->check(CLI::Range(0, 65535))->capture_default_str();
   cmd->add_option("--encoding", f->encoding, "Prompt format: auto (from the checkpoint's architecture), v4 or v41")
       ->check(CLI::IsMember({"auto", "v4", "v41", "v4.1"}))->capture_default_str();

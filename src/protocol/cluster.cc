@@ -110,6 +110,8 @@ const char* WorkerRoleName(WorkerRole role) {
   switch (role) {
     case WorkerRole::kPrefill:
       return "prefill";
+    case WorkerRole::kEncode:
+      return "encode";
     case WorkerRole::kDecode:
       return "decode";
     case WorkerRole::kBoth:
@@ -119,11 +121,11 @@ const char* WorkerRoleName(WorkerRole role) {
 }
 
 base::Result<WorkerRole> ParseWorkerRole(std::string_view name) {
-  for (WorkerRole r : {WorkerRole::kBoth, WorkerRole::kPrefill, WorkerRole::kDecode}) {
+  for (WorkerRole r : {WorkerRole::kBoth, WorkerRole::kPrefill, WorkerRole::kDecode, WorkerRole::kEncode}) {
     if (name == WorkerRoleName(r)) return r;
   }
   return base::MakeError(base::ErrorCode::kInvalidArgument,
-                         "unknown worker role '" + std::string(name) + "' (both, prefill or decode)");
+                         "unknown worker role '" + std::string(name) + "' (both, prefill, decode or encode)");
 }
 
 std::string ToJson(const KvEventPage& page) {

@@ -56,7 +56,8 @@ struct KvSnapshot {
 // What a worker does in a disaggregated deployment: everything (both), only prompts (prefill:
 // it ships each prompt's state to a decode worker), or only generation from shipped state
 // (decode). On the wire: "both" | "prefill" | "decode".
-enum class WorkerRole : uint8_t { kBoth, kPrefill, kDecode };
+// kEncode: runs only the vision tower for other workers' pictures (never chosen for generation).
+enum class WorkerRole : uint8_t { kBoth, kPrefill, kDecode, kEncode };
 const char* WorkerRoleName(WorkerRole role);
 base::Result<WorkerRole> ParseWorkerRole(std::string_view name);  // kInvalidArgument naming the value
 

@@ -8,6 +8,14 @@ namespace flashserve::protocol {
 inline constexpr char kTransferHeader[] = "x-flashserve-transfer";
 // On the prefill half: host:port of the decode worker's transfer receiver.
 inline constexpr char kPrefillToHeader[] = "x-flashserve-prefill-to";
+// Pictures encoded by `--role encode` workers. On the encode half: host:port of the transfer
+// receiver that takes the tower outputs (the transfer is named by kTransferHeader), and which of
+// the request's pictures to encode (0-based, prompt order, comma-separated; absent = all).
+inline constexpr char kEncodeToHeader[] = "x-flashserve-encode-to";
+inline constexpr char kEncodeImagesHeader[] = "x-flashserve-encode-images";
+// On the half that computes the prompt (both or prefill): the transfers, comma-separated, that
+// bring its pictures' tower outputs; it waits for them, then encodes whatever did not arrive.
+inline constexpr char kEncodeTransfersHeader[] = "x-flashserve-encode-transfers";
 // On the router's responses: the worker that served the request.
 inline constexpr char kWorkerHeader[] = "x-flashserve-worker";
 

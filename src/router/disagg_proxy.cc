@@ -17,14 +17,10 @@ namespace flashserve::router {
 
 namespace asio = boost::asio;
 
-namespace {
-
-std::string NewTransferIdHex() {
+std::string RouterServer::Impl::NewTransferIdHex() {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   return fmt::format("{:016x}{:016x}", rng(), rng());
 }
-
-}  // namespace
 
 bool RouterServer::Impl::Disaggregated() const {
   bool prefill = false, decode = false;
@@ -51,7 +47,9 @@ Decision RouterServer::Impl::RouteDisaggregated(const std::shared_ptr<ProxyCall>
   if (decode.outcome != Outcome::kRouted) return decode;
   *transfer_id = NewTransferIdHex();
   metrics.Counter("flashserve_router_disaggregated_total", "Requests split into a prefill and a decode half").Add();
-  asio::co_spawn(ioc, PrefillHalf(call, prefill.worker, pool.status(decode.worker).transfer_address, *transfer_id),
+  std::string encode_transfers = StartEncoding(call, prefill.worker);
+  asio::co_spawn(ioc, PrefillHalf(call, prefill.worker, pool.status(decode.worker).transfer_address, *transfer_id,
+                                  std::move(encode_transfers)),
                  asio::detached);
   return decode;
 }
@@ -59,10 +57,11 @@ Decision RouterServer::Impl::RouteDisaggregated(const std::shared_ptr<ProxyCall>
 // The prefill half's answer only matters for logs and metrics: the decode worker learns of a
 // failed prefill from the transfer (no HELLO, or a broken stream) and recomputes.
 asio::awaitable<void> RouterServer::Impl::PrefillHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
-                                                      std::string transfer_id) {
+                                                      std::string transfer_id, std::string encode_transfers) {
   net::RequestExtras extras;
   extras.authorization = call->authorization;
   extras.headers = {{protocol::kTransferHeader, transfer_id}, {protocol::kPrefillToHeader, to}};
+  if (!encode_transfers.empty()) extras.headers.emplace_back(protocol::kEncodeTransfersHeader, encode_transfers);
   const std::string url = pool.status(worker).url;
   net::HttpOutcome out = co_await pool.proxy_client(worker).Post(call->path, call->body, nullptr, std::move(extras));
   const std::string status = out.transport ? "transport" : std::to_string(out.status);

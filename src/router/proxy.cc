@@ -16,6 +16,7 @@
 #include "net/api_error.h"
 #include "net/http_wire.h"
 #include "net/sse_parser.h"
+#include "router/image_parts.h"
 #include "router/router_internal.h"
 
 namespace flashserve::router {
@@ -78,6 +79,7 @@ void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, Pro
     auto stream = body.find("stream");
     call->stream = stream != body.end() && stream->is_boolean() && stream->get<bool>();
     call->affinity_key = AffinityKey(req, body, key);
+    for (const std::string& source : ImageSources(body)) call->image_keys.push_back(AffinityHash(source));
     // Tokenization stays on the I/O threads; the format is the configured one or the workers'.
     const encoding::EncodingVersion format = config.encoding_version.value_or(
         pool.prompt_format().value_or(encoding::EncodingVersion::kV4));
@@ -130,11 +132,14 @@ void RouterServer::Impl::Reject(const ProxyCall& call, const Decision& d) {
 
 asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call) {
   for (int attempt = 0; attempt < config.max_attempts && !call->gone; ++attempt) {
-    std::string transfer_id;
-    const Decision d = Disaggregated() ? RouteDisaggregated(call, &transfer_id) : Decide(*call, chooser, loads);
+    std::string transfer_id, encode_transfers;
+    const bool split = Disaggregated();
+    const Decision d = split ? RouteDisaggregated(call, &transfer_id) : Decide(*call, chooser, GenerationView());
     if (d.outcome != Outcome::kRouted) co_return Reject(*call, d);
+    if (!split) encode_transfers = StartEncoding(call, d.worker);  // split: the prefill half carries them
     if (attempt > 0) metrics.Counter("flashserve_router_retries_total", "Requests retried on another worker").Add();
-    const ForwardResult result = co_await ForwardTo(call, d, attempt + 1 == config.max_attempts, transfer_id);
+    const ForwardResult result =
+        co_await ForwardTo(call, d, attempt + 1 == config.max_attempts, transfer_id, encode_transfers);
     if (result == ForwardResult::kDone) co_return;
   }
   if (call->gone) co_return;
@@ -144,7 +149,8 @@ asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call)
 }
 
 asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_ptr<ProxyCall>& call, const Decision& d,
-                                                            bool last_attempt, const std::string& transfer_id) {
+                                                            bool last_attempt, const std::string& transfer_id,
+                                                            const std::string& encode_transfers) {
   const int w = d.worker;
   const std::string url = pool.status(w).url;
   bool started = false;
@@ -179,6 +185,7 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
   extras.cancelled = [call] { return call->gone.load(); };
   extras.whole_body = true;
   if (!transfer_id.empty()) extras.headers.emplace_back(protocol::kTransferHeader, transfer_id);
+  if (!encode_transfers.empty()) extras.headers.emplace_back(protocol::kEncodeTransfersHeader, encode_transfers);
   metrics.Counter("flashserve_router_requests_total", "Requests forwarded, per worker", {{"worker", url}}).Add();
   net::HttpOutcome out = co_await pool.proxy_client(w).Post(call->path, call->body, on_body, std::move(extras));
   if (out.transport) {

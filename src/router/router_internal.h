@@ -37,6 +37,7 @@ struct ProxyCall {
   bool named_events = false;  // the stream's events are named (Messages, Responses)
   bool hashable = false;      // tokens are the worker's prompt (else: routed by load only)
   std::vector<int32_t> tokens;
+  std::vector<uint64_t> image_keys;  // AffinityHash of each picture's source, prompt order
   double start_s = 0;
   std::atomic<bool> gone{false};  // the client disconnected
 };
@@ -57,7 +58,8 @@ struct RouterServer::Impl {
   // Routing thread.
   boost::asio::awaitable<void> Proxy(std::shared_ptr<ProxyCall> call);
   boost::asio::awaitable<ForwardResult> ForwardTo(const std::shared_ptr<ProxyCall>& call, const Decision& d,
-                                                  bool last_attempt, const std::string& transfer_id);
+                                                  bool last_attempt, const std::string& transfer_id,
+                                                  const std::string& encode_transfers);
   Decision Decide(const ProxyCall& call, Chooser& which, const LoadView& view);
   void Reject(const ProxyCall& call, const Decision& d);
   // Disaggregated serving (disagg_proxy.cc): used when healthy prefill and decode workers exist.
@@ -65,8 +67,17 @@ struct RouterServer::Impl {
   // The decode worker's decision; starts the prefill half on a prefill worker, naming the
   // transfer in *transfer_id. A non-routed decision when either half has no worker.
   Decision RouteDisaggregated(const std::shared_ptr<ProxyCall>& call, std::string* transfer_id);
+  // A fresh transfer id, 32 hex digits.
+  static std::string NewTransferIdHex();
   boost::asio::awaitable<void> PrefillHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
-                                           std::string transfer_id);
+                                           std::string transfer_id, std::string encode_transfers);
+  // Pictures (encode_proxy.cc). The workers that may generate (all but --role encode).
+  LoadView GenerationView() const;
+  // Sends the request's pictures to encode workers, streaming to `target`'s transfer receiver;
+  // returns the transfer ids for protocol::kEncodeTransfersHeader ("" = the target encodes).
+  std::string StartEncoding(const std::shared_ptr<ProxyCall>& call, int target);
+  boost::asio::awaitable<void> EncodeHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
+                                          std::string transfer_id, std::string indices);
   LoadView RoleView(protocol::WorkerRole role) const;
   void RecordUsage(int worker, std::string_view json_text);
 

@@ -111,7 +111,7 @@ void EngineLoop::Run() {
 ModelInfo EngineLoop::Info() const {
   const model::ModelConfig& c = model_.config();
   return ModelInfo{config_.model_name, c.vocab_size, config_.max_context, static_cast<int32_t>(c.eos_token_id),
-                   static_cast<int32_t>(c.bos_token_id), fingerprint_};
+                   static_cast<int32_t>(c.bos_token_id), fingerprint_, c.hidden_size};
 }
 
 protocol::KvEventPage EngineLoop::KvEvents(uint64_t after, size_t max) const {

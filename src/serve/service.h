@@ -26,6 +26,7 @@ struct ModelInfo {
   int32_t eos_token_id = 1;
   int32_t bos_token_id = 0;
   std::string fingerprint;   // model fingerprint: seeds the prefix-cache block hashes
+  int64_t hidden_size = 0;   // model width (columns of a picture's tower output)
 };
 
 // One KV-store tier (0 memory, 1 local disk, 2 shared) as seen by /metrics.

@@ -15,7 +15,8 @@ constexpr double kSenderDrainSeconds = 60;  // how long a finished prefill waits
 base::Result<std::shared_ptr<StateShipper>> StateShipper::Start(Service* service, const std::string& to,
                                                                 const transfer::TransferId& id,
                                                                 const std::string& cache_namespace,
-                                                                std::vector<int32_t> prompt) {
+                                                                std::vector<int32_t> prompt,
+                                                                std::vector<protocol::KvHash> images) {
   transfer::SenderOptions options;
   options.address = to;
   options.transfer_id = id;
@@ -27,16 +28,24 @@ base::Result<std::shared_ptr<StateShipper>> StateShipper::Start(Service* service
   });
   if (!sender.ok()) return sender.error();
   return std::shared_ptr<StateShipper>(
-      new StateShipper(service, std::move(sender).value(), cache_namespace, std::move(prompt)));
+      new StateShipper(service, std::move(sender).value(), cache_namespace, std::move(prompt), std::move(images)));
 }
 
 StateShipper::StateShipper(Service* service, std::shared_ptr<transfer::TransferSender> sender, std::string ns,
-                           std::vector<int32_t> prompt)
-    : service_(service), sender_(std::move(sender)), ns_(std::move(ns)), prompt_(std::move(prompt)) {}
+                           std::vector<int32_t> prompt, std::vector<protocol::KvHash> images)
+    : service_(service),
+      sender_(std::move(sender)),
+      ns_(std::move(ns)),
+      prompt_(std::move(prompt)),
+      images_(std::move(images)) {}
 
 void StateShipper::Persisted(int64_t tokens) { Ship(service_->ExportPrefix(ns_, prompt_, sent_blocks_, tokens)); }
 
 void StateShipper::Done(const protocol::Usage& usage) {
+  for (const protocol::KvHash& key : images_) {
+    base::SharedBytes payload = service_->ExportImage(key);
+    if (payload && !sender_->Send(protocol::KvObjectKind::kImage, key, 0, std::move(payload)).ok()) return;
+  }
   Ship(service_->ExportPrefix(ns_, prompt_, sent_blocks_, -1));
   if (!sender_->Finish(usage.cached_tokens).ok()) return;
   std::thread([sender = sender_] { sender->Wait(kSenderDrainSeconds).ok(); }).detach();  // alive until END is out

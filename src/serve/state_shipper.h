@@ -24,23 +24,26 @@ class StateShipper {
   static base::Result<std::shared_ptr<StateShipper>> Start(Service* service, const std::string& to,
                                                            const transfer::TransferId& id,
                                                            const std::string& cache_namespace,
-                                                           std::vector<int32_t> prompt);
+                                                           std::vector<int32_t> prompt,
+                                                           std::vector<protocol::KvHash> images = {});
 
   // The loop persisted the prompt's state up to `tokens`.
   void Persisted(int64_t tokens);
-  // The prefill finished: sends what is left and END, then keeps the sender alive (on a thread
+  // The prefill finished: sends what is left (the pictures' tower outputs first, so the decode
+  // worker runs no tower for them) and END, then keeps the sender alive (on a thread
   // of its own, bounded) until END is out.
   void Done(const protocol::Usage& usage);
 
  private:
   StateShipper(Service* service, std::shared_ptr<transfer::TransferSender> sender, std::string ns,
-               std::vector<int32_t> prompt);
+               std::vector<int32_t> prompt, std::vector<protocol::KvHash> images);
   void Ship(std::vector<CacheObject> objects);
 
   Service* service_;
   std::shared_ptr<transfer::TransferSender> sender_;
   std::string ns_;
   std::vector<int32_t> prompt_;
+  std::vector<protocol::KvHash> images_;  // content keys of the prompt's pictures
   int64_t sent_blocks_ = 0, boundary_tokens_ = 0;
 };
 

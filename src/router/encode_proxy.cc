@@ -1,0 +1,77 @@
+// Pictures on encode workers (router/router_internal.h): each picture of a request goes to a
+// healthy --role encode worker by rendezvous hashing of its source (the same picture lands on
+// the worker whose encoder cache holds it; a request's pictures spread over the workers), one
+// transfer per worker straight to the worker that computes the prompt. That worker waits for the
+// transfers and encodes whatever did not arrive, so a dead or failing encode worker costs time,
+// never the answer.
+#include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without including it
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include <map>
+
+#include "base/log.h"
+#include "router/router_internal.h"
+
+namespace flashserve::router {
+
+namespace asio = boost::asio;
+
+LoadView RouterServer::Impl::GenerationView() const {
+  LoadView view = loads;
+  for (int w = 0; w < pool.size(); ++w)
+    if (pool.status(w).role == protocol::WorkerRole::kEncode) view.MarkUnhealthy(w);
+  return view;
+}
+
+std::string RouterServer::Impl::StartEncoding(const std::shared_ptr<ProxyCall>& call, int target) {
+  if (call->image_keys.empty()) return "";
+  const std::string to = pool.status(target).transfer_address;
+  std::vector<int> encoders;
+  for (int w = 0; w < pool.size(); ++w) {
+    const WorkerStatus& s = pool.status(w);
+    if (s.healthy && s.role == protocol::WorkerRole::kEncode) encoders.push_back(w);
+  }
+  if (encoders.empty() || to.empty()) return "";  // the prompt worker encodes its pictures itself
+  std::map<int, std::string> groups;  // worker -> "0,2"
+  for (size_t i = 0; i < call->image_keys.size(); ++i) {
+    int best = encoders[0];
+    for (int w : encoders)
+      if (RendezvousScore(call->image_keys[i], w) > RendezvousScore(call->image_keys[i], best)) best = w;
+    std::string& list = groups[best];
+    list += (list.empty() ? "" : ",") + std::to_string(i);
+  }
+  std::string ids;
+  for (auto& [worker, indices] : groups) {
+    const std::string id = NewTransferIdHex();
+    ids += (ids.empty() ? "" : ",") + id;
+    asio::co_spawn(ioc, EncodeHalf(call, worker, to, id, indices), asio::detached);
+  }
+  metrics.Counter("flashserve_router_encoded_images_total", "Pictures sent to encode workers")
+      .Add(static_cast<double>(call->image_keys.size()));
+  return ids;
+}
+
+// The encode half's answer only matters for logs, metrics and health: the prompt worker learns
+// of a failed encode from its transfer (no HELLO, or a broken stream) and encodes itself.
+asio::awaitable<void> RouterServer::Impl::EncodeHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
+                                                     std::string transfer_id, std::string indices) {
+  net::RequestExtras extras;
+  extras.authorization = call->authorization;
+  extras.headers = {{protocol::kTransferHeader, transfer_id},
+                    {protocol::kEncodeToHeader, to},
+                    {protocol::kEncodeImagesHeader, indices}};
+  const std::string url = pool.status(worker).url;
+  net::HttpOutcome out = co_await pool.proxy_client(worker).Post(call->path, call->body, nullptr, std::move(extras));
+  const std::string status = out.transport ? "transport" : std::to_string(out.status);
+  metrics.Counter("flashserve_router_encode_requests_total", "Encode halves sent, by worker and outcome",
+                  {{"worker", url}, {"status", status}}).Add();
+  if (out.transport) {
+    pool.ReportFailure(worker, out.transport->message());
+  } else if (out.status != 200) {
+    FS_LOG(kWarning, "router: encode worker {} answered {}: {}", url, out.status, out.body.substr(0, 200));
+  }
+}
+
+}  // namespace flashserve::router
