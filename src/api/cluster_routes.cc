@@ -66,6 +66,7 @@ void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange) {
   load.prompt_format = std::string(encoding::EncodingVersionName(ctx.options.encoding_version));
   load.transfer_address = ctx.options.transfer_address;
   load.queued_prefill_tokens = s.queued_prefill_tokens;
+  load.queued_images = s.queued_images;
   load.running = s.running;
   load.waiting = s.waiting;
   load.state_pool_bytes = s.state_pool_bytes;

@@ -20,12 +20,7 @@ constexpr int64_t kRowsPerChunk = 16;
 float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 
 model::Matrix F32View(const std::vector<float>& data, int64_t rows, int64_t cols) {
-  model::Matrix m;
-  m.format = model::MatrixFormat::kF32;
-  m.rows = rows;
-  m.cols = cols;
-  m.data = reinterpret_cast<const uint8_t*>(data.data());
-  return m;
+  return model::F32Matrix(data.data(), rows, cols);
 }
 
 // mixes[row] = (fn . v) / rms(v) for each row of x ([rows, hc*d]).

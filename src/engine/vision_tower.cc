@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 
+#include "kernels/activation/softmax_row.h"
+#include "kernels/activation/swiglu.h"
 #include "kernels/gemm/matmul.h"
 #include "kernels/norm_rope/norm_rope.h"
 
@@ -19,16 +22,40 @@ void AddBias(float* y, int64_t rows, int64_t cols, const std::vector<float>& bia
     for (int64_t c = 0; c < cols; ++c) y[r * cols + c] += bias[static_cast<size_t>(c)];
 }
 
-// Axial 2D RoPE on one head (rotate-half over its two halves): angle j of the first half of
-// the rope dims follows the patch row, the second half the patch column.
-void Rotate(float* x, int head_dim, int row, int col, const std::vector<double>& inv_freq) {
-  const int half = head_dim / 2, quarter = half / 2;
-  for (int j = 0; j < half; ++j) {
-    const float angle = static_cast<float>(j < quarter ? row : col) * static_cast<float>(inv_freq[static_cast<size_t>(j % quarter)]);
-    const float c = std::cos(angle), s = std::sin(angle);
-    const float a = x[j], b = x[j + half];
-    x[j] = a * c - b * s;
-    x[j + half] = b * c + a * s;
+// Axial 2D RoPE (rotate-half over a head's two halves): angle j of the first half of the rope
+// dims follows the patch row, the second half the patch column. The cos / sin of every position
+// and angle, computed once per call: [n][half] each.
+struct RopeAngles {
+  std::vector<float> cos, sin;
+  int half = 0;
+};
+
+RopeAngles Angles(int n, int vit_w, int head_dim, double theta) {
+  RopeAngles r;
+  r.half = head_dim / 2;
+  const int quarter = r.half / 2;
+  std::vector<double> inv_freq(static_cast<size_t>(quarter));
+  for (int j = 0; j < quarter; ++j) inv_freq[static_cast<size_t>(j)] = 1.0 / std::pow(theta, static_cast<double>(2 * j) / r.half);
+  r.cos.resize(static_cast<size_t>(n) * r.half);
+  r.sin.resize(r.cos.size());
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < r.half; ++j) {
+      const int pos = j < quarter ? i / vit_w : i % vit_w;
+      const float angle = static_cast<float>(pos) * static_cast<float>(inv_freq[static_cast<size_t>(j % quarter)]);
+      r.cos[static_cast<size_t>(i) * r.half + j] = std::cos(angle);
+      r.sin[static_cast<size_t>(i) * r.half + j] = std::sin(angle);
+    }
+  }
+  return r;
+}
+
+void Rotate(float* x, const RopeAngles& r, int i) {
+  const float* c = &r.cos[static_cast<size_t>(i) * r.half];
+  const float* s = &r.sin[static_cast<size_t>(i) * r.half];
+  for (int j = 0; j < r.half; ++j) {
+    const float a = x[j], b = x[j + r.half];
+    x[j] = a * c[j] - b * s[j];
+    x[j + r.half] = b * c[j] + a * s[j];
   }
 }
 
@@ -38,66 +65,98 @@ float Gelu(float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752
 
 VisionTower::VisionTower(const Model& model, base::ThreadPool& pool) : model_(model), pool_(pool) {}
 
+// Grown, never shrunk or cleared: every element is written before it is read.
+void VisionTower::Scratch::Size(int n, int dim, int inter) {
+  const auto grow = [](std::vector<float>& v, int64_t size) {
+    if (static_cast<int64_t>(v.size()) < size) v.resize(static_cast<size_t>(size));
+  };
+  grow(normed, int64_t{n} * dim);
+  grow(qkv, int64_t{n} * 3 * dim);
+  grow(attn, int64_t{n} * dim);
+  grow(proj, int64_t{n} * dim);
+  grow(gate_up, int64_t{n} * 2 * inter);
+  grow(act, int64_t{n} * inter);
+}
+
+void VisionTower::Scratch::SizeAttention(int n, int head_dim) {
+  const size_t rows = static_cast<size_t>(n) * head_dim;
+  for (std::vector<float>* v : {&q, &k, &vt, &o})
+    if (v->size() < rows) v->resize(rows);
+  if (sums.size() < static_cast<size_t>(n)) sums.resize(static_cast<size_t>(n));
+  if (scores.size() < static_cast<size_t>(n) * n) scores.resize(static_cast<size_t>(n) * n);
+}
+
+// Full attention per head as two matrix products on the GEMM kernels (scores = K q, then the
+// exponentials times V), the row exponentials vectorised, each row divided by its sum at the end.
 void VisionTower::Attention(const float* qkv, int n, int vit_w, float* out) {
   const model::VisionTowerConfig& v = model_.config().vision;
   const int hd = v.head_dim(), dim = v.dim;
-  std::vector<double> inv_freq(static_cast<size_t>(hd / 4));
-  for (size_t j = 0; j < inv_freq.size(); ++j) {
-    inv_freq[j] = 1.0 / std::pow(v.rope_theta, static_cast<double>(2 * j) / (hd / 2));
-  }
-  pool_.ParallelTasks(v.num_heads, [&](int64_t head_begin, int64_t head_end) {
-    std::vector<float> q(static_cast<size_t>(n) * hd), k(q.size()), scores(static_cast<size_t>(n));
-    for (int64_t h = head_begin; h < head_end; ++h) {
-      for (int i = 0; i < n; ++i) {
-        std::copy_n(qkv + static_cast<int64_t>(i) * 3 * dim + h * hd, hd, &q[static_cast<size_t>(i) * hd]);
-        std::copy_n(qkv + static_cast<int64_t>(i) * 3 * dim + dim + h * hd, hd, &k[static_cast<size_t>(i) * hd]);
-        Rotate(&q[static_cast<size_t>(i) * hd], hd, i / vit_w, i % vit_w, inv_freq);
-        Rotate(&k[static_cast<size_t>(i) * hd], hd, i / vit_w, i % vit_w, inv_freq);
+  const RopeAngles angles = Angles(n, vit_w, hd, v.rope_theta);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const size_t nn = static_cast<size_t>(n);
+  Scratch& s = scratch_;
+  s.SizeAttention(n, hd);
+  std::vector<float>&q = s.q, &k = s.k, &vt = s.vt, &o = s.o, &sums = s.sums, &scores = s.scores;
+  const auto f32 = [](const std::vector<float>& data, int64_t rows, int64_t cols) {
+    return model::F32Matrix(data.data(), rows, cols);
+  };
+  for (int h = 0; h < v.num_heads; ++h) {
+    pool_.ParallelFor(n, 64, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        const float* row = qkv + i * 3 * dim + static_cast<int64_t>(h) * hd;
+        std::copy_n(row, hd, &q[static_cast<size_t>(i) * hd]);
+        std::copy_n(row + dim, hd, &k[static_cast<size_t>(i) * hd]);
+        Rotate(&q[static_cast<size_t>(i) * hd], angles, static_cast<int>(i));
+        Rotate(&k[static_cast<size_t>(i) * hd], angles, static_cast<int>(i));
+        for (int c = 0; c < hd; ++c) vt[static_cast<size_t>(c) * nn + static_cast<size_t>(i)] = row[2 * dim + c];
       }
-      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      for (int i = 0; i < n; ++i) {
-        float top = -INFINITY;
-        for (int j = 0; j < n; ++j) {
-          float dot = 0.0f;
-          for (int c = 0; c < hd; ++c) dot += q[static_cast<size_t>(i) * hd + c] * k[static_cast<size_t>(j) * hd + c];
-          scores[static_cast<size_t>(j)] = dot * scale;
-          top = std::max(top, scores[static_cast<size_t>(j)]);
-        }
-        float sum = 0.0f;
-        for (float& s : scores) sum += (s = std::exp(s - top));
-        float* o = out + static_cast<int64_t>(i) * dim + h * hd;
-        std::fill_n(o, hd, 0.0f);
-        for (int j = 0; j < n; ++j) {
-          const float p = scores[static_cast<size_t>(j)] / sum;
-          const float* vj = qkv + static_cast<int64_t>(j) * 3 * dim + 2 * dim + h * hd;
-          for (int c = 0; c < hd; ++c) o[c] += p * vj[c];
-        }
-      }
+    });
+    kernels::MatMul(f32(k, n, hd), q.data(), n, hd, scores.data(), n, pool_);  // scores[i][j] = q_i . k_j
+    pool_.ParallelFor(n, 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) sums[static_cast<size_t>(i)] = kernels::ExpShiftedSum(&scores[static_cast<size_t>(i) * nn], n, scale);
+    });
+    kernels::MatMul(f32(vt, hd, n), scores.data(), n, n, o.data(), hd, pool_);  // o[i] = sum_j e_ij v_j
+    for (int i = 0; i < n; ++i) {
+      float* dst = out + static_cast<int64_t>(i) * dim + static_cast<int64_t>(h) * hd;
+      for (int c = 0; c < hd; ++c) dst[c] = o[static_cast<size_t>(i) * hd + c] / sums[static_cast<size_t>(i)];
     }
-  });
+  }
 }
 
 void VisionTower::Block(const model::VisionBlockWeights& w, int n, int vit_w, std::vector<float>& x) {
   const model::VisionTowerConfig& v = model_.config().vision;
   const int dim = v.dim, inter = v.inter_dim;
   const float eps = static_cast<float>(v.norm_eps);
-  std::vector<float> normed(x.size()), qkv(static_cast<size_t>(n) * 3 * dim), attn(x.size()), proj(x.size());
-  for (int i = 0; i < n; ++i) kernels::RmsNorm(&x[static_cast<size_t>(i) * dim], w.norm1.data(), dim, eps, &normed[static_cast<size_t>(i) * dim]);
-  kernels::MatMul(w.wqkv, normed.data(), n, dim, qkv.data(), 3 * dim, pool_);
-  AddBias(qkv.data(), n, 3 * dim, w.wqkv_bias);
-  Attention(qkv.data(), n, vit_w, attn.data());
-  kernels::MatMul(w.wo, attn.data(), n, dim, proj.data(), dim, pool_);
-  AddBias(proj.data(), n, dim, w.wo_bias);
-  for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
-  for (int i = 0; i < n; ++i) kernels::RmsNorm(&x[static_cast<size_t>(i) * dim], w.norm2.data(), dim, eps, &normed[static_cast<size_t>(i) * dim]);
-  std::vector<float> gate_up(static_cast<size_t>(n) * 2 * inter), act(static_cast<size_t>(n) * inter);
-  kernels::MatMul(w.w1, normed.data(), n, dim, gate_up.data(), 2 * inter, pool_);
-  for (int i = 0; i < n; ++i) {
-    const float* g = &gate_up[static_cast<size_t>(i) * 2 * inter];
-    for (int c = 0; c < inter; ++c) act[static_cast<size_t>(i) * inter + c] = g[c] / (1.0f + std::exp(-g[c])) * g[inter + c];
-  }
-  kernels::MatMul(w.w2, act.data(), n, inter, proj.data(), dim, pool_);
-  for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];
+  Scratch& s = scratch_;
+  const auto rows = [&](const std::function<void(int64_t)>& fn) {
+    pool_.ParallelFor(n, 32, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) fn(i);
+    });
+  };
+  const auto norm = [&](const std::vector<float>& scale) {
+    rows([&](int64_t i) { kernels::RmsNorm(&x[static_cast<size_t>(i) * dim], scale.data(), dim, eps, &s.normed[static_cast<size_t>(i) * dim]); });
+  };
+  const auto add_projection = [&](const std::vector<float>* bias) {  // x += proj (+ bias), row by row
+    rows([&](int64_t i) {
+      float* xi = &x[static_cast<size_t>(i) * dim];
+      const float* pi = &s.proj[static_cast<size_t>(i) * dim];
+      for (int c = 0; c < dim; ++c) xi[c] += bias != nullptr ? pi[c] + (*bias)[static_cast<size_t>(c)] : pi[c];
+    });
+  };
+  norm(w.norm1);
+  kernels::MatMul(w.wqkv, s.normed.data(), n, dim, s.qkv.data(), 3 * dim, pool_);
+  rows([&](int64_t i) { AddBias(&s.qkv[static_cast<size_t>(i) * 3 * dim], 1, 3 * dim, w.wqkv_bias); });
+  Attention(s.qkv.data(), n, vit_w, s.attn.data());
+  kernels::MatMul(w.wo, s.attn.data(), n, dim, s.proj.data(), dim, pool_);
+  add_projection(&w.wo_bias);
+  norm(w.norm2);
+  kernels::MatMul(w.w1, s.normed.data(), n, dim, s.gate_up.data(), 2 * inter, pool_);
+  rows([&](int64_t i) {  // silu(gate) * up
+    const float* g = &s.gate_up[static_cast<size_t>(i) * 2 * inter];
+    kernels::SwiGlu(g, g + inter, inter, 0.0f, 1.0f, &s.act[static_cast<size_t>(i) * inter]);
+  });
+  kernels::MatMul(w.w2, s.act.data(), n, inter, s.proj.data(), dim, pool_);
+  add_projection(nullptr);
 }
 
 base::Result<std::vector<float>> VisionTower::RunVit(std::span<const float> patches, int vit_h, int vit_w) {
@@ -114,6 +173,7 @@ base::Result<std::vector<float>> VisionTower::RunVit(std::span<const float> patc
   std::vector<float> x(static_cast<size_t>(n) * v.dim);
   kernels::MatMul(w.patch_embed, patches.data(), n, patch, x.data(), v.dim, pool_);
   AddBias(x.data(), n, v.dim, w.patch_bias);
+  scratch_.Size(n, v.dim, v.inter_dim);
   for (const model::VisionBlockWeights& block : w.blocks) Block(block, n, vit_w, x);
   std::vector<float> out(x.size());
   for (int i = 0; i < n; ++i) {

@@ -44,8 +44,17 @@ class VisionTower {
   void Attention(const float* qkv, int n, int vit_w, float* out);
   void Block(const model::VisionBlockWeights& w, int n, int vit_w, std::vector<float>& x);
 
+  // Activations of one picture, kept across layers and pictures (no page faults per layer).
+  struct Scratch {
+    std::vector<float> normed, qkv, attn, proj, gate_up, act;  // [n][...] per block
+    std::vector<float> q, k, vt, o, sums, scores;             // one head's attention
+    void Size(int n, int dim, int inter);
+    void SizeAttention(int n, int head_dim);
+  };
+
   const Model& model_;
   base::ThreadPool& pool_;
+  Scratch scratch_;
 };
 
 }  // namespace flashserve::engine

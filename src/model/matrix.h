@@ -76,4 +76,15 @@ struct Matrix {
   std::string Describe() const;  // "FP8 [512, 256] tiles 128x128"
 };
 
+// A row-major f32 matrix over memory the caller keeps alive (activations used as a product's
+// "weights", e.g. attention keys).
+inline Matrix F32Matrix(const float* data, int64_t rows, int64_t cols) {
+  Matrix m;
+  m.format = MatrixFormat::kF32;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = reinterpret_cast<const uint8_t*>(data);
+  return m;
+}
+
 }  // namespace flashserve::model

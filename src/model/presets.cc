@@ -148,15 +148,25 @@ ModelConfig MediumPreset() {
   return c;
 }
 
+// tiny-v41 with the released tower (32 layers of width 1024, 16 heads, SwiGLU 2816: 412M
+// parameters, 0.8 GB in BF16), for `flashserve bench-vision`.
+ModelConfig TowerV41Preset() {
+  ModelConfig c = TinyV41Preset();
+  c.vision = VisionTowerConfig{};
+  c.vision.num_layers = 32;
+  return c;
+}
+
 Result<ModelConfig> PresetByName(const std::string& name) {
   if (name == "tiny") return TinyPreset();
   if (name == "medium") return MediumPreset();
   if (name == "tiny-v41") return TinyV41Preset();
   if (name == "medium-v41") return MediumV41Preset();
+  if (name == "tower-v41") return TowerV41Preset();
   return base::Error(base::ErrorCode::kInvalidArgument,
-                     "unknown preset '" + name + "' (tiny, medium, tiny-v41, medium-v41)");
+                     "unknown preset '" + name + "' (tiny, medium, tiny-v41, medium-v41, tower-v41)");
 }
 
-std::vector<std::string> PresetNames() { return {"tiny", "medium", "tiny-v41", "medium-v41"}; }
+std::vector<std::string> PresetNames() { return {"tiny", "medium", "tiny-v41", "medium-v41", "tower-v41"}; }
 
 }  // namespace flashserve::model

@@ -155,6 +155,7 @@ std::string ToJson(const WorkerLoad& l) {
               {"prompt_format", l.prompt_format},
               {"block_tokens", l.block_tokens},
               {"queued_prefill_tokens", l.queued_prefill_tokens},
+              {"queued_images", l.queued_images},
               {"running", l.running},
               {"waiting", l.waiting},
               {"state_pool_bytes", l.state_pool_bytes},
@@ -216,7 +217,8 @@ base::Result<WorkerLoad> ParseWorkerLoad(std::string_view json_text) {
                   GetString(j, "role", &role) && GetI64(j, "encoding_version", &version) &&
                   GetString(j, "prompt_format", &l.prompt_format) &&
                   GetI64(j, "block_tokens", &l.block_tokens) &&
-                  GetI64(j, "queued_prefill_tokens", &l.queued_prefill_tokens) && GetI64(j, "running", &l.running) &&
+                  GetI64(j, "queued_prefill_tokens", &l.queued_prefill_tokens) &&
+                  GetI64(j, "queued_images", &l.queued_images) && GetI64(j, "running", &l.running) &&
                   GetI64(j, "waiting", &l.waiting) && GetI64(j, "state_pool_bytes", &l.state_pool_bytes) &&
                   GetI64(j, "state_pool_capacity", &l.state_pool_capacity) &&
                   GetDouble(j, "recent_ttft_seconds", &l.recent_ttft_seconds) &&

@@ -70,6 +70,7 @@ struct WorkerLoad {
   std::string prompt_format; // chat prompt format the worker encodes with: "v4" | "v41" ("" = not reported)
   int64_t block_tokens = 128;
   int64_t queued_prefill_tokens = 0;  // prompt tokens admitted but not yet computed
+  int64_t queued_images = 0;          // pictures waiting for or in the vision tower
   int64_t running = 0, waiting = 0;
   int64_t state_pool_bytes = 0, state_pool_capacity = 0;
   double recent_ttft_seconds = 0;          // moving average (0 = none yet)

@@ -25,6 +25,10 @@ LoadView RouterServer::Impl::GenerationView() const {
   return view;
 }
 
+int RouterServer::Impl::PlacePicture(uint64_t key, const std::vector<int>& encoders) const {
+  return router::PlacePicture(key, encoders, loads, kMaxExtraQueuedImages);
+}
+
 std::string RouterServer::Impl::StartEncoding(const std::shared_ptr<ProxyCall>& call, int target) {
   if (call->image_keys.empty()) return "";
   const std::string to = pool.status(target).transfer_address;
@@ -36,10 +40,9 @@ std::string RouterServer::Impl::StartEncoding(const std::shared_ptr<ProxyCall>& 
   if (encoders.empty() || to.empty()) return "";  // the prompt worker encodes its pictures itself
   std::map<int, std::string> groups;  // worker -> "0,2"
   for (size_t i = 0; i < call->image_keys.size(); ++i) {
-    int best = encoders[0];
-    for (int w : encoders)
-      if (RendezvousScore(call->image_keys[i], w) > RendezvousScore(call->image_keys[i], best)) best = w;
-    std::string& list = groups[best];
+    const int worker = PlacePicture(call->image_keys[i], encoders);
+    loads.OnImagesRouted(worker, 1);
+    std::string& list = groups[worker];
     list += (list.empty() ? "" : ",") + std::to_string(i);
   }
   std::string ids;

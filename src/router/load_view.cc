@@ -26,6 +26,10 @@ base::Status LoadView::Update(int worker, const WorkerLoad& load) {
   return base::Status::Ok();
 }
 
+void LoadView::OnImagesRouted(int worker, int64_t images) {
+  if (present(worker)) slots_[worker].load.queued_images += images;
+}
+
 void LoadView::OnRouted(int worker, int64_t uncached_tokens) {
   if (!present(worker)) return;
   slots_[worker].load.queued_prefill_tokens += uncached_tokens > 0 ? uncached_tokens : 0;

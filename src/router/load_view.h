@@ -14,6 +14,7 @@ namespace flashserve::router {
 struct WorkerLoad {
   bool healthy = true;
   int64_t queued_prefill_tokens = 0;  // prompt tokens waiting for or in prefill (uncached part)
+  int64_t queued_images = 0;          // pictures waiting for or in the vision tower
   int64_t running_sequences = 0;      // sequences in decode
   int64_t free_state_bytes = 0;       // room for new sequence state
   double recent_ttft_s = 0;           // recent mean time to first token
@@ -32,6 +33,8 @@ class LoadView {
   base::Status Update(int worker, const WorkerLoad& load);
   // A request was just sent to `worker`: until the next poll, count its uncached tokens as queued.
   void OnRouted(int worker, int64_t uncached_tokens);
+  // Pictures were just sent to encode worker `worker`: counted as queued until the next poll.
+  void OnImagesRouted(int worker, int64_t images);
   // A request to `worker` failed to connect or the worker stopped answering.
   void MarkUnhealthy(int worker);
   // Marks unhealthy every worker whose last poll is older than max_age_s; returns how many.

@@ -108,6 +108,15 @@ uint64_t AffinityHash(std::string_view key) {
   return Mix64(h);
 }
 
+int PlacePicture(uint64_t key, std::span<const int> encoders, const LoadView& loads, int64_t max_extra_queued) {
+  int affine = encoders[0], least = encoders[0];
+  for (int w : encoders) {
+    if (RendezvousScore(key, w) > RendezvousScore(key, affine)) affine = w;
+    if (loads.load(w).queued_images < loads.load(least).queued_images) least = w;
+  }
+  return loads.load(affine).queued_images > loads.load(least).queued_images + max_extra_queued ? least : affine;
+}
+
 uint64_t RendezvousScore(uint64_t key_hash, int worker) {
   return Mix64(key_hash ^ Mix64(static_cast<uint64_t>(worker) + 0x9e3779b97f4a7c15ULL));
 }

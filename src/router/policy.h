@@ -103,6 +103,11 @@ uint64_t AffinityHash(std::string_view key);
 uint64_t RendezvousScore(uint64_t key_hash, int worker);
 // The candidate with the highest score for key; -1 when candidates is empty.
 int RendezvousPick(std::string_view key, std::span<const int> candidates);
+// The encode worker for a picture (key: AffinityHash of its source): the one rendezvous hashing
+// prefers (whose encoder cache holds the picture), unless it has more than max_extra_queued
+// pictures queued beyond the least loaded encoder's; then the least loaded (first on ties).
+// encoders: non-empty, present in loads.
+int PlacePicture(uint64_t key, std::span<const int> encoders, const LoadView& loads, int64_t max_extra_queued);
 
 class Chooser {
  public:

@@ -317,3 +317,36 @@ TEST(PolicyTest, OpaqueRequestsFollowTheirSessionKeyWithinTheBound) {
 
 }  // namespace
 }  // namespace flashserve::router
+
+namespace flashserve::router {
+namespace {
+
+// Pictures go where their source hashes (the same picture, the same encode worker, spread over
+// the workers), until that worker's queue runs more than the allowance ahead of the least
+// loaded one; the router's own additions count until the next poll.
+TEST(PlacePictureTest, AffinityUntilTheQueueRunsAhead) {
+  LoadView v = Idle(3);
+  const std::vector<int> encoders = {0, 1, 2};
+  std::set<int> used;
+  for (uint64_t k = 0; k < 64; ++k) {
+    const int w = PlacePicture(AffinityHash("picture" + std::to_string(k)), encoders, v, 2);
+    EXPECT_EQ(w, PlacePicture(AffinityHash("picture" + std::to_string(k)), encoders, v, 2)) << "stable";
+    used.insert(w);
+  }
+  EXPECT_EQ(used.size(), 3u) << "pictures spread over the encode workers";
+  const uint64_t key = AffinityHash("screenshot");
+  const int home = PlacePicture(key, encoders, v, 2);
+  v.OnImagesRouted(home, 2);
+  EXPECT_EQ(PlacePicture(key, encoders, v, 2), home) << "2 ahead: still the warm cache";
+  v.OnImagesRouted(home, 1);
+  const int other = PlacePicture(key, encoders, v, 2);
+  EXPECT_NE(other, home) << "3 ahead: the least loaded worker";
+  EXPECT_EQ(v.load(other).queued_images, 0);
+  WorkerLoad polled = v.load(home);
+  polled.queued_images = 0;
+  ASSERT_TRUE(v.Update(home, polled).ok());
+  EXPECT_EQ(PlacePicture(key, encoders, v, 2), home) << "its queue drained: back home";
+}
+
+}  // namespace
+}  // namespace flashserve::router

@@ -76,6 +76,10 @@ struct RouterServer::Impl {
   // Sends the request's pictures to encode workers, streaming to `target`'s transfer receiver;
   // returns the transfer ids for protocol::kEncodeTransfersHeader ("" = the target encodes).
   std::string StartEncoding(const std::shared_ptr<ProxyCall>& call, int target);
+  // Pictures a worker whose cache holds a picture may have queued beyond the least loaded
+  // encode worker's before that picture goes to the least loaded one instead.
+  static constexpr int64_t kMaxExtraQueuedImages = 2;
+  int PlacePicture(uint64_t key, const std::vector<int>& encoders) const;
   boost::asio::awaitable<void> EncodeHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
                                           std::string transfer_id, std::string indices);
   LoadView RoleView(protocol::WorkerRole role) const;

@@ -102,6 +102,7 @@ asio::awaitable<void> WorkerPool::PollOnce(Link& link) {
   WorkerLoad view;
   view.healthy = true;
   view.queued_prefill_tokens = load->queued_prefill_tokens;
+  view.queued_images = load->queued_images;
   view.running_sequences = load->running;
   view.free_state_bytes = std::max<int64_t>(0, load->state_pool_capacity - load->state_pool_bytes);
   view.recent_ttft_s = load->recent_ttft_seconds;

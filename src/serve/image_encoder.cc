@@ -19,6 +19,7 @@ ImageEncoder::~ImageEncoder() { Stop(); }
 void ImageEncoder::Submit(std::vector<protocol::ImageInput> images, Done done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    queued_ += static_cast<int64_t>(images.size());
     jobs_.push_back(Job{std::move(images), std::move(done)});
   }
   wake_.notify_one();
@@ -28,6 +29,7 @@ void ImageEncoder::Stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    for (const Job& job : jobs_) queued_ -= static_cast<int64_t>(job.images.size());
     jobs_.clear();
   }
   wake_.notify_all();
@@ -44,7 +46,9 @@ void ImageEncoder::Run() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    job.done(EncodeAll(job.images));
+    auto result = EncodeAll(job.images);
+    queued_ -= static_cast<int64_t>(job.images.size());
+    job.done(std::move(result));
   }
 }
 

@@ -5,6 +5,7 @@
 // span embeddings from the rows.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,6 +45,8 @@ class ImageEncoder {
   void Submit(std::vector<protocol::ImageInput> images, Done done);
   // Finishes the job in progress; queued jobs are dropped without their callbacks.
   void Stop();
+  // Pictures submitted and not yet answered (the load a router balances encode workers by).
+  int64_t queued() const { return queued_.load(); }
 
  private:
   struct Job {
@@ -60,6 +63,7 @@ class ImageEncoder {
   std::condition_variable wake_;
   std::deque<Job> jobs_;
   bool stop_ = false;
+  std::atomic<int64_t> queued_{0};
   std::thread thread_;
 };
 

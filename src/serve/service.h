@@ -55,6 +55,7 @@ struct ServiceStats {
   KvTierStats kv_tiers[3];
   // The colocated encode stage (pictures through the vision tower).
   int64_t encoder_cache_hits = 0;    // pictures whose tower output was cached
+  int64_t queued_images = 0;         // pictures waiting for or in the encode stage
   int64_t encoder_store_hits = 0;    // of the hits, those read from the KV store (restart, other worker)
   int64_t encoder_imported = 0;      // tower outputs received from other workers
   int64_t encoder_cache_misses = 0;  // pictures encoded

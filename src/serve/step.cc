@@ -218,6 +218,7 @@ void EngineLoop::PublishStats(bool ran_step) {
   const EncoderStats enc = encoder_cache_->stats();
   stats_.encoder_cache_hits = enc.hits;
   stats_.encoder_store_hits = enc.store_hits;
+  stats_.queued_images = image_encoder_->queued();
   stats_.encoder_imported = enc.imported;
   stats_.encoder_cache_misses = enc.misses;
   stats_.encoder_cache_bytes = enc.bytes;

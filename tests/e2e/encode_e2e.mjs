@@ -74,6 +74,9 @@ await runE2e(work, async (ctx) => {
   assert.equal(await metric(encode.base, 'flashserve_encoder_cache_misses_total'), 2, 'CAT and DOG encoded once each');
   assert.ok(await metric(encode.base, 'flashserve_encoder_cache_hits_total') >= 1, 'CAT again: an encoder-cache hit');
   assert.equal(await metric(epd.base, 'flashserve_router_encoded_images_total'), 3);
+  const load = await (await fetch(`${encode.base}/v1/load`)).json();
+  assert.equal(load.role, 'encode');
+  assert.equal(load.queued_images, 0, 'the encode worker reports its picture queue (empty now)');
   console.log('ok - the tower ran only on the encode worker, each picture once');
 
   const direct = await fetch(`${encode.base}/v1/chat/completions`, { method: 'POST', body: ask([CAT]) });
