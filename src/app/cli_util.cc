@@ -198,4 +198,23 @@ vision::VisionParams VisionParamsOf(const model::ModelConfig& c) {
   return v;
 }
 
+// Engram hashes token classes of the tokenizer that ships with the checkpoint, so a generated
+// V4.1 model takes its class count from that tokenizer (the released one has 99092).
+base::Status FitEngramToTokenizer(model::ModelConfig* config, std::string* tokenizer_path) {
+  if (config->engram.layer_ids.empty()) return base::Status::Ok();
+  if (tokenizer_path->empty()) *tokenizer_path = FindDefaultTokenizer();
+  if (tokenizer_path->empty())
+    return base::Error(base::ErrorCode::kNotFound, "this preset has Engram layers, whose hashes need a tokenizer: "
+                                                   "pass --tokenizer FILE (or run ./scripts/setup.sh)");
+  FS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::Load(*tokenizer_path));
+  const int64_t classes = tokenizer::BuildEngramTokenMap(*tok).num_classes;
+  if (classes > config->vocab_size)
+    return base::Error(base::ErrorCode::kInvalidArgument, "the tokenizer has more Engram classes than --vocab");
+  if (classes != config->engram.compressed_vocab_size)
+    std::printf("Engram: engram_compressed_vocab_size set to %lld, the class count of %s\n",
+                static_cast<long long>(classes), tokenizer_path->c_str());
+  config->engram.compressed_vocab_size = classes;
+  return base::Status::Ok();
+}
+
 }  // namespace flashserve::app

@@ -34,6 +34,10 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
 std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const engine::EngineOptions& options,
                                                 const std::string& tokenizer_path = "");
 
+// Engram hashes token classes of the tokenizer that ships with a generated checkpoint: sets the
+// config's class count from that tokenizer (*tokenizer_path: the default one when empty).
+base::Status FitEngramToTokenizer(model::ModelConfig* config, std::string* tokenizer_path);
+
 // "agent=3d,chat=7d" (units s, m, h, d; none = seconds) -> TTL classes.
 base::Result<std::vector<kvstore::TtlClass>> ParseTtlClasses(const std::string& spec);
 

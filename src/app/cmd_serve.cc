@@ -38,9 +38,11 @@ using base::ErrorCode;
 
 constexpr char kDemoName[] = "deepseek-v4-demo";
 constexpr uint64_t kDemoSeed = 1234;
-// The tiny preset with V4's own context length (1M tokens), so agent clients that ask for long
-// outputs on long prompts fit. A new folder name: demos generated with a shorter context stay put.
-constexpr char kDemoDir[] = "demo-tiny-1m";
+// The tiny-v41 preset (DeepSeek-V4.1 with a small vision tower and the released image
+// preprocessing, so pictures work on the demo) with V4's own context length (1M tokens), so
+// agent clients that ask for long outputs on long prompts fit. A new folder name per change:
+// demos generated before stay put.
+constexpr char kDemoDir[] = "demo-tiny-v41-1m";
 constexpr int64_t kDemoContext = int64_t{1} << 20;
 
 
@@ -52,7 +54,7 @@ base::Result<fs::path> DemoCacheDir() {
   return Error(ErrorCode::kFailedPrecondition, "neither XDG_CACHE_HOME nor HOME is set; pass --model DIR");
 }
 
-// Leftovers of interrupted generations ("demo-tiny-1m.tmp-<pid>" whose process is gone).
+// Leftovers of interrupted generations ("demo-tiny-v41-1m.tmp-<pid>" whose process is gone).
 void RemoveStaleTemporaries(const fs::path& final_dir) {
   std::error_code ec;
   const std::string prefix = final_dir.filename().string() + ".tmp-";
@@ -81,15 +83,17 @@ base::Result<std::string> EnsureDemoModel(const std::string& tokenizer_path, int
   RemoveStaleTemporaries(final_dir);
   const fs::path tmp = final_dir.parent_path() / (final_dir.filename().string() + ".tmp-" + std::to_string(getpid()));
   fs::remove_all(tmp, ec);
-  std::printf("flashserve: first start: generating the demo model (tiny preset, random weights, seed %llu) into %s\n",
+  std::printf("flashserve: first start: generating the demo model (tiny-v41 preset, random weights, seed %llu) into %s\n",
               static_cast<unsigned long long>(kDemoSeed), final_dir.c_str());
   std::fflush(stdout);
   {
     base::ThreadPool pool(num_threads);
     model::RandomCheckpointOptions options;
     options.seed = kDemoSeed;
-    model::ModelConfig config = model::TinyPreset();
+    model::ModelConfig config = model::TinyV41Preset();
     config.max_position = kDemoContext;
+    std::string tokenizer = tokenizer_path;
+    FS_RETURN_IF_ERROR(FitEngramToTokenizer(&config, &tokenizer));
     FS_RETURN_IF_ERROR(model::WriteRandomCheckpoint(config, tmp.string(), options, pool));
   }
   fs::copy_file(tokenizer_path, tmp / "tokenizer.json", fs::copy_options::overwrite_existing, ec);

@@ -5,7 +5,7 @@
 // logprobs, another picture others; a repeated picture hits the prefix cache through the span,
 // while another picture at the same place reuses only the blocks before it; bad pictures and
 // refused sources are 400s naming the field, as are a decompression bomb (from its header) and
-// too many pictures; the text-only demo model refuses images.
+// too many pictures; the demo model takes pictures, a text-only model refuses them.
 //
 // node tests/e2e/images_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (SDKs or tokenizer missing).
@@ -151,18 +151,35 @@ async function anthropicImages(anthropic) {
   });
 }
 
-async function textOnlyDemo() {
+// The demo (serve with no --model) carries a small tower with the released preprocessing.
+async function demoTakesPictures() {
   const demo = await start(args.flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2',
     '--tokenizer', args.tokenizer], { ...process.env, XDG_CACHE_HOME: join(work, 'cache') });
   try {
-    await test('a text-only model refuses images with a 400 naming the part', async () => {
+    await test('the demo model answers a picture; its span is counted as on tiny-v41', async () => {
       const openai = new OpenAI({ baseURL: `${demo.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
-      const body = { ...ask(CAT), model: 'deepseek-v4-demo' };
-      await assert.rejects(openai.chat.completions.create(body), (e) => e.status === 400 && e.param === 'messages[1].content[1]'
-        && e.message.includes('vision tower'));
+      const r = await openai.chat.completions.create({ ...ask(CAT), model: 'deepseek-v4-demo' });
+      assert.equal(r.choices[0].finish_reason, 'length');
+      assert.ok(r.usage.prompt_tokens > spanTokens(CAT), `prompt ${r.usage.prompt_tokens}`);
     });
   } finally {
     await stop(demo);
+  }
+}
+
+async function textOnlyModel() {
+  const model = join(work, 'tiny');
+  execFileSync(args.flashserve, ['make-model', '--preset', 'tiny', '--out', model, '--tokenizer', args.tokenizer, '--threads', '2']);
+  const server = await start(args.flashserve, ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0',
+    '--threads', '2', '--served-model-name', MODEL]);
+  try {
+    await test('a text-only model refuses images with a 400 naming the part', async () => {
+      const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
+      await assert.rejects(openai.chat.completions.create(ask(CAT)), (e) => e.status === 400 && e.param === 'messages[1].content[1]'
+        && e.message.includes('vision tower'));
+    });
+  } finally {
+    await stop(server);
   }
 }
 
@@ -179,5 +196,6 @@ await runE2e(work, async (ctx) => {
   await anthropicImages(new Anthropic({ baseURL: ctx.server.base, apiKey: 'sk-local', maxRetries: 0 }));
   await stop(ctx.server);
   ctx.server = null;
-  await textOnlyDemo();
+  await demoTakesPictures();
+  await textOnlyModel();
 });

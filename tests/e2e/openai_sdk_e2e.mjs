@@ -315,8 +315,8 @@ async function main() {
     const r = await demo.chat.completions.create({ model: 'deepseek-v4-demo', messages: user('Hello'), max_tokens: 4 });
     checkUsage(r.usage);
     assert.equal(await stopServer(server), 0);
-    assert.ok(existsSync(join(cache, 'flashserve', 'demo-tiny-1m', 'config.json')));
-    assert.deepEqual(readdirSync(join(cache, 'flashserve')).sort(), ['demo-tiny-1m', 'reasoning-seal.key']);  // no temporary left
+    assert.ok(existsSync(join(cache, 'flashserve', 'demo-tiny-v41-1m', 'config.json')));
+    assert.deepEqual(readdirSync(join(cache, 'flashserve')).sort(), ['demo-tiny-v41-1m', 'reasoning-seal.key']);  // no temporary left
     const second = await startServer(['--tokenizer', args.tokenizer], env);
     server = second.proc;
     assert.doesNotMatch(second.output(), /first start/);
