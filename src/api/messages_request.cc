@@ -53,7 +53,11 @@ struct Conversion {
   std::set<std::string> referenced_tools;  // tool_reference blocks: deferred tools to load
 };
 
-// A tool_result block -> a tool message.
+Error ImageBlock(const Json& block, const std::string& path, protocol::ContentPart* part);
+
+// A tool_result block -> a tool message: its text blocks joined by blank lines; with image
+// blocks (Claude Code's Read tool returns screenshots so) the message keeps text and pictures
+// as parts in order, which the V4.1 encoder joins the same way with a placeholder per picture.
 Error ToolResult(Conversion& cv, const Json& block, const std::string& path) {
   if (auto e = CheckKnownFields(block, path, {"type", "tool_use_id", "content", "is_error"}, {"cache_control"})) return e;
   ChatMessage m;
@@ -62,6 +66,7 @@ Error ToolResult(Conversion& cv, const Json& block, const std::string& path) {
   if (auto e = String(block, "tool_use_id", path, &id)) return e;
   m.tool_call_id = id;
   std::string text;
+  std::vector<protocol::ContentPart> parts;  // text and pictures, when a picture is among them
   const Json* content = Find(block, "content");
   if (content != nullptr && content->is_string()) {
     text = content->get<std::string>();
@@ -79,16 +84,42 @@ Error ToolResult(Conversion& cv, const Json& block, const std::string& path) {
         cv.referenced_tools.insert(name);
         continue;
       }
+      if (type == "image") {
+        protocol::ContentPart picture;
+        if (auto e = ImageBlock(part, p, &picture)) return e;
+        parts.push_back(std::move(picture));
+        continue;
+      }
       if (type != "text") return Unsupported(p, fmt::format("'{}' blocks in tool results are not supported yet", type));
       std::string piece;
       if (auto e = TextBlock(part, p, &piece)) return e;
       text += (first ? "" : "\n\n") + piece;
       first = false;
+      protocol::ContentPart text_part;
+      text_part.type_name = "text";
+      text_part.text = std::move(piece);
+      parts.push_back(std::move(text_part));
     }
   }
   const Json* is_error = Find(block, "is_error");
   if (is_error != nullptr && !is_error->is_boolean()) return WrongType(path + ".is_error", "a boolean", *is_error);
-  if (is_error != nullptr && is_error->get<bool>()) text = "Error: " + text;
+  const bool error = is_error != nullptr && is_error->get<bool>();
+  const bool pictures = std::any_of(parts.begin(), parts.end(), [](const auto& x) { return x.type == protocol::PartType::kImage; });
+  if (pictures) {  // "Error: " leads the first text, as it leads the joined text otherwise
+    auto first_text = std::find_if(parts.begin(), parts.end(), [](const auto& x) { return x.type == protocol::PartType::kText; });
+    if (error && first_text != parts.end()) first_text->text = "Error: " + first_text->text;
+    if (error && first_text == parts.end()) {
+      protocol::ContentPart prefix;
+      prefix.type_name = "text";
+      prefix.text = "Error: ";
+      parts.insert(parts.begin(), std::move(prefix));
+    }
+    m.content.kind = ContentKind::kParts;
+    m.content.parts = std::move(parts);
+    cv.out->chat.messages.push_back(std::move(m));
+    return std::nullopt;
+  }
+  if (error) text = "Error: " + text;
   m.content.kind = ContentKind::kText;
   m.content.text = std::move(text);
   cv.out->chat.messages.push_back(std::move(m));

@@ -195,6 +195,49 @@ TEST_F(MessagesTest, SystemBlocksSystemTurnsDeferredAndHostedTools) {
   EXPECT_NE(ex->body.find("tools[2]"), std::string::npos) << ex->body;
 }
 
+// Claude Code's Read tool returns screenshots as image blocks inside tool_result: the tool
+// message keeps text and pictures as parts in order (the field path of each picture for its
+// errors); is_error prefixes the first text; a text-only result stays one string.
+TEST(MessagesToolResultImages, PicturesStayPartsOfTheToolMessage) {
+  const std::string png = "data:image/png;base64,iVBORw0KGgo=";
+  auto body = [&](bool is_error, Json content) {
+    Json result = {{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", std::move(content)}};
+    if (is_error) result["is_error"] = true;
+    return Json{{"model", "m"}, {"max_tokens", 8},
+                {"messages", Json::array({{{"role", "user"}, {"content", "look"}},
+                                          {{"role", "assistant"}, {"content", Json::array({{{"type", "tool_use"}, {"id", "toolu_1"},
+                                                                                            {"name", "Read"}, {"input", Json::object()}}})}},
+                                          {{"role", "user"}, {"content", Json::array({result})}}})}};
+  };
+  const Json picture = {{"type", "image"}, {"source", {{"type", "base64"}, {"media_type", "image/png"}, {"data", "iVBORw0KGgo="}}}};
+  DialectContext ctx;
+  DialectRequest out;
+  ASSERT_FALSE(ParseMessagesBody(body(false, Json::array({{{"type", "text"}, {"text", "shot:"}}, picture})), ctx, &out));
+  const protocol::ChatMessage& tool = out.chat.messages.back();
+  EXPECT_EQ(tool.role, protocol::Role::kTool);
+  ASSERT_EQ(tool.content.kind, protocol::ContentKind::kParts);
+  ASSERT_EQ(tool.content.parts.size(), 2u);
+  EXPECT_EQ(tool.content.parts[0].text, "shot:");
+  EXPECT_EQ(tool.content.parts[1].type, protocol::PartType::kImage);
+  EXPECT_EQ(tool.content.parts[1].image_source, png);
+  EXPECT_EQ(tool.content.parts[1].field_path, "messages[2].content[0].content[1]");
+
+  DialectRequest failed;
+  ASSERT_FALSE(ParseMessagesBody(body(true, Json::array({picture, {{"type", "text"}, {"text", "no file"}}})), ctx, &failed));
+  EXPECT_EQ(failed.chat.messages.back().content.parts[1].text, "Error: no file");
+  DialectRequest only_picture;
+  ASSERT_FALSE(ParseMessagesBody(body(true, Json::array({picture})), ctx, &only_picture));
+  EXPECT_EQ(only_picture.chat.messages.back().content.parts[0].text, "Error: ");
+
+  DialectRequest text;
+  ASSERT_FALSE(ParseMessagesBody(body(false, Json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})), ctx, &text));
+  EXPECT_EQ(text.chat.messages.back().content.kind, protocol::ContentKind::kText);
+  EXPECT_EQ(text.chat.messages.back().content.text, "a\n\nb");
+  auto refused = ParseMessagesBody(body(false, Json::array({{{"type", "document"}}})), ctx, &text);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->param, "messages[2].content[0].content[0]");
+}
+
 TEST_F(MessagesTest, ToolReferenceLoadsADeferredTool) {
   Json messages = Json::array({{{"role", "user"}, {"content", "find a tool"}},
                                {{"role", "assistant"}, {"content", Json::array({{{"type", "tool_use"}, {"id", "toolu_1"},

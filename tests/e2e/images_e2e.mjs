@@ -149,6 +149,29 @@ async function anthropicImages(anthropic) {
     await assert.rejects(anthropic.messages.create({ model: MODEL, max_tokens: 4, messages: bad }),
       (e) => e.status === 400 && e.error?.error?.message?.includes('messages[0].content[1]'));
   });
+  await test('Anthropic SDK: a screenshot inside tool_result (Claude Code\'s Read tool) is a picture of the prompt', async () => {
+    const shot = (picture) => [
+      { role: 'user', content: 'Open the screenshot.' },
+      { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'Read', input: { file_path: '/tmp/shot.png' } }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [{ type: 'text', text: 'shot.png:' },
+        { type: 'image', source: { type: 'base64', media_type: 'image/png', data: picture.toString('base64') } }] }] },
+    ];
+    const tools = [{ name: 'Read', description: 'Read a file', input_schema: { type: 'object', properties: { file_path: { type: 'string' } } } }];
+    const ask = (picture) => ({ model: MODEL, max_tokens: 4, temperature: 0, tools, messages: shot(picture), thinking: { type: 'disabled' } });
+    const r = await anthropic.messages.create(ask(CAT));
+    const { input_tokens } = await anthropic.messages.countTokens({ model: MODEL, tools, messages: shot(CAT), thinking: { type: 'disabled' } });
+    assert.equal(r.usage.input_tokens + r.usage.cache_read_input_tokens, input_tokens);
+    const textOnly = shot(CAT);
+    textOnly[2].content[0].content.pop();
+    const { input_tokens: without } = await anthropic.messages.countTokens({ model: MODEL, tools, messages: textOnly, thinking: { type: 'disabled' } });
+    assert.ok(input_tokens >= without + spanTokens(CAT), `${input_tokens} vs ${without} + span`);
+    const again = await anthropic.messages.create(ask(CAT));
+    assert.ok(again.usage.cache_read_input_tokens >= 128, 'the same screenshot: a prefix-cache hit through it');
+    const broken = shot(CAT);
+    broken[2].content[0].content[1].source.data = 'AAAA';
+    await assert.rejects(anthropic.messages.create({ ...ask(CAT), messages: broken }),
+      (e) => e.status === 400 && e.error?.error?.message?.includes('messages[2].content[0].content[1]'));
+  });
 }
 
 // The demo (serve with no --model) carries a small tower with the released preprocessing.
