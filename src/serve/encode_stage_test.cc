@@ -1,7 +1,8 @@
 // The encode stage and the encoder cache: image payloads refuse damage; tower outputs survive a
 // restart through the KV store's disk tier; the engine loop encodes off its thread and gives
 // the same tokens from a fresh encode, the memory cache, the store after a restart, and a
-// picture imported from another worker (which then runs no tower); cancel while encoding.
+// picture imported from another worker (which then runs no tower; a damaged one is re-encoded);
+// cancel while encoding.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -216,6 +217,17 @@ TEST(EngineLoopImages, EveryWayToThePicturesGivesTheSameTokens) {
   }
   EXPECT_EQ(imported.tokens, cold.tokens);
   EXPECT_EQ(imported.logprobs, cold.logprobs);
+  {  // a damaged payload from another worker is refused: the picture is encoded here instead
+    EngineLoop s(VisionModel(), engine::EngineOptions{}, config);
+    std::string damaged(*payload);
+    damaged.resize(damaged.size() - 4);
+    s.ImportObject(CacheObject{protocol::KvObjectKind::kImage, key, 12, base::MakeSharedBytes(std::move(damaged))});
+    const Collected reencoded = RunOne(s, ImageRequest("damaged", 3));
+    EXPECT_EQ(s.Stats().encoder_imported, 0);
+    EXPECT_EQ(s.Stats().encoder_cache_misses, 1);
+    EXPECT_EQ(reencoded.tokens, cold.tokens);
+    EXPECT_EQ(reencoded.logprobs, cold.logprobs);
+  }
   ASSERT_EQ(cold.tokens.size(), 6u);
 }
 
