@@ -231,6 +231,35 @@ TEST(EngineLoopImages, EveryWayToThePicturesGivesTheSameTokens) {
   ASSERT_EQ(cold.tokens.size(), 6u);
 }
 
+// Workers that share an L3 directory share their pictures: what one encoded, another reads
+// from the shared tier at once (a probe on the miss, before any rescan) and runs no tower.
+TEST(EngineLoopImages, PicturesAreSharedThroughTheSharedTier) {
+  const kvstore::testing::TempDir temp;
+  base::SystemClock clock;
+  auto shared_store = [&] {
+    kvstore::StoreConfig cfg;
+    cfg.fingerprint = ModelFingerprint(VisionModel(), engine::EngineOptions{});
+    cfg.memory_bytes = 64 << 20;
+    cfg.shared_dir = temp.path();
+    cfg.shared_bytes = 256 << 20;
+    cfg.background_gc = false;
+    cfg.shared_rescan_seconds = 0;
+    auto store = kvstore::KvStore::Open(cfg, clock);
+    EXPECT_TRUE(store.ok()) << store.error().ToString();
+    return std::move(store).value();
+  };
+  EngineLoop a(VisionModel(), engine::EngineOptions{}, LoopConfig{}, shared_store());
+  EngineLoop b(VisionModel(), engine::EngineOptions{}, LoopConfig{}, shared_store());  // indexed before a writes
+  const Collected first = RunOne(a, ImageRequest("a", 8));
+  a.Stop();  // flushes the write-through to the shared directory
+  protocol::GenerateRequest other = ImageRequest("b", 8);
+  other.prompt[0] ^= 1;  // no prefix-cache help: the picture itself comes from the shared tier
+  const Collected second = RunOne(b, other);
+  EXPECT_EQ(b.Stats().encoder_cache_misses, 0);
+  EXPECT_EQ(b.Stats().encoder_store_hits, 1);
+  EXPECT_EQ(first.tokens.size(), second.tokens.size());
+}
+
 TEST(EngineLoopImages, CancelWhileEncodingEndsTheRequest) {
   EngineLoop s(VisionModel(), engine::EngineOptions{}, LoopConfig{});
   Collected out;

@@ -63,14 +63,11 @@ ImageRows EncoderCache::Find(const ImageKey& key, bool outer_tiers) {
   }
   if (store_ == nullptr) return nullptr;
   base::SharedBytes payload = store_->GetMemory(StoreKey(key), /*count_miss=*/false);
-  if (!payload && outer_tiers) {
-    const std::optional<kvstore::Tier> tier = store_->Locate(StoreKey(key));
-    if (tier && *tier != kvstore::Tier::kMemory) {
-      std::promise<void> fetched;
-      store_->Fetch({StoreKey(key)}, [&fetched](std::vector<bool>) { fetched.set_value(); });
-      fetched.get_future().wait();
-      payload = store_->GetMemory(StoreKey(key), /*count_miss=*/false);
-    }
+  if (!payload && outer_tiers) {  // also a key the indexes lack: the shared tier is probed for
+    std::promise<void> fetched;   // what other workers (an encode worker) wrote since its scan
+    store_->Fetch({StoreKey(key)}, [&fetched](std::vector<bool>) { fetched.set_value(); });
+    fetched.get_future().wait();
+    payload = store_->GetMemory(StoreKey(key), /*count_miss=*/false);
   }
   if (!payload) return nullptr;
   base::Result<ImageRows> rows = DecodeImageRows(*payload, hidden_);
