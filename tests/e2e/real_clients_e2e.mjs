@@ -4,17 +4,19 @@
 // server records every exchange, so the test checks what the clients actually sent: each turn
 // exits 0 and prints the answer the server streamed, the second turn hands back the sealed
 // reasoning the first received (Claude Code: the thinking block's signature; Codex: the
-// reasoning item's encrypted_content), and no exchange got a 4xx or 5xx.
+// reasoning item's encrypted_content), and no exchange got a 4xx or 5xx. Codex also attaches a
+// picture (`codex exec --image`), which reaches the demo's vision tower as an input_image.
 //
 // node tests/e2e/real_clients_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (clients not installed: run ./scripts/setup.sh).
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { events, parseArgs, procs, runBehindRecorder } from './cluster_util.mjs';
+import { png } from './png_util.mjs';
 
 const args = parseArgs();
 const bin = join(dirname(fileURLToPath(import.meta.url)), '..', 'clients', 'node_modules', '.bin');
@@ -125,6 +127,24 @@ async function codexCli(base) {
   assert.ok(handedBack.includes(answer1.sealed[0]), 'turn 2 hands back the sealed reasoning of turn 1');
   assert.equal(second.stdout.trim(), responsesAnswer(two).text.trim());
   console.log(`ok - Codex CLI: two turns (${one.request.input.length} -> ${two.request.input.length} input items), answers printed, reasoning handed back`);
+
+  // codex exec -i: the picture travels as an input_image data URL and is counted as its span.
+  const shot = join(work, 'shot.png');
+  writeFileSync(shot, png(320, 200, 5));
+  const withImage = await run(codex, [...exec, '--json', 'what is in this picture?', '--image', shot], env, work);
+  assert.equal(withImage.code, 0, `codex -i exited ${withImage.code}\n${withImage.stdout}\n${withImage.stderr}`);
+  const three = lastExchange('/v1/responses');
+  const images = three.request.input.flatMap((i) => (Array.isArray(i.content) ? i.content : []))
+    .filter((c) => c.type === 'input_image');
+  assert.equal(images.length, 1, 'Codex sent the picture as an input_image part');
+  assert.match(images[0].image_url, /^data:image\//);
+  const completed = events(three.response).find((e) => e.name === 'response.completed');
+  const span = JSON.parse(execFileSync(args.flashserve, ['image-info', shot]).toString()).tokens;
+  assert.ok(completed.data.response.usage.input_tokens > span, `input tokens ${completed.data.response.usage.input_tokens} > span ${span}`);
+  const printed3 = withImage.stdout.trim().split('\n').map((l) => JSON.parse(l))
+    .filter((l) => l.type === 'item.completed' && l.item.type === 'agent_message').map((l) => l.item.text).join('');
+  assert.equal(printed3.trim(), responsesAnswer(three).text.trim());
+  console.log(`ok - Codex CLI: codex exec -i attaches a picture (${completed.data.response.usage.input_tokens} input tokens, span ${span})`);
 }
 
 // The demo's random weights would think and talk until max_tokens, which both clients treat as
