@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/routes.h"
+#include "base/bytes.h"
 #include "net/api_error.h"
 #include "protocol/headers.h"
 #include "serve/encoder_cache.h"
@@ -46,16 +47,6 @@ std::vector<std::string> SplitComma(const std::string& text) {
   return out;
 }
 
-std::string Hex(const serve::ImageKey& key) {
-  static const char* digits = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : key) {
-    out.push_back(digits[b >> 4]);
-    out.push_back(digits[b & 15]);
-  }
-  return out;
-}
-
 // Sends the pictures and END, answers the router with what was sent.
 void ShipPictures(const serve::ModelInfo& info, const std::shared_ptr<transfer::TransferSender>& sender,
                   const ExchangePtr& exchange, const std::vector<size_t>& indices,
@@ -72,7 +63,7 @@ void ShipPictures(const serve::ModelInfo& info, const std::shared_ptr<transfer::
     const int64_t rows = static_cast<int64_t>(p.rows->size()) / info.hidden_size;
     if (!sender->Send(protocol::KvObjectKind::kImage, p.key, rows, serve::EncodeImageRows(*p.rows, info.hidden_size)).ok())
       break;  // the transfer failed: the prompt worker encodes what it lacks
-    list.push_back({{"index", indices[i]}, {"key", Hex(p.key)}, {"rows", rows}, {"cached", p.cached}});
+    list.push_back({{"index", indices[i]}, {"key", base::HexEncode(p.key)}, {"rows", rows}, {"cached", p.cached}});
   }
   const bool finished = sender->Finish().ok();
   std::thread([sender] { sender->Wait(kSenderDrainSeconds).ok(); }).detach();  // alive until END is out

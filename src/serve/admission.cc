@@ -29,10 +29,14 @@ void EngineLoop::Apply(SubmitCommand& c) {
   if (!r.req.images.empty()) {  // the encode stage first (its own thread); admitted when it answers
     std::vector<protocol::ImageInput> job = std::move(r.req.images);
     r.req.images.clear();
-    for (protocol::ImageInput& image : job) {  // the spans stay here, the patches go to the encoder
-      protocol::ImageInput span = image;
-      span.patches.clear();
-      r.req.images.push_back(std::move(span));
+    for (const protocol::ImageInput& image : job) {  // the spans stay here, the patches go to the encoder
+      protocol::ImageInput& span = r.req.images.emplace_back();
+      span.start = image.start;
+      span.roles = image.roles;
+      span.image_rows = image.image_rows;
+      span.key = image.key;
+      span.vit_h = image.vit_h;
+      span.vit_w = image.vit_w;
     }
     image_encoder_->Submit(std::move(job), [this, request = c.request](auto pictures) {
       Post(EncodedCommand{request, std::move(pictures)});
