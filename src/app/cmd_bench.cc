@@ -111,7 +111,7 @@ int RunBench(BenchFlags& f) {
   if (!run.ok()) return PrintError(run.error());
   loadgen::BenchReport report = loadgen::Aggregate(run->records, run->duration_s, *goodput, run->num_skipped);
   loadgen::RunInfo info{&f.config, &f.dataset, run->model, f.tokenizer, run->num_connections,
-                        (*dataset)->num_jobs(), (*dataset)->num_clipped()};
+                        (*dataset)->num_jobs(), (*dataset)->num_clipped(), run->vision};
   std::fputs(loadgen::FormatTable(report, info).c_str(), stdout);
   if (!f.json_path.empty()) {
     std::string json = loadgen::ReportJson(report, info, f.json_requests ? &run->records : nullptr);
@@ -172,6 +172,16 @@ void RegisterBenchCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--num-conversations", d.num_conversations, "multi-turn: conversations")->capture_default_str();
   cmd->add_option("--turns", d.turns, "multi-turn: turns per conversation")->capture_default_str();
   cmd->add_option("--turn-len", d.turn_len, "multi-turn: user message length per turn")->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--turn-image",
+         [&d](const std::string& size) {
+           const size_t x = size.find('x');
+           if (x == std::string::npos) throw CLI::ValidationError("--turn-image", "expected WxH, e.g. 1280x720");
+           d.turn_image_width = std::atoi(size.substr(0, x).c_str());
+           d.turn_image_height = std::atoi(size.substr(x + 1).c_str());
+         },
+         "multi-turn: a new synthetic screenshot of WxH pixels with every user message (an agent's screenshot per "
+         "turn; chat endpoint); the report adds the server's tower time from its /metrics");
   cmd->add_option("--slo-ttft-ms", f->slo_ttft_ms, "Goodput SLO on time to first token (0 = none)")->capture_default_str();
   cmd->add_option("--slo-tpot-ms", f->slo_tpot_ms, "Goodput SLO on time per output token (0 = none)")->capture_default_str();
   cmd->add_option("--goodput", f->goodput,

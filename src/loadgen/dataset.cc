@@ -5,6 +5,7 @@
 #include <iterator>
 #include <cmath>
 
+#include "loadgen/picture.h"
 #include "loadgen/rng.h"
 
 namespace flashserve::loadgen {
@@ -102,6 +103,9 @@ base::Status DatasetConfig::Validate() const {
       FS_RETURN_IF_ERROR(Positive(num_conversations, "num-conversations"));
       FS_RETURN_IF_ERROR(Positive(turns, "turns"));
       FS_RETURN_IF_ERROR(Positive(turn_len, "turn-len"));
+      if (turn_image_width < 0 || turn_image_height < 0 || turn_image_width > 8192 || turn_image_height > 8192 ||
+          (turn_image_width == 0) != (turn_image_height == 0))
+        return base::MakeError(base::ErrorCode::kInvalidArgument, "turn-image must be WxH, 1..8192 each");
       if (prefix_len == 0) return base::Status::Ok();
       FS_RETURN_IF_ERROR(Positive(num_prefixes, "num-prefixes"));
       return Positive(prefix_len, "prefix-len");
@@ -191,8 +195,12 @@ Job Dataset::Make(int64_t job_idx) const {
       break;
     case DatasetKind::kMultiTurn:
       if (!prefixes_.empty()) job.system = prefixes_[idx % prefixes_.size()];
-      for (int32_t t = 0; t < c.turns; ++t)
-        job.turns.push_back(TextTurn(MakeText(kTurn, (idx << 20) | static_cast<uint64_t>(t), c.turn_len), c.output_len));
+      for (int32_t t = 0; t < c.turns; ++t) {
+        const uint64_t turn_key = (idx << 20) | static_cast<uint64_t>(t);
+        job.turns.push_back(TextTurn(MakeText(kTurn, turn_key, c.turn_len), c.output_len));
+        if (c.turn_image_width > 0)
+          job.turns.back().images.push_back(PngDataUrl(c.turn_image_width, c.turn_image_height, c.seed ^ (turn_key * 0x9E3779B97F4A7C15ull)));
+      }
       break;
     case DatasetKind::kTrace: {
       const protocol::TraceRequest& r = trace_.at(idx);
@@ -243,10 +251,10 @@ std::vector<Message> TurnMessages(const Job& job, int32_t turn_idx, std::span<co
   std::vector<Message> messages;
   if (!job.system.empty()) messages.push_back({"system", job.system});
   for (int32_t t = 0; t < turn_idx; ++t) {
-    messages.push_back({"user", job.turns[t].user});
+    messages.push_back({"user", job.turns[t].user, job.turns[t].images});
     messages.push_back({"assistant", replies[t]});
   }
-  messages.push_back({"user", job.turns[turn_idx].user});
+  messages.push_back({"user", job.turns[turn_idx].user, job.turns[turn_idx].images});
   return messages;
 }
 

@@ -41,6 +41,9 @@ struct DatasetConfig {
   int32_t num_conversations = 16;  // multi-turn
   int32_t turns = 4;               // multi-turn
   int64_t turn_len = 128;          // multi-turn: each user message
+  // multi-turn: a new synthetic screenshot of this size with every user message (0 = none), as
+  // an agent sends one per turn; earlier turns keep theirs, so the history repeats them.
+  int32_t turn_image_width = 0, turn_image_height = 0;
   // trace: each hash id is one block of trace_block_tokens token ids, drawn from
   // [kTraceFirstTokenId, trace_vocab) by (seed, id); prompts over max_input_len (> 0) are cut.
   std::string trace_path;          // Create reads it; CreateFromTrace takes the records instead
@@ -57,6 +60,7 @@ struct Turn {
   int64_t max_tokens = 0;
   std::vector<int32_t> prompt_ids;  // trace: the whole prompt as token ids (`user` is empty)
   bool ignore_eos = false;          // trace: run to max_tokens whatever the config says
+  std::vector<std::string> images;  // pictures (data URLs) after the text of the user message
 };
 
 // One unit of work: a single request, or a whole conversation whose turns run in order.

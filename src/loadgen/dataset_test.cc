@@ -4,6 +4,7 @@
 #include "loadgen/dataset.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -266,6 +267,56 @@ TEST(TraceDatasetTest, ReadsTheFileAndRejectsBadConfigs) {
   c.max_input_len = -1;
   EXPECT_FALSE(Dataset::CreateFromTrace(c, one).ok());
   EXPECT_FALSE(Dataset::CreateFromTrace(DatasetConfig(), one).ok());  // not the trace kind
+}
+
+}  // namespace
+}  // namespace flashserve::loadgen
+
+namespace flashserve::loadgen {
+namespace {
+
+// --turn-image: every user turn carries a new screenshot (a PNG data URL of the asked size, the
+// same bytes for the same seed), later turns repeat the earlier ones in their history, and the
+// chat body sends them as image_url parts after the text.
+TEST(DatasetTest, TurnImagesAreNewEachTurnAndRepeatInTheHistory) {
+  DatasetConfig c;
+  c.kind = DatasetKind::kMultiTurn;
+  c.num_conversations = 2;
+  c.turns = 3;
+  c.turn_len = 8;
+  c.prefix_len = 0;
+  c.turn_image_width = 64;
+  c.turn_image_height = 40;
+  auto d = Make(c);
+  const Job job = d->Make(0);
+  ASSERT_EQ(job.turns.size(), 3u);
+  std::set<std::string> pictures;
+  for (const Turn& t : job.turns) {
+    ASSERT_EQ(t.images.size(), 1u);
+    EXPECT_EQ(t.images[0].rfind("data:image/png;base64,iVBORw0KGgo", 0), 0u) << "a PNG";
+    pictures.insert(t.images[0]);
+  }
+  EXPECT_EQ(pictures.size(), 3u) << "a new screenshot each turn";
+  EXPECT_EQ(Make(c)->Make(0).turns[1].images, job.turns[1].images) << "deterministic";
+  EXPECT_NE(d->Make(1).turns[0].images, job.turns[0].images);
+  const std::vector<std::string> replies = {"a", "b"};
+  const std::vector<Message> third = TurnMessages(job, 2, replies);
+  ASSERT_EQ(third.size(), 5u);
+  EXPECT_EQ(third[0].images, job.turns[0].images);
+  EXPECT_EQ(third[4].images, job.turns[2].images);
+  EXPECT_TRUE(third[1].images.empty());
+  SamplingParams params;
+  params.model = "m";
+  const auto body = nlohmann::json::parse(BuildRequestBody(ApiKind::kChat, params, third));
+  const auto& last = body["messages"][4]["content"];
+  ASSERT_TRUE(last.is_array());
+  EXPECT_EQ(last[0]["type"], "text");
+  EXPECT_EQ(last[1]["image_url"]["url"], job.turns[2].images[0]);
+  EXPECT_TRUE(body["messages"][1]["content"].is_string());
+  c.turn_image_height = 0;
+  EXPECT_FALSE(c.Validate().ok()) << "WxH needs both";
+  c.turn_image_height = 9000;
+  EXPECT_FALSE(c.Validate().ok());
 }
 
 }  // namespace

@@ -71,7 +71,15 @@ std::string BuildRequestBody(ApiKind api, const SamplingParams& params, const st
   Json body = BaseBody(params);
   if (api == ApiKind::kChat) {
     Json list = Json::array();
-    for (const Message& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
+    for (const Message& m : messages) {
+      if (m.images.empty()) {
+        list.push_back({{"role", m.role}, {"content", m.content}});
+        continue;
+      }
+      Json parts = Json::array({{{"type", "text"}, {"text", m.content}}});
+      for (const std::string& url : m.images) parts.push_back({{"type", "image_url"}, {"image_url", {{"url", url}}}});
+      list.push_back({{"role", m.role}, {"content", std::move(parts)}});
+    }
     body["messages"] = std::move(list);
   } else {
     std::string prompt;

@@ -23,6 +23,7 @@ std::string_view ApiPath(ApiKind api);
 struct Message {
   std::string role;  // "system", "user" or "assistant"
   std::string content;
+  std::vector<std::string> images;  // chat: image_url parts (data URLs) after the text
 };
 
 struct SamplingParams {

@@ -77,7 +77,9 @@ Json ParamsJson(const RunInfo& info) {
                {"suffix_len", d.suffix_len}});
   } else if (d.kind == DatasetKind::kMultiTurn) {
     ds.update({{"num_conversations", d.num_conversations}, {"turns", d.turns}, {"turn_len", d.turn_len},
-               {"num_prefixes", d.num_prefixes}, {"prefix_len", d.prefix_len}});
+               {"num_prefixes", d.num_prefixes}, {"prefix_len", d.prefix_len},
+               {"turn_image", d.turn_image_width > 0 ? Json(fmt::format("{}x{}", d.turn_image_width, d.turn_image_height))
+                                                     : Json(nullptr)}});
   } else {
     ds.erase("output_len");  // max_tokens come from the trace
     ds.update({{"trace", d.trace_path}, {"num_requests", info.num_jobs}, {"block_tokens", d.trace_block_tokens},
@@ -134,6 +136,14 @@ void GoodputRows(std::string* out, const BenchReport& r) {
 }
 }  // namespace
 
+void VisionRows(std::string* out, const VisionUsage& v) {
+  if (!v.reported) return Row(out, "Pictures:", "n/a (the server's /metrics has no encoder counters)");
+  Row(out, "Pictures encoded / encoder-cache hits:", fmt::format("{} / {}", v.encoded, v.cache_hits));
+  Row(out, "Tower time (s):", fmt::format("{:.2f}", v.encode_seconds));
+  Row(out, "Tower time per encoded picture (ms):",
+      v.encoded > 0 ? fmt::format("{:.1f}", 1e3 * v.encode_seconds / static_cast<double>(v.encoded)) : "n/a");
+}
+
 std::string FormatTable(const BenchReport& r, const RunInfo& info) {
   const BenchConfig& c = *info.config;
   std::string out = fmt::format("{:=^56}\n", " Serving Benchmark Result ");
@@ -159,6 +169,7 @@ std::string FormatTable(const BenchReport& r, const RunInfo& info) {
   Row(&out, "Output token throughput (tok/s):", fmt::format("{:.2f}", r.output_throughput));
   Row(&out, "Total token throughput (tok/s):", fmt::format("{:.2f}", r.total_token_throughput));
   GoodputRows(&out, r);
+  if (info.dataset->turn_image_width > 0) VisionRows(&out, info.vision);
   Row(&out, "Prefix cache hit rate:",
       r.hit_rate ? fmt::format("{:.1f}% ({} of {} prompt tokens)", *r.hit_rate * 100, r.total_cached_tokens,
                                r.total_input_tokens)
@@ -199,6 +210,8 @@ std::string ReportJson(const BenchReport& r, const RunInfo& info, const std::vec
               {"total_input_tokens", r.total_input_tokens},
               {"total_output_tokens", r.total_output_tokens},
               {"cached_prompt_tokens", r.total_cached_tokens},
+              {"vision", info.vision.reported ? Json{{"encoded", info.vision.encoded}, {"cache_hits", info.vision.cache_hits},
+                                                     {"encode_seconds", info.vision.encode_seconds}} : Json(nullptr)},
               {"request_throughput", r.request_throughput},
               {"input_token_throughput", r.input_throughput},
               {"output_token_throughput", r.output_throughput},

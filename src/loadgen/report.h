@@ -21,6 +21,7 @@ struct RunInfo {
   int64_t num_connections = 0;
   int64_t num_jobs = 0;     // trace: requests replayed (after --num-requests)
   int64_t num_clipped = 0;  // trace: prompts cut to max_input_len
+  VisionUsage vision;       // image workloads: the server's tower time over the run
 };
 
 std::string FormatTable(const BenchReport& report, const RunInfo& info);

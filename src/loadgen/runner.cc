@@ -5,6 +5,7 @@
 #include "net/http_client.h"  // first among the Boost users (see its <utility> note)
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -279,6 +280,45 @@ base::Status BenchConfig::Validate() const {
   return net::ParseBaseUrl(base_url).status();
 }
 
+namespace {
+
+// flashserve_encode_seconds_total and the encoder-cache counters from a /metrics page.
+struct VisionCounters {
+  bool found = false;
+  double seconds = 0, misses = 0, hits = 0;
+};
+
+VisionCounters ParseVisionCounters(const std::string& page) {
+  VisionCounters v;
+  const auto value = [&](std::string_view name, double* out) {
+    const size_t at = page.find("\n" + std::string(name) + " ");
+    if (at == std::string::npos) return false;
+    *out = std::strtod(page.c_str() + at + name.size() + 2, nullptr);
+    return true;
+  };
+  v.found = value("flashserve_encode_seconds_total", &v.seconds) &&
+            value("flashserve_encoder_cache_misses_total", &v.misses) &&
+            value("flashserve_encoder_cache_hits_total", &v.hits);
+  return v;
+}
+
+// A coroutine of its own (not a capturing lambda: its captures would not outlive co_spawn).
+asio::awaitable<void> FetchVision(net::HttpClient* client, VisionCounters* out) {
+  net::HttpOutcome page = co_await client->Get("/metrics");
+  if (!page.transport && page.status == 200) *out = ParseVisionCounters(page.body);
+}
+
+VisionCounters ScrapeVision(asio::io_context& io, net::HttpClient& client) {
+  VisionCounters v;
+  io.restart();  // after an earlier run() returned
+  co_spawn(io, FetchVision(&client, &v), asio::detached);
+  io.run();
+  io.restart();  // for the run() that follows
+  return v;
+}
+
+}  // namespace
+
 base::Result<RunResult> RunBenchmark(const BenchConfig& config, const Dataset& dataset, ProgressFn progress) {
   FS_RETURN_IF_ERROR(config.Validate());
   if (dataset.num_jobs() == 0 && config.duration_s <= 0)
@@ -291,6 +331,10 @@ base::Result<RunResult> RunBenchmark(const BenchConfig& config, const Dataset& d
   asio::io_context io;
   net::HttpClient client(io.get_executor(), endpoint, config.api_key, config.timeout_s);
   Run run(config, dataset, client, std::move(progress));
+  const bool pictures = dataset.config().turn_image_width > 0;
+  if (pictures && config.api != ApiKind::kChat)
+    return base::MakeError(base::ErrorCode::kInvalidArgument, "pictures need the chat endpoint");
+  const VisionCounters before = pictures ? ScrapeVision(io, client) : VisionCounters{};
   try {
     co_spawn(io, run.Main(io.get_executor()), [&run](std::exception_ptr e) {
       if (e && !run.exception) run.exception = e;
@@ -310,6 +354,13 @@ base::Result<RunResult> RunBenchmark(const BenchConfig& config, const Dataset& d
   result.duration_s = run.duration_s;
   result.num_skipped = run.num_skipped;
   result.num_connections = client.num_connections_opened();
+  if (pictures) {
+    const VisionCounters after = ScrapeVision(io, client);
+    result.vision.reported = before.found && after.found;
+    result.vision.encoded = static_cast<int64_t>(after.misses - before.misses);
+    result.vision.cache_hits = static_cast<int64_t>(after.hits - before.hits);
+    result.vision.encode_seconds = after.seconds - before.seconds;
+  }
   return result;
 }
 

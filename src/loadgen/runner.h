@@ -44,12 +44,22 @@ struct BenchConfig {
   base::Status Validate() const;
 };
 
+// The server's vision counters over the run (its /metrics before and after; only for workloads
+// with pictures): the tower's time apart from prefill.
+struct VisionUsage {
+  bool reported = false;       // both scrapes found the counters
+  int64_t encoded = 0;         // pictures run through the tower
+  int64_t cache_hits = 0;      // pictures answered by the encoder cache
+  double encode_seconds = 0;   // tower time
+};
+
 struct RunResult {
   std::string model;                   // the model name sent
   std::vector<RequestRecord> records;  // sorted by (job_idx, turn_idx)
   double duration_s = 0.0;             // first request start to last request end
   int64_t num_skipped = 0;             // turns never sent (deadline, or an earlier turn failed)
   int64_t num_connections = 0;         // TCP connections opened
+  VisionUsage vision;
 };
 
 using ProgressFn = std::function<void(const RequestRecord& record)>;

@@ -174,6 +174,19 @@ async function anthropicImages(anthropic) {
   });
 }
 
+// flashserve bench's image workload: a new screenshot each turn, the history repeating the
+// earlier ones; the report counts the server's tower runs and encoder-cache hits.
+async function benchImages(base) {
+  await test('bench --turn-image: a screenshot per turn; tower time and encoder hits reported', async () => {
+    const out = execFileSync(args.flashserve, ['bench', '--base-url', base, '--model', MODEL, '--dataset', 'multi-turn',
+      '--num-conversations', '1', '--turns', '3', '--turn-len', '16', '--output-len', '2', '--turn-image', '320x200',
+      '--seed', '9'], { stdio: ['ignore', 'pipe', 'pipe'] }).toString();
+    assert.match(out, /Completed requests:\s+3\b/);
+    assert.match(out, /Pictures encoded \/ encoder-cache hits:\s+3 \/ 3\b/, out);
+    assert.match(out, /Tower time per encoded picture \(ms\):\s+[0-9.]+/);
+  });
+}
+
 // The demo (serve with no --model) carries a small tower with the released preprocessing.
 async function demoTakesPictures() {
   const demo = await start(args.flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2',
@@ -217,6 +230,7 @@ await runE2e(work, async (ctx) => {
   await limits(openai);
   await responsesImage(openai);
   await anthropicImages(new Anthropic({ baseURL: ctx.server.base, apiKey: 'sk-local', maxRetries: 0 }));
+  await benchImages(ctx.server.base);
   await stop(ctx.server);
   ctx.server = null;
   await demoTakesPictures();
