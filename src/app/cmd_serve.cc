@@ -149,8 +149,16 @@ base::Result<api::ReasoningSeal> OpenReasoningSeal(const ServeFlags& f) {
   return api::ReasoningSeal::FromKeyFile((dir / "reasoning-seal.key").string(), true);
 }
 
-void PrintBanner(const std::string& name, const std::string& dir, const std::string& host, int port) {
+void PrintBanner(const std::string& name, const std::string& dir, const std::string& host, int port,
+                 protocol::WorkerRole role) {
   const std::string url = "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" + std::to_string(port);
+  if (role == protocol::WorkerRole::kEncode) {  // the e2e tests read the URL from the first line
+    std::printf("flashserve: encode worker for model '%s' (%s) on %s\n"
+                "  runs the vision tower for the pictures a router sends it; list it with --worker %s   (Ctrl-C stops)\n",
+                name.c_str(), dir.c_str(), url.c_str(), url.c_str());
+    std::fflush(stdout);
+    return;
+  }
   std::printf(
       "flashserve: serving model '%s' (%s) on %s\n"
       "  try:  curl %s/v1/chat/completions -H 'Content-Type: application/json' \\\n"
@@ -272,7 +280,7 @@ int RunServe(ServeFlags f) {
     loop.Stop();
     return PrintError(s.error());
   }
-  PrintBanner(f.loop.model_name, f.model, f.host, api.port());
+  PrintBanner(f.loop.model_name, f.model, f.host, api.port(), f.role);
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
   FS_LOG(kInfo, "serve: {} received; stopping", signal_number == SIGINT ? "SIGINT" : "SIGTERM");
