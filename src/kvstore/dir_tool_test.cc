@@ -147,6 +147,17 @@ TEST_F(DirToolTest, GcDeletesExpiredObjectsAndStaleTemporaryFiles) {
 
 // `kv verify --delete` judged an object bad, and another worker replaced it with a sound copy
 // before the delete: only a file still bad when read again is deleted.
+// Pictures' tower outputs (`image` objects) are counted apart from blocks and boundaries.
+TEST_F(DirToolTest, StatCountsImageObjects) {
+  Write("cccc", {{6, "agent"}, {7, "agent"}}, ObjectKind::kImage);
+  DirReport r = Scan({t0_});
+  ASSERT_EQ(r.fingerprints.size(), 3u);
+  EXPECT_EQ(r.fingerprints[2].fingerprint, "cccc");
+  EXPECT_EQ(r.fingerprints[2].images, 2);
+  EXPECT_EQ(r.fingerprints[2].blocks, 0);
+  EXPECT_EQ(r.fingerprints[0].images, 0);
+}
+
 TEST(DirToolRaceTest, VerifyDeletesOnlyAFileStillBad) {
   TempDir dir;
   FakeClock clock;

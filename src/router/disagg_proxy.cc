@@ -54,26 +54,32 @@ Decision RouterServer::Impl::RouteDisaggregated(const std::shared_ptr<ProxyCall>
   return decode;
 }
 
+asio::awaitable<bool> RouterServer::Impl::SendHalf(std::shared_ptr<ProxyCall> call, int worker, const char* stage,
+                                                   net::HeaderList headers) {
+  net::RequestExtras extras;
+  extras.authorization = call->authorization;
+  extras.headers = std::move(headers);
+  const std::string url = pool.status(worker).url;
+  net::HttpOutcome out = co_await pool.proxy_client(worker).Post(call->path, call->body, nullptr, std::move(extras));
+  const std::string status = out.transport ? "transport" : std::to_string(out.status);
+  metrics.Counter(fmt::format("flashserve_router_{}_requests_total", stage),
+                  fmt::format("{} halves sent, by worker and outcome", stage), {{"worker", url}, {"status", status}})
+      .Add();
+  if (out.transport) {
+    pool.ReportFailure(worker, out.transport->message());
+  } else if (out.status != 200) {
+    FS_LOG(kWarning, "router: {} worker {} answered {}: {}", stage, url, out.status, out.body.substr(0, 200));
+  }
+  co_return !out.transport && out.status == 200;
+}
+
 // The prefill half's answer only matters for logs and metrics: the decode worker learns of a
 // failed prefill from the transfer (no HELLO, or a broken stream) and recomputes.
 asio::awaitable<void> RouterServer::Impl::PrefillHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
                                                       std::string transfer_id, std::string encode_transfers) {
-  net::RequestExtras extras;
-  extras.authorization = call->authorization;
-  extras.headers = {{protocol::kTransferHeader, transfer_id}, {protocol::kPrefillToHeader, to}};
-  if (!encode_transfers.empty()) extras.headers.emplace_back(protocol::kEncodeTransfersHeader, encode_transfers);
-  const std::string url = pool.status(worker).url;
-  net::HttpOutcome out = co_await pool.proxy_client(worker).Post(call->path, call->body, nullptr, std::move(extras));
-  const std::string status = out.transport ? "transport" : std::to_string(out.status);
-  metrics.Counter("flashserve_router_prefill_requests_total", "Prefill halves sent, by worker and outcome",
-                  {{"worker", url}, {"status", status}}).Add();
-  if (out.transport) {
-    pool.ReportFailure(worker, out.transport->message());
-  } else if (out.status != 200) {
-    FS_LOG(kWarning, "router: prefill worker {} answered {}: {}", url, out.status, out.body.substr(0, 200));
-  } else {
-    co_await pool.Refresh(worker);
-  }
+  net::HeaderList headers = {{protocol::kTransferHeader, transfer_id}, {protocol::kPrefillToHeader, to}};
+  if (!encode_transfers.empty()) headers.emplace_back(protocol::kEncodeTransfersHeader, encode_transfers);
+  if (co_await SendHalf(call, worker, "prefill", std::move(headers))) co_await pool.Refresh(worker);
 }
 
 }  // namespace flashserve::router

@@ -11,7 +11,6 @@
 
 #include <map>
 
-#include "base/log.h"
 #include "router/router_internal.h"
 
 namespace flashserve::router {
@@ -25,10 +24,6 @@ LoadView RouterServer::Impl::GenerationView() const {
   return view;
 }
 
-int RouterServer::Impl::PlacePicture(uint64_t key, const std::vector<int>& encoders) const {
-  return router::PlacePicture(key, encoders, loads, kMaxExtraQueuedImages);
-}
-
 std::string RouterServer::Impl::StartEncoding(const std::shared_ptr<ProxyCall>& call, int target) {
   if (call->image_keys.empty()) return "";
   const std::string to = pool.status(target).transfer_address;
@@ -40,7 +35,7 @@ std::string RouterServer::Impl::StartEncoding(const std::shared_ptr<ProxyCall>& 
   if (encoders.empty() || to.empty()) return "";  // the prompt worker encodes its pictures itself
   std::map<int, std::string> groups;  // worker -> "0,2"
   for (size_t i = 0; i < call->image_keys.size(); ++i) {
-    const int worker = PlacePicture(call->image_keys[i], encoders);
+    const int worker = PlacePicture(call->image_keys[i], encoders, loads, kMaxExtraQueuedImages);
     loads.OnImagesRouted(worker, 1);
     std::string& list = groups[worker];
     list += (list.empty() ? "" : ",") + std::to_string(i);
@@ -60,21 +55,10 @@ std::string RouterServer::Impl::StartEncoding(const std::shared_ptr<ProxyCall>& 
 // of a failed encode from its transfer (no HELLO, or a broken stream) and encodes itself.
 asio::awaitable<void> RouterServer::Impl::EncodeHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
                                                      std::string transfer_id, std::string indices) {
-  net::RequestExtras extras;
-  extras.authorization = call->authorization;
-  extras.headers = {{protocol::kTransferHeader, transfer_id},
-                    {protocol::kEncodeToHeader, to},
-                    {protocol::kEncodeImagesHeader, indices}};
-  const std::string url = pool.status(worker).url;
-  net::HttpOutcome out = co_await pool.proxy_client(worker).Post(call->path, call->body, nullptr, std::move(extras));
-  const std::string status = out.transport ? "transport" : std::to_string(out.status);
-  metrics.Counter("flashserve_router_encode_requests_total", "Encode halves sent, by worker and outcome",
-                  {{"worker", url}, {"status", status}}).Add();
-  if (out.transport) {
-    pool.ReportFailure(worker, out.transport->message());
-  } else if (out.status != 200) {
-    FS_LOG(kWarning, "router: encode worker {} answered {}: {}", url, out.status, out.body.substr(0, 200));
-  }
+  net::HeaderList headers = {{protocol::kTransferHeader, transfer_id},
+                             {protocol::kEncodeToHeader, to},
+                             {protocol::kEncodeImagesHeader, indices}};
+  co_await SendHalf(call, worker, "encode", std::move(headers));
 }
 
 }  // namespace flashserve::router

@@ -69,6 +69,11 @@ struct RouterServer::Impl {
   Decision RouteDisaggregated(const std::shared_ptr<ProxyCall>& call, std::string* transfer_id);
   // A fresh transfer id, 32 hex digits.
   static std::string NewTransferIdHex();
+  // A half of a split request (stage "prefill" or "encode") with the router's headers; counts
+  // flashserve_router_<stage>_requests_total, reports a transport failure to the pool, logs
+  // another status. True when the worker answered 200.
+  boost::asio::awaitable<bool> SendHalf(std::shared_ptr<ProxyCall> call, int worker, const char* stage,
+                                        net::HeaderList headers);
   boost::asio::awaitable<void> PrefillHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
                                            std::string transfer_id, std::string encode_transfers);
   // Pictures (encode_proxy.cc). The workers that may generate (all but --role encode).
@@ -79,7 +84,6 @@ struct RouterServer::Impl {
   // Pictures a worker whose cache holds a picture may have queued beyond the least loaded
   // encode worker's before that picture goes to the least loaded one instead.
   static constexpr int64_t kMaxExtraQueuedImages = 2;
-  int PlacePicture(uint64_t key, const std::vector<int>& encoders) const;
   boost::asio::awaitable<void> EncodeHalf(std::shared_ptr<ProxyCall> call, int worker, std::string to,
                                           std::string transfer_id, std::string indices);
   LoadView RoleView(protocol::WorkerRole role) const;

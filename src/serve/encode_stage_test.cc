@@ -14,6 +14,7 @@
 #include "kvstore/test_util.h"
 #include "serve/encoder_cache.h"
 #include "serve/engine_loop.h"
+#include "serve/test_store.h"
 #include "vision/plan.h"
 
 namespace flashserve::serve {
@@ -36,15 +37,7 @@ const engine::Model& VisionModel() {
 }
 
 std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::Clock& clock) {
-  kvstore::StoreConfig cfg;
-  cfg.fingerprint = ModelFingerprint(VisionModel(), engine::EngineOptions{});
-  cfg.memory_bytes = 64 << 20;
-  cfg.disk_dir = dir;
-  cfg.disk_bytes = 256 << 20;
-  cfg.background_gc = false;
-  auto store = kvstore::KvStore::Open(cfg, clock);
-  EXPECT_TRUE(store.ok()) << store.error().ToString();
-  return std::move(store).value();
+  return testing::OpenTestStore(VisionModel(), clock, {dir, ""});
 }
 
 // A picture of random patches on a 7 x 11 patch grid (a 3 x 4 aligner grid), its span at `start`.
@@ -236,18 +229,7 @@ TEST(EngineLoopImages, EveryWayToThePicturesGivesTheSameTokens) {
 TEST(EngineLoopImages, PicturesAreSharedThroughTheSharedTier) {
   const kvstore::testing::TempDir temp;
   base::SystemClock clock;
-  auto shared_store = [&] {
-    kvstore::StoreConfig cfg;
-    cfg.fingerprint = ModelFingerprint(VisionModel(), engine::EngineOptions{});
-    cfg.memory_bytes = 64 << 20;
-    cfg.shared_dir = temp.path();
-    cfg.shared_bytes = 256 << 20;
-    cfg.background_gc = false;
-    cfg.shared_rescan_seconds = 0;
-    auto store = kvstore::KvStore::Open(cfg, clock);
-    EXPECT_TRUE(store.ok()) << store.error().ToString();
-    return std::move(store).value();
-  };
+  auto shared_store = [&] { return testing::OpenTestStore(VisionModel(), clock, {"", temp.path()}); };
   EngineLoop a(VisionModel(), engine::EngineOptions{}, LoopConfig{}, shared_store());
   EngineLoop b(VisionModel(), engine::EngineOptions{}, LoopConfig{}, shared_store());  // indexed before a writes
   const Collected first = RunOne(a, ImageRequest("a", 8));

@@ -18,6 +18,7 @@
 #include "kv/block_hash.h"
 #include "kvstore/kv_store.h"
 #include "kvstore/object_file.h"
+#include "serve/test_store.h"
 
 namespace flashserve::serve {
 namespace {
@@ -358,15 +359,7 @@ TEST(EngineLoopTest, EngineThreadServesConcurrentSubmitters) {
 
 std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::Clock& clock,
                                             int64_t memory_bytes = 64 << 20) {
-  kvstore::StoreConfig cfg;
-  cfg.fingerprint = ModelFingerprint(TestModel(), engine::EngineOptions{});
-  cfg.memory_bytes = memory_bytes;
-  cfg.disk_dir = dir;
-  cfg.disk_bytes = 256 << 20;
-  cfg.background_gc = false;
-  auto store = kvstore::KvStore::Open(cfg, clock);
-  EXPECT_TRUE(store.ok()) << store.error().ToString();
-  return std::move(store).value();
+  return testing::OpenTestStore(TestModel(), clock, {dir, ""}, memory_bytes);
 }
 
 // A fresh directory for one test's disk tier, removed at the end.

@@ -6,13 +6,15 @@
 //  - no tower runs on the prompt workers: the encode worker's outputs arrive over transfer
 //    (the prefill worker forwards them to the decode worker with the prompt state);
 //  - the same picture again is an encoder-cache hit on the encode worker it went to;
-//  - a request sent to an encode worker directly is a 400 saying what the worker is for;
+//  - a request sent to an encode worker directly is a 400 saying what the worker is for, as are
+//    malformed encode headers; an encode worker without a tower and an unknown --image-ttl are
+//    refused at start;
 //  - the encode worker killed: the prompt worker waits about a second for its transfer, then
 //    encodes itself, and the answer is unchanged.
 //
 // node tests/e2e/encode_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -82,7 +84,16 @@ await runE2e(work, async (ctx) => {
   const direct = await fetch(`${encode.base}/v1/chat/completions`, { method: 'POST', body: ask([CAT]) });
   assert.equal(direct.status, 400);
   assert.match((await direct.json()).error.message, /only encodes pictures for other workers/);
-  console.log('ok - an encode worker refuses to generate');
+  const post = (base, headers) => fetch(`${base}/v1/chat/completions`, { method: 'POST', body: ask([CAT]),
+    headers: { 'content-type': 'application/json', ...headers } });
+  const badPicture = await post(encode.base, { 'x-flashserve-transfer': '0'.repeat(32),
+    'x-flashserve-encode-to': '127.0.0.1:9', 'x-flashserve-encode-images': '1' });  // the request has one picture
+  assert.equal(badPicture.status, 400);
+  assert.match((await badPicture.json()).error.message, /x-flashserve-encode-images/);
+  const badIds = await post(both.base, { 'x-flashserve-encode-transfers': 'not-a-transfer-id' });
+  assert.equal(badIds.status, 400);
+  assert.match((await badIds.json()).error.message, /x-flashserve-encode-transfers/);
+  console.log('ok - an encode worker refuses to generate; malformed encode headers are 400s naming them');
 
   const epd2 = await start(args.flashserve, ['router', '--tokenizer', args.tokenizer, '--host', '127.0.0.1', '--port', '0',
     '--worker', encode.base, '--worker', both.base]);
@@ -90,6 +101,19 @@ await runE2e(work, async (ctx) => {
   same(await chat(epd2.base, [CAT, DOG]), want.two, 'E + PD');
   assert.equal(await metric(both.base, 'flashserve_encoder_cache_misses_total'), 0, 'no tower ran on the PD worker');
   console.log('ok - E + PD answers as the colocated worker');
+
+  // Refused at start: an encode worker without a tower, a retention class that is not one of --kv-ttl.
+  const text = join(work, 'tiny');
+  execFileSync(args.flashserve, ['make-model', '--preset', 'tiny', '--out', text, '--tokenizer', args.tokenizer, '--threads', '2']);
+  const refused = (extra) => spawnSync(args.flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '1', ...extra],
+    { encoding: 'utf8', timeout: 60000 });
+  const textEncoder = refused(['--model', text, '--role', 'encode']);
+  assert.notEqual(textEncoder.status, 0);
+  assert.match(textEncoder.stderr + textEncoder.stdout, /--role encode needs a model with a vision tower/);
+  const badTtl = refused(['--model', model, '--image-ttl', 'forever']);
+  assert.notEqual(badTtl.status, 0);
+  assert.match(badTtl.stderr + badTtl.stdout, /--image-ttl 'forever' is not one of --kv-ttl/);
+  console.log('ok - an encode worker without a tower and an unknown --image-ttl are refused at start');
 
   encode.proc.kill('SIGKILL');  // the router still believes it healthy until its next poll
   const after = await chat(epd2.base, [DOG, CAT]);

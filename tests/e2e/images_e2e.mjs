@@ -9,7 +9,7 @@
 //
 // node tests/e2e/images_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (SDKs or tokenizer missing).
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -184,6 +184,10 @@ async function benchImages(base) {
     assert.match(out, /Completed requests:\s+3\b/);
     assert.match(out, /Pictures encoded \/ encoder-cache hits:\s+3 \/ 3\b/, out);
     assert.match(out, /Tower time per encoded picture \(ms\):\s+[0-9.]+/);
+    const completions = spawnSync(args.flashserve, ['bench', '--base-url', base, '--model', MODEL, '--dataset', 'multi-turn',
+      '--endpoint', 'completions', '--num-conversations', '1', '--turns', '1', '--turn-image', '64x40'], { encoding: 'utf8' });
+    assert.notEqual(completions.status, 0);
+    assert.match(completions.stderr + completions.stdout, /pictures need the chat endpoint/);
   });
 }
 
