@@ -24,6 +24,7 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   context_.metrics = &metrics_;
   context_.ids = &ids_;
   context_.seal = config.seal.get();
+  context_.grammars = config.grammars.get();
   keys_ = meter::ApiKeyRing(config.api_keys);
   context_.keys = &keys_;
   routes_.SetAuthorizer([this](const net::HttpRequest& r) { return keys_.Allows(r); });

@@ -25,6 +25,8 @@ struct ApiConfig {
   // Seals reasoning handed to stateless clients (Messages signatures, Responses
   // encrypted_content); null: thinking blocks and encrypted reasoning cannot be returned.
   std::shared_ptr<const ReasoningSeal> seal;
+  // Compiled structured-output grammars, shared with the engine loop; null: constraints are 400s.
+  std::shared_ptr<grammar::GrammarCache> grammars;
   base::Status Validate() const;
 };
 

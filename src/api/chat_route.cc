@@ -30,12 +30,6 @@ std::optional<net::ApiError> CheckChatFields(const Json& body) {
       return Unsupported("tool_choice", "\"required\" and a named function need enforced structured outputs, which "
                                         "are not available yet (auto and none are served)");
   }
-  if (const Json* format = Find(body, "response_format"); format != nullptr && format->is_object()) {
-    const Json* schema = Find(*format, "json_schema");
-    if (schema != nullptr && schema->is_object() && Find(*schema, "strict") != nullptr && (*schema)["strict"] == true)
-      return Unsupported("response_format.json_schema.strict",
-                         "strict schemas need enforced structured outputs, which are not available yet");
-  }
   if (const Json* tools = Find(body, "tools"); tools != nullptr && tools->is_array()) {
     for (size_t i = 0; i < tools->size(); ++i) {
       const Json& t = (*tools)[i];
@@ -116,6 +110,7 @@ void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange)
   auto fail = [&exchange](const net::ApiError& e) { exchange->Respond(net::ErrorResponse(e)); };
   if (auto e = CheckChatFields(body)) return fail(*e);
   if (auto e = ReadBudget(body, &plan.options)) return fail(*e);
+  if (auto e = ReadConstraintFields(body, /*chat=*/true, &plan.constraint)) return fail(*e);
   base::Result<protocol::ChatRequest> chat = protocol::ChatRequestFromJson(body);
   if (!chat.ok()) return fail(ChatRequestError(chat.error()));
   if (const auto* name = std::get_if<std::string>(&chat->reasoning_effort)) {

@@ -75,6 +75,7 @@ void HandleCompletions(const RouteContext& ctx, const ExchangePtr& exchange) {
   GenerationPlan plan;
   if (!ReadGenerationBody(ctx, *exchange, Dialect::kCompletion, &body, &plan.options)) return;
   if (auto error = UnsupportedFields(body, plan.options.n)) return exchange->Respond(net::ErrorResponse(*error));
+  if (auto error = ReadConstraintFields(body, /*chat=*/false, &plan.constraint)) return exchange->Respond(net::ErrorResponse(*error));
   auto error = HasSuffix(body) ? FimPrompt(ctx, body, &plan.prompt) : PromptIds(ctx, body, &plan.prompt);
   if (error) return exchange->Respond(net::ErrorResponse(*error));
   plan.chat = false;

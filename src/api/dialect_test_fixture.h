@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/token_vocabulary.h"
 #include "api/api_test_util.h"
 #include "api/routes.h"
 #include "encoding/prompt.h"
@@ -62,8 +63,10 @@ inline std::vector<SseEvent> Events(const std::string& body) {
 
 class DialectTest : public ::testing::Test {
  protected:
-  DialectTest() : tok_(ByteTokenizer()), seal_(Key()) {
+  DialectTest()
+      : tok_(ByteTokenizer()), seal_(Key()), grammars_(grammar::VocabularyFromTokenizer(*tok_, {kEos}, 290)) {
     ctx_.service = &service_;
+    ctx_.grammars = &grammars_;
     ctx_.tokenizer = tok_.get();
     ctx_.metrics = &metrics_;
     ctx_.ids = &ids_;
@@ -101,6 +104,7 @@ class DialectTest : public ::testing::Test {
   ReasoningSeal seal_;
   ApiMetrics metrics_;
   IdSource ids_;
+  grammar::GrammarCache grammars_;
   RouteContext ctx_;
 };
 

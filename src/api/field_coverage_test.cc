@@ -24,7 +24,8 @@ std::string RequestPrint(const protocol::GenerateRequest& r) {
             {"t", s.temperature}, {"top_p", s.top_p}, {"top_k", s.top_k}, {"min_p", s.min_p},
             {"pres", s.presence_penalty}, {"freq", s.frequency_penalty}, {"rep", s.repetition_penalty},
             {"seed", s.has_seed ? static_cast<int64_t>(s.seed) : -1}, {"logprobs", s.logprobs},
-            {"top_logprobs", s.top_logprobs}};
+            {"top_logprobs", s.top_logprobs}, {"constraint", protocol::ConstraintKindName(r.constraint.kind)},
+            {"constraint_text", r.constraint.text}, {"after_think", r.constrain_after_think}};
   for (const auto& [token, bias] : s.logit_bias) j["bias"].push_back({token, bias});
   return j.dump();
 }
@@ -129,7 +130,10 @@ TEST_F(FieldCoverageTest, ChatCompletions) {
           {"top_logprobs", 2}, {"logit_bias", {{"5", 1}}}, {"tools", Json::array({kTool})}, {"tool_choice", "required"},
           {"parallel_tool_calls", false}, {"response_format", {{"type", "json_object"}}},
           {"thinking", {{"type", "enabled"}}}, {"reasoning_effort", "max"}, {"stop_token_ids", {5}},
-          {"ignore_eos", true}, {"cache_ttl", "agent"}},
+          {"ignore_eos", true}, {"cache_ttl", "agent"}, {"structured_outputs", {{"regex", "a+"}}},
+          {"guided_json", {{"type", "integer"}}}, {"guided_regex", "a+"}, {"guided_choice", {"x", "y"}},
+          {"guided_grammar", "root ::= \"a\""}, {"regex", "b+"}, {"ebnf", "root ::= \"b\""},
+          {"json_schema", "{\"type\": \"boolean\"}"}},
          {{"user", "u1"}, {"metadata", {{"a", "b"}}}, {"store", false}, {"service_tier", "auto"},
           {"safety_identifier", "s1"}, {"prompt_cache_key", "k1"}},
          {{"reasoning_effort", {{"thinking", {{"type", "enabled"}}}}}}});
@@ -142,7 +146,10 @@ TEST_F(FieldCoverageTest, Completions) {
           {"max_tokens", 5}, {"temperature", 0.5}, {"top_p", 0.5}, {"top_k", 5}, {"min_p", 0.1},
           {"presence_penalty", 1}, {"frequency_penalty", 1}, {"repetition_penalty", 1.5}, {"stop", "o"}, {"seed", 3},
           {"n", 2}, {"logprobs", 1}, {"logit_bias", {{"5", 1}}}, {"stop_token_ids", {5}}, {"ignore_eos", true},
-          {"cache_ttl", "agent"}, {"echo", true}, {"suffix", "tail"}, {"best_of", 3}},
+          {"cache_ttl", "agent"}, {"echo", true}, {"suffix", "tail"}, {"best_of", 3},
+          {"structured_outputs", {{"choice", {"x", "y"}}}}, {"guided_json", {{"type", "integer"}}}, {"guided_regex", "a+"},
+          {"guided_choice", {"x", "y"}}, {"guided_grammar", "root ::= \"a\""}, {"regex", "b+"},
+          {"ebnf", "root ::= \"b\""}, {"json_schema", "{\"type\": \"boolean\"}"}},
          {{"user", "u1"}, {"metadata", {{"a", "b"}}}, {"prompt_cache_key", "k1"}}});
 }
 

@@ -19,14 +19,16 @@ inline constexpr std::string_view kChatImplemented[] = {
     "model", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "temperature", "top_p",
     "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty", "stop", "seed", "n", "logprobs",
     "top_logprobs", "logit_bias", "tools", "tool_choice", "parallel_tool_calls", "response_format", "thinking",
-    "reasoning_effort", "stop_token_ids", "ignore_eos", "cache_ttl"};
+    "reasoning_effort", "stop_token_ids", "ignore_eos", "cache_ttl", "structured_outputs", "guided_json", "guided_regex",
+    "guided_choice", "guided_grammar", "regex", "ebnf", "json_schema"};
 inline constexpr std::string_view kChatHints[] = {"user", "metadata", "store", "service_tier", "safety_identifier",
                                                   "prompt_cache_key"};
 
 inline constexpr std::string_view kCompletionImplemented[] = {
     "model", "prompt", "stream", "stream_options", "max_tokens", "temperature", "top_p", "top_k", "min_p",
     "presence_penalty", "frequency_penalty", "repetition_penalty", "stop", "seed", "n", "logprobs", "logit_bias",
-    "stop_token_ids", "ignore_eos", "cache_ttl", "echo", "suffix", "best_of"};
+    "stop_token_ids", "ignore_eos", "cache_ttl", "echo", "suffix", "best_of", "structured_outputs", "guided_json",
+    "guided_regex", "guided_choice", "guided_grammar", "regex", "ebnf", "json_schema"};
 inline constexpr std::string_view kCompletionHints[] = {"user", "metadata", "prompt_cache_key"};
 
 inline constexpr std::string_view kMessagesImplemented[] = {

@@ -149,6 +149,7 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
   GenerationOptions& options = plan.options;
   if (auto error = PickMaxTokens(info, ctx, static_cast<int64_t>(plan.prompt.size()), plan, options))
     return exchange->Respond(net::ErrorResponse(*error, plan.errors));
+  if (auto error = CheckConstraint(ctx.grammars, plan.constraint)) return exchange->Respond(net::ErrorResponse(*error, plan.errors));
   const int32_t think_end = ctx.tokenizer->TokenId("</think>").value_or(-1);
   JobOptions job;
   job.stop = options.stop;
@@ -194,6 +195,11 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
   if (ctx.options.max_reasoning_tokens > 0) budget = std::min(budget.value_or(INT64_MAX), ctx.options.max_reasoning_tokens);
   if (plan.thinking && budget) {
     request.reasoning_budget = *budget;
+    request.think_end_token = think_end;
+  }
+  request.constraint = plan.constraint.constraint;
+  if (request.constraint.active() && plan.thinking) {  // the reasoning is free; the answer follows the grammar
+    request.constrain_after_think = true;
     request.think_end_token = think_end;
   }
   if (ctx.keys != nullptr && ctx.keys->enabled()) {

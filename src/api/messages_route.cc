@@ -38,6 +38,7 @@ void HandleMessages(const RouteContext& ctx, const ExchangePtr& exchange) {
   plan.options = std::move(req.options);
   plan.prompt_param = "messages";
   plan.id_prefix = "msg_";
+  ConstraintFromResponseFormat(req.chat.response_format, "output_config.format.schema", &plan.constraint);
   plan.errors = kAnthropic;
   AddDroppedToolsHeader(req.dropped_tools, &plan.headers);
   MessagesWriterOptions options;

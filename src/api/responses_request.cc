@@ -318,8 +318,8 @@ Error ReasoningAndText(const Json& body, const DialectContext& ctx, DialectReque
         const Json* s = Find(*format, "schema");
         if (s == nullptr || !s->is_object()) return Bad("text.format.schema", "an object is required");
         Json schema = {{"name", name}, {"schema", *s}};
-        if (const Json* strict = Find(*format, "strict"); strict != nullptr && *strict == true)
-          return Unsupported("text.format.strict", "strict schemas need enforced structured outputs, which are not available yet");
+        if (const Json* strict = Find(*format, "strict"); strict != nullptr && !strict->is_boolean())
+          return WrongType("text.format.strict", "a boolean", *strict);
         out->chat.response_format = Json{{"type", "json_schema"}, {"json_schema", std::move(schema)}};
       } else if (type == "json_object") {
         out->chat.response_format = Json{{"type", "json_object"}};

@@ -18,6 +18,8 @@ void HandleResponses(const RouteContext& ctx, const ExchangePtr& exchange) {
   if (auto e = EncodePrompt(ctx, req.chat, &plan.prompt, &plan.images, &plan.thinking)) return fail(*e);
   plan.options = std::move(req.options);
   plan.prompt_param = "input";
+  ConstraintFromResponseFormat(req.chat.response_format, "text.format.schema", &plan.constraint);
+  if (plan.constraint.constraint.kind == protocol::ConstraintKind::kJsonObject) plan.constraint.param = "text.format";
   plan.max_tokens_param = "max_output_tokens";
   plan.id_prefix = "resp_";
   AddDroppedToolsHeader(req.dropped_tools, &plan.headers);

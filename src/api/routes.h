@@ -12,6 +12,7 @@
 
 #include "meter/api_keys.h"
 #include "net/exchange.h"
+#include "api/constraint_fields.h"
 #include "api/metrics.h"
 #include "api/dialect_request.h"
 #include "api/generation_job.h"
@@ -57,6 +58,7 @@ struct RouteContext {
   int64_t created = 0;  // server start (Unix seconds), reported by /v1/models
   serve::TransferInbox* inbox = nullptr;  // decode side of disaggregated serving (null = off)
   const ReasoningSeal* seal = nullptr;     // seals reasoning handed to stateless clients (null = none)
+  grammar::GrammarCache* grammars = nullptr;  // structured outputs (null = refused with a 400)
 };
 
 using ExchangePtr = std::shared_ptr<net::Exchange>;
@@ -102,6 +104,7 @@ struct GenerationPlan {
   net::ErrorDialect errors = net::ErrorDialect::kOpenAI;
   net::HeaderList headers;                 // extra response headers
   std::function<std::unique_ptr<DialectWriter>(WriterContext)> make_writer;
+  ConstraintSource constraint;             // structured output (api/constraint_fields.h)
 };
 // Checks the prompt against the context, picks max_tokens, builds the request and starts a
 // GenerationJob with the plan's writer.

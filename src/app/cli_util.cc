@@ -7,6 +7,7 @@
 
 #include "base/file_util.h"
 #include "base/log.h"
+#include "grammar/token_vocabulary.h"
 #include "kernels/gemm/matmul.h"
 #include "tokenizer/engram_map.h"
 
@@ -215,6 +216,11 @@ base::Status FitEngramToTokenizer(model::ModelConfig* config, std::string* token
                 static_cast<long long>(classes), tokenizer_path->c_str());
   config->engram.compressed_vocab_size = classes;
   return base::Status::Ok();
+}
+
+std::shared_ptr<grammar::GrammarCache> GrammarCacheFor(const tokenizer::Tokenizer& tok, const engine::Model& model) {
+  const auto eos = static_cast<int32_t>(model.config().eos_token_id);
+  return std::make_shared<grammar::GrammarCache>(grammar::VocabularyFromTokenizer(tok, {eos}, model.config().vocab_size));
 }
 
 }  // namespace flashserve::app

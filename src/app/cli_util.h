@@ -13,6 +13,7 @@
 #include "base/result.h"
 #include "engine/model.h"
 #include "engine/options.h"
+#include "grammar/grammar_cache.h"
 #include "kvstore/kv_store.h"
 #include "meter/api_keys.h"
 #include "tokenizer/tokenizer.h"
@@ -55,6 +56,9 @@ base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::stri
 
 // Prints "error: <message>" to stderr and returns 1.
 int PrintError(const base::Error& error);
+
+// The structured-output grammar cache of a tokenizer's vocabulary, ending at the model's EOS.
+std::shared_ptr<grammar::GrammarCache> GrammarCacheFor(const tokenizer::Tokenizer& tok, const engine::Model& model);
 
 // The checkpoint's image preprocessing (its vision_* config) as the vision room takes it; the
 // span layout follows the family (V4.1, else Vision-Exp).

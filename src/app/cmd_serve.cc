@@ -259,6 +259,8 @@ int RunServe(ServeFlags f) {
            seal.error().message());
   }
   serve::EngineLoop loop(*model, f.engine, f.loop, std::move(store).value());
+  f.api.grammars = GrammarCacheFor(**tok, *model);
+  loop.SetGrammars(f.api.grammars);
   std::unique_ptr<serve::TransferInbox> inbox;
   std::unique_ptr<transfer::TransferReceiver> receiver;
   f.api.routes.role = f.role;

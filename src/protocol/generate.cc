@@ -1,4 +1,4 @@
-// Names of finish reasons (protocol/generate.h).
+// Names of finish reasons and constraint kinds (protocol/generate.h).
 #include "protocol/generate.h"
 
 namespace flashserve::protocol {
@@ -12,6 +12,18 @@ const char* FinishReasonName(FinishReason reason) {
     case FinishReason::kError: return "error";
   }
   return "unknown";
+}
+
+const char* ConstraintKindName(ConstraintKind kind) {
+  switch (kind) {
+    case ConstraintKind::kNone: return "none";
+    case ConstraintKind::kJsonSchema: return "json_schema";
+    case ConstraintKind::kJsonObject: return "json_object";
+    case ConstraintKind::kRegex: return "regex";
+    case ConstraintKind::kChoice: return "choice";
+    case ConstraintKind::kGrammar: return "grammar";
+  }
+  return "none";
 }
 
 }  // namespace flashserve::protocol

@@ -27,6 +27,17 @@ struct ImageInput {
   std::vector<float> patches;      // [vit_h * vit_w][3 * patch * patch]
 };
 
+// Structured output: the language a choice's answer must belong to. With thinking on, the
+// reasoning before `think_end_token` is free and the constraint applies after it.
+enum class ConstraintKind : uint8_t { kNone, kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
+const char* ConstraintKindName(ConstraintKind kind);  // "json_schema", "json_object", ...
+
+struct OutputConstraint {
+  ConstraintKind kind = ConstraintKind::kNone;
+  std::string text;  // the schema (JSON text), the regex, the EBNF grammar, or a JSON array of choices
+  bool active() const { return kind != ConstraintKind::kNone; }
+};
+
 struct GenerateRequest {
   std::string id;                      // unique per server (api assigns "chatcmpl-...")
   std::vector<int32_t> prompt;         // token ids, BOS included when the encoder adds it
@@ -50,6 +61,10 @@ struct GenerateRequest {
   int32_t think_end_token = -1;
   // Pictures, in prompt order; their spans' tokens are already in `prompt`.
   std::vector<ImageInput> images;
+  // The grammar every choice's answer follows (after `think_end_token` when the prompt opened
+  // a reasoning block: `constrain_after_think`).
+  OutputConstraint constraint;
+  bool constrain_after_think = false;
 };
 
 struct TokenLogprob {

@@ -25,6 +25,17 @@ void EngineLoop::Apply(SubmitCommand& c) {
     r.usage.cached_tokens = r.usage.cached_prefill = std::min(r.req.prefill_cached_tokens, r.usage.prompt_tokens);
   }
   if (prefix_) r.cache_seed = prefix_->Seed(r.req.cache_namespace);
+  if (r.req.constraint.active()) {
+    auto compiled = grammars_ ? grammars_->Get(r.req.constraint)
+                              : base::Result<std::shared_ptr<const grammar::CompiledGrammar>>(
+                                    base::Error(base::ErrorCode::kFailedPrecondition, "this worker has no grammar engine"));
+    if (!compiled.ok()) {
+      MarkStarted(r);
+      r.sink(FinalEvent(r, 0, FinishReason::kError, "structured output: " + compiled.error().message()));
+      return;
+    }
+    r.grammar = *compiled;
+  }
   requests_[r.req.id] = c.request;
   if (!r.req.images.empty()) {  // the encode stage first (its own thread); admitted when it answers
     std::vector<protocol::ImageInput> job = std::move(r.req.images);
@@ -108,6 +119,10 @@ LiveSequence* EngineLoop::NewChoice(LoopRequest& r, int index) {
   s->params = r.req.sampling;
   s->params.seed = r.req.sampling.seed + static_cast<uint64_t>(index);
   s->in_reasoning = r.req.reasoning_budget >= 0 && r.req.think_end_token >= 0;
+  if (r.grammar) {
+    s->matcher.emplace(r.grammar);
+    s->awaiting_think_end = r.req.constrain_after_think && r.req.think_end_token >= 0;
+  }
   ++r.open_choices;
   r.choices.push_back(std::move(s));
   return r.choices.back().get();

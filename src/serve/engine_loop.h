@@ -20,11 +20,13 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 #include "kvstore/kv_store.h"
 #include "sched/scheduler.h"
 #include "serve/image_encoder.h"
 #include "serve/live_sequence.h"
 #include "serve/loop_stats.h"
+#include "serve/mask_worker.h"
 #include "serve/prefix_store.h"
 #include "serve/service.h"
 
@@ -50,6 +52,11 @@ class EngineLoop final : public Service {
   EngineLoop(const engine::Model& model, const engine::EngineOptions& engine_options, const LoopConfig& config,
              std::unique_ptr<kvstore::KvStore> store);
   ~EngineLoop() override;
+
+  // Structured outputs: the compiled-grammar cache of the tokenizer's vocabulary, shared with
+  // the API (which validates constraints first). Before Start(); without it a constrained
+  // request ends with an error.
+  void SetGrammars(std::shared_ptr<grammar::GrammarCache> grammars) { grammars_ = std::move(grammars); }
 
   void Start();
   void Stop();  // finishes nothing: pending requests get a kCancelled event
@@ -115,6 +122,8 @@ class EngineLoop final : public Service {
   void ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* group);
   void CommitToken(LiveSequence& s, const sched::StepItem& item, sampler::SampleResult sample);
   std::span<const uint32_t> SamplingMask(LiveSequence& s, int64_t vocab);
+  void StartMasks(std::span<const sched::StepItem> items);  // on mask_worker_; Wait() before sampling
+  bool AcceptGrammar(LiveSequence& s, int32_t token);       // false: the grammar refused it
   // Ends a choice with its final event (which may carry its last token); the request is
   // retired with its last choice.
   void FinishChoice(LiveSequence& s, protocol::FinishReason reason, const std::string& error,
@@ -142,6 +151,8 @@ class EngineLoop final : public Service {
   std::vector<RequestPtr> retired_;             // done during this step; freed after it
   uint64_t next_seq_id_ = 1;
   std::vector<float> sample_scratch_;
+  std::shared_ptr<grammar::GrammarCache> grammars_;
+  MaskWorker mask_worker_;  // the step's grammar masks, beside the forward pass
 
   mutable std::mutex mu_;  // guards inbound_, queued_requests_ and stats_
   std::condition_variable wake_;

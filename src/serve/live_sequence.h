@@ -4,10 +4,12 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/state.h"
+#include "grammar/matcher.h"
 #include "kvstore/kv_store.h"
 #include "protocol/generate.h"
 #include "sampler/sampler.h"
@@ -30,6 +32,12 @@ struct LiveSequence : sched::Sequence {
   bool in_reasoning = false;     // a reasoning budget applies and </think> has not come yet
   std::vector<uint32_t> mask;    // reasoning budget: no EOS before </think>, then </think> only
   bool mask_forces_think_end = false;
+  // Structured output: the grammar's position (absent when unconstrained), whether it waits for
+  // </think> before it applies, and the mask of the next token (computed beside the forward).
+  std::optional<grammar::Matcher> matcher;
+  bool awaiting_think_end = false;
+  std::vector<uint32_t> grammar_mask;
+  bool constrained_now() const { return matcher.has_value() && !awaiting_think_end; }
   bool finished = false;         // out of the scheduler; its request may still run other choices
 };
 
@@ -46,6 +54,7 @@ struct LoopRequest {
   std::vector<kvstore::Tier> block_tiers;  // where each cached prompt block was before a fetch
   protocol::Usage usage;
   EncodedImages images;           // the prompt's pictures, encoded at admission
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;  // req.constraint compiled (null: none)
   std::vector<std::unique_ptr<LiveSequence>> choices;  // in the order they were created
 };
 

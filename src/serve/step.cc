@@ -93,8 +93,10 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
     AttachImageRows(s.request->images, item, &image_rows.emplace_back(), &batch.back());
   }
   if (items.empty()) return false;  // every item a failed restore: nothing ran
+  StartMasks(items);
   const auto start = std::chrono::steady_clock::now();
   auto result = engine_.Forward(batch);
+  mask_worker_.Wait();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   loop_stats_.RecordStep(items, seconds, result.ok());
   if (!result.ok()) {
@@ -150,6 +152,9 @@ void EngineLoop::ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* g
   for (int index = first; index < r.req.n; ++index) {
     LiveSequence* child = NewChoice(r, index);
     child->history = parent.history;
+    child->matcher = parent.matcher;
+    child->awaiting_think_end = parent.awaiting_think_end;
+    child->grammar_mask = parent.grammar_mask;
     if (sched_.Fork(parent, child)) {
       child->state = parent.state->Clone();
       group->push_back(child);
@@ -157,11 +162,42 @@ void EngineLoop::ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* g
   }
 }
 
-// Under a reasoning budget: until </think> the sequence may not end (EOS is masked), and once
-// the budget is spent </think> is the only token. A vision model never samples its image
-// placeholder. Empty (no mask) otherwise.
+// The grammar masks of the sequences this step samples under a constraint, computed on the
+// mask worker while the forward pass runs (matchers are not touched by the engine thread
+// until Wait()).
+void EngineLoop::StartMasks(std::span<const sched::StepItem> items) {
+  std::vector<LiveSequence*> constrained;
+  for (const sched::StepItem& item : items) {
+    LiveSequence& s = Live(item.seq);
+    if (item.sample && s.constrained_now()) constrained.push_back(&s);
+  }
+  if (constrained.empty()) return;
+  mask_worker_.Start([constrained = std::move(constrained)] {
+    for (LiveSequence* s : constrained) {
+      s->grammar_mask.resize(s->matcher->grammar().vocab().mask_words());
+      s->matcher->FillMask(s->grammar_mask);
+    }
+  });
+}
+
+// Advances the grammar over a committed token (</think> first when it waits for one).
+bool EngineLoop::AcceptGrammar(LiveSequence& s, int32_t token) {
+  if (!s.matcher) return true;
+  if (s.awaiting_think_end) {
+    if (token == s.request->req.think_end_token) s.awaiting_think_end = false;
+    return true;
+  }
+  return s.matcher->AcceptToken(token);
+}
+
+// Under a constraint: the grammar's mask. Under a reasoning budget: until </think> the
+// sequence may not end (EOS is masked), and once the budget is spent </think> is the only
+// token. A vision model never samples its image placeholder. Empty (no mask) otherwise.
 std::span<const uint32_t> EngineLoop::SamplingMask(LiveSequence& s, int64_t vocab) {
   const protocol::GenerateRequest& req = s.request->req;
+  if (s.constrained_now()) {
+    return std::span<const uint32_t>(s.grammar_mask).first(std::min(s.grammar_mask.size(), static_cast<size_t>((vocab + 31) / 32)));
+  }
   if (!s.in_reasoning || req.think_end_token >= vocab) return no_image_mask_;
   const bool spent = s.generated >= req.reasoning_budget;
   if (s.mask.empty() || s.mask_forces_think_end != spent) {
@@ -187,9 +223,15 @@ void EngineLoop::CommitToken(LiveSequence& s, const sched::StepItem& item, sampl
     s.mask.clear();
   }
   ++r.usage.completion_tokens;
+  if (!AcceptGrammar(s, sample.token)) {
+    FS_LOG(kError, "request {}: the grammar refused token {}", r.req.id, sample.token);
+    FinishChoice(s, FinishReason::kError, "structured output: the grammar refused a sampled token");
+    return;
+  }
   protocol::GenerateEvent event;
   event.choice = s.index;
-  const bool stop = IsStopToken(r.req, sample.token, static_cast<int32_t>(model_.config().eos_token_id));
+  const bool stop = IsStopToken(r.req, sample.token, static_cast<int32_t>(model_.config().eos_token_id)) ||
+                    (s.matcher && s.matcher->terminated());  // the grammar ended the answer
   if (!stop) event.tokens.push_back({sample.token, sample.logprob, std::move(sample.top_logprobs)});
   FinishReason finish = FinishReason::kNone;
   if (stop) {

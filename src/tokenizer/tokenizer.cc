@@ -124,6 +124,10 @@ bool Tokenizer::IsSpecial(int32_t id) const {
   return id >= 0 && id < parts_->vocab_size && (parts_->id_flags[id] & kIdSpecial);
 }
 
+bool Tokenizer::IsAdded(int32_t id) const {
+  return id >= 0 && id < parts_->vocab_size && (parts_->id_flags[id] & kIdAdded);
+}
+
 std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
   std::string bytes;
   for (int32_t id : ids) bytes += TokenBytes(id);

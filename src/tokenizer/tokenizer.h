@@ -64,6 +64,9 @@ class Tokenizer {
   std::string_view TokenBytes(int32_t id) const;
   // True for added tokens flagged "special" in the file (BOS, EOS, placeholders, ...).
   bool IsSpecial(int32_t id) const;
+  // True for every added token (special or not: <think>, DSML tags, placeholders), which the
+  // byte-level vocabulary would never produce from text.
+  bool IsAdded(int32_t id) const;
 
   // HF `decode(ids, skip_special_tokens=False)`: the bytes of all tokens (added tokens render as
   // their text), then a lossy UTF-8 decode (each maximal invalid subpart -> U+FFFD, see utf8.h).

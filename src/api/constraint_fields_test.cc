@@ -1,0 +1,122 @@
+// Structured-output fields through each dialect's route: which constraint serve receives
+// (kind, text, after </think>), and the 400s (in each dialect's error shape) for two
+// constraints, unsupported schema keywords (named down to the keyword) and grammars that do
+// not parse.
+#include "api/dialect_test_fixture.h"
+
+namespace flashserve::api {
+namespace {
+
+using protocol::ConstraintKind;
+using testing::Json;
+
+class ConstraintFieldsTest : public testing::DialectTest {
+ protected:
+  std::shared_ptr<testing::FakeExchange> Chat(Json extra) {
+    Json body = {{"model", "test-model"}, {"messages", Json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                 {"thinking", {{"type", "disabled"}}}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) body[it.key()] = it.value();
+    return Run(HandleChatCompletions, body, "/v1/chat/completions");
+  }
+  static Json Error(const testing::FakeExchange& ex) { return Json::parse(ex.body)["error"]; }
+  const protocol::OutputConstraint& Sent() const { return service_.submitted.back().constraint; }
+};
+
+const Json kSchema = {{"type", "object"}, {"properties", {{"b", {{"type", "integer"}}}, {"a", {{"type", "string"}}}}}};
+
+TEST_F(ConstraintFieldsTest, ResponseFormatSchemaKeepsPropertyOrderAndStrictIsEnforced) {
+  auto ex = Chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", kSchema}, {"strict", true}}}}}});
+  ASSERT_EQ(ex->status, 200) << ex->body;
+  EXPECT_EQ(Sent().kind, ConstraintKind::kJsonSchema);
+  EXPECT_EQ(Sent().text, kSchema.dump());
+  EXPECT_LT(Sent().text.find("\"b\""), Sent().text.find("\"a\""));
+  EXPECT_FALSE(service_.submitted.back().constrain_after_think);
+  ASSERT_EQ(Chat({{"response_format", {{"type", "json_object"}}}})->status, 200);
+  EXPECT_EQ(Sent().kind, ConstraintKind::kJsonObject);
+  ASSERT_EQ(Chat({{"response_format", {{"type", "text"}}}})->status, 200);
+  EXPECT_FALSE(Sent().active());
+}
+
+TEST_F(ConstraintFieldsTest, VllmAndSglangFields) {
+  const std::vector<std::pair<Json, ConstraintKind>> cases = {
+      {{{"guided_json", kSchema}}, ConstraintKind::kJsonSchema},
+      {{{"guided_json", kSchema.dump()}}, ConstraintKind::kJsonSchema},
+      {{{"guided_regex", "[a-z]+"}}, ConstraintKind::kRegex},
+      {{{"guided_choice", {"yes", "no"}}}, ConstraintKind::kChoice},
+      {{{"guided_grammar", "root ::= \"a\"+"}}, ConstraintKind::kGrammar},
+      {{{"structured_outputs", {{"json", kSchema}}}}, ConstraintKind::kJsonSchema},
+      {{{"structured_outputs", {{"choice", {"a", "b"}}}}}, ConstraintKind::kChoice},
+      {{{"structured_outputs", {{"json_object", true}}}}, ConstraintKind::kJsonObject},
+      {{{"regex", "x+"}}, ConstraintKind::kRegex},
+      {{{"ebnf", "root ::= \"b\""}}, ConstraintKind::kGrammar},
+      {{{"json_schema", kSchema.dump()}}, ConstraintKind::kJsonSchema},
+  };
+  for (const auto& [fields, kind] : cases) {
+    auto ex = Chat(fields);
+    ASSERT_EQ(ex->status, 200) << fields.dump() << " " << ex->body;
+    EXPECT_EQ(Sent().kind, kind) << fields.dump();
+  }
+  auto completion = Run(HandleCompletions, {{"model", "test-model"}, {"prompt", "Hi"}, {"guided_regex", "[0-9]+"}}, "/v1/completions");
+  ASSERT_EQ(completion->status, 200) << completion->body;
+  EXPECT_EQ(Sent().kind, ConstraintKind::kRegex);
+  EXPECT_EQ(Sent().text, "[0-9]+");
+}
+
+TEST_F(ConstraintFieldsTest, WithThinkingTheConstraintStartsAfterThinkEnd) {
+  auto ex = Chat({{"thinking", {{"type", "enabled"}}}, {"guided_choice", {"yes", "no"}}});
+  ASSERT_EQ(ex->status, 200) << ex->body;
+  EXPECT_TRUE(service_.submitted.back().constrain_after_think);
+  EXPECT_EQ(service_.submitted.back().think_end_token, tok_->TokenId("</think>").value());
+}
+
+TEST_F(ConstraintFieldsTest, RefusalsNameTheField) {
+  auto two = Chat({{"guided_regex", "a"}, {"response_format", {{"type", "json_object"}}}});
+  ASSERT_EQ(two->status, 400);
+  EXPECT_EQ(Error(*two)["param"], "response_format");
+  EXPECT_NE(Error(*two)["message"].get<std::string>().find("only one structured-output constraint"), std::string::npos);
+
+  Json unique = {{"type", "object"}, {"properties", {{"tags", {{"type", "array"}, {"uniqueItems", true}}}}}};
+  auto kw = Chat({{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}, {"schema", unique}}}}}});
+  ASSERT_EQ(kw->status, 400);
+  EXPECT_EQ(Error(*kw)["param"], "response_format.json_schema.schema.properties.tags.uniqueItems");
+
+  auto ebnf = Chat({{"guided_grammar", "root ::= \"a\"\nitem ::= [b"}});
+  ASSERT_EQ(ebnf->status, 400);
+  EXPECT_EQ(Error(*ebnf)["param"], "guided_grammar");
+  EXPECT_NE(Error(*ebnf)["message"].get<std::string>().find("line 2"), std::string::npos);
+
+  auto regex = Chat({{"guided_regex", "(?=a)"}});
+  ASSERT_EQ(regex->status, 400);
+  EXPECT_NE(Error(*regex)["message"].get<std::string>().find("lookaround"), std::string::npos);
+
+  EXPECT_EQ(Chat({{"guided_choice", Json::array()}})->status, 400);
+  EXPECT_EQ(Chat({{"structured_outputs", {{"structural_tag", "x"}}}})->status, 400);
+}
+
+TEST_F(ConstraintFieldsTest, ResponsesAndMessagesNameTheirOwnFields) {
+  Json bad = {{"type", "object"}, {"properties", {{"n", {{"type", "integer"}, {"multipleOf", 3}}}}}};
+  auto responses = Run(HandleResponses, {{"model", "test-model"}, {"input", "Hi"},
+                                         {"text", {{"format", {{"type", "json_schema"}, {"name", "x"}, {"schema", bad}, {"strict", true}}}}}},
+                       "/v1/responses");
+  ASSERT_EQ(responses->status, 400) << responses->body;
+  EXPECT_EQ(Error(*responses)["param"], "text.format.schema.properties.n.multipleOf");
+
+  auto good = Run(HandleResponses, {{"model", "test-model"}, {"input", "Hi"},
+                                    {"text", {{"format", {{"type", "json_schema"}, {"name", "x"}, {"schema", kSchema}, {"strict", true}}}}}},
+                  "/v1/responses");
+  ASSERT_EQ(good->status, 200) << good->body;
+  EXPECT_EQ(Sent().kind, ConstraintKind::kJsonSchema);
+
+  auto messages = Run(HandleMessages, {{"model", "test-model"}, {"max_tokens", 64},
+                                       {"messages", Json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                                       {"output_config", {{"format", {{"type", "json_schema"}, {"schema", bad}}}}}},
+                      "/v1/messages");
+  ASSERT_EQ(messages->status, 400) << messages->body;
+  const Json body = Json::parse(messages->body);
+  EXPECT_EQ(body["type"], "error");  // Anthropic's error shape
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("output_config.format.schema.properties.n.multipleOf"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashserve::api

@@ -1,0 +1,106 @@
+// Constraint dispatch and the compiled-grammar cache (grammar/grammar_cache.h).
+#include "grammar/grammar_cache.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/clock.h"
+#include "grammar/ebnf.h"
+#include "grammar/regex.h"
+
+namespace flashserve::grammar {
+namespace {
+
+using base::Error;
+using base::ErrorCode;
+using protocol::ConstraintKind;
+
+base::Result<Grammar> ChoiceGrammar(const std::string& text) {
+  const auto list = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!list.is_array() || list.empty()) return Error(ErrorCode::kInvalidArgument, "choices must be a non-empty array of strings");
+  Grammar g;
+  std::vector<ExprId> alts;
+  for (const auto& c : list) {
+    if (!c.is_string()) return Error(ErrorCode::kInvalidArgument, "choices must be a non-empty array of strings");
+    alts.push_back(g.Bytes(c.get<std::string>()));
+  }
+  const int32_t root = g.AddRule("root");
+  g.Define(root, g.Alt(std::move(alts)));
+  g.set_root(root);
+  return g;
+}
+
+base::Result<Grammar> RegexGrammar(const std::string& text) {
+  Grammar g;
+  FS_ASSIGN_OR_RETURN(ExprId body, CompileRegex(text, RegexContext{}, &g));
+  const int32_t root = g.AddRule("root");
+  g.Define(root, body);
+  g.set_root(root);
+  return g;
+}
+
+}  // namespace
+
+base::Result<Grammar> BuildGrammar(const protocol::OutputConstraint& c, const JsonGrammarOptions& options) {
+  switch (c.kind) {
+    case ConstraintKind::kJsonSchema: {
+      const auto schema = nlohmann::ordered_json::parse(c.text, nullptr, /*allow_exceptions=*/false);
+      if (schema.is_discarded()) return Error(ErrorCode::kInvalidArgument, "the schema is not valid JSON");
+      return JsonSchemaGrammar(schema, options);
+    }
+    case ConstraintKind::kJsonObject: return JsonObjectGrammar(options);
+    case ConstraintKind::kRegex: return RegexGrammar(c.text);
+    case ConstraintKind::kChoice: return ChoiceGrammar(c.text);
+    case ConstraintKind::kGrammar: return ParseEbnf(c.text);
+    case ConstraintKind::kNone: break;
+  }
+  return Error(ErrorCode::kInvalidArgument, "no constraint");
+}
+
+base::Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const protocol::OutputConstraint& c,
+                                                                        std::shared_ptr<const Vocabulary> vocab) {
+  FS_ASSIGN_OR_RETURN(Grammar g, BuildGrammar(c));
+  FS_ASSIGN_OR_RETURN(Automaton a, Automaton::Build(g));
+  return std::make_shared<const CompiledGrammar>(std::move(a), std::move(vocab));
+}
+
+GrammarCache::GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity)
+    : vocab_(std::move(vocab)), capacity_(std::max<size_t>(1, capacity)) {}
+
+base::Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const protocol::OutputConstraint& c) {
+  const std::string key = fmt::format("{}\n{}", protocol::ConstraintKindName(c.kind), c.text);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = entries_.find(key); it != entries_.end()) {
+      order_.splice(order_.begin(), order_, it->second.at);
+      ++stats_.hits;
+      return it->second.grammar;
+    }
+  }
+  const double start = base::MonotonicSeconds();
+  auto compiled = CompileConstraint(c, vocab_);
+  const double seconds = base::MonotonicSeconds() - start;
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.compile_seconds += seconds;
+  if (!compiled.ok()) {
+    ++stats_.errors;
+    return compiled.error();
+  }
+  ++stats_.misses;
+  if (auto it = entries_.find(key); it != entries_.end()) return it->second.grammar;  // compiled twice at once
+  order_.push_front(key);
+  entries_[key] = {*compiled, order_.begin()};
+  while (entries_.size() > capacity_) {
+    entries_.erase(order_.back());
+    order_.pop_back();
+  }
+  stats_.entries = entries_.size();
+  return *compiled;
+}
+
+GrammarCache::Stats GrammarCache::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace flashserve::grammar

@@ -1,0 +1,29 @@
+// JSON Schema (draft 2020-12, the subset structured outputs use; grammar/README.md lists it)
+// -> a grammar whose every sentence is a JSON text valid against the schema. A keyword that
+// cannot be enforced is an error naming its path (e.g. `properties.tags.uniqueItems`).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include "base/result.h"
+#include "grammar/ir.h"
+
+namespace flashserve::grammar {
+
+struct JsonGrammarOptions {
+  // Whitespace between tokens: none, one space, or one newline and up to this many spaces
+  // (bounded, so a model cannot pad forever).
+  int max_indent = 20;
+  // Digits allowed in an unbounded number's integer and fraction parts.
+  int max_digits = 20;
+};
+
+base::Result<Grammar> JsonSchemaGrammar(const nlohmann::ordered_json& schema, const JsonGrammarOptions& options = {});
+
+// Any JSON object (response_format json_object).
+Grammar JsonObjectGrammar(const JsonGrammarOptions& options = {});
+
+// The path prefix of a schema error message ("properties.a.minimum: ..."); empty when none.
+std::string SchemaErrorPath(const base::Error& error);
+
+}  // namespace flashserve::grammar
