@@ -23,13 +23,8 @@ std::optional<net::ApiError> CheckChatFields(const Json& body) {
   if (auto e = CheckKnownFields(body, kChatFields)) return e;
   if (const Json* store = Find(body, "store"); store != nullptr && *store == true)
     return Unsupported("store", "this server keeps no completions (send false or leave it out)");
-  if (const Json* p = Find(body, "parallel_tool_calls"); p != nullptr && *p == false)
-    return Unsupported("parallel_tool_calls", "false needs enforced structured outputs, which are not available yet");
-  if (const Json* tc = Find(body, "tool_choice")) {
-    if (*tc == "required" || tc->is_object())
-      return Unsupported("tool_choice", "\"required\" and a named function need enforced structured outputs, which "
-                                        "are not available yet (auto and none are served)");
-  }
+  if (const Json* p = Find(body, "parallel_tool_calls"); p != nullptr && !p->is_boolean())
+    return net::InvalidRequest("parallel_tool_calls: expected a boolean", "parallel_tool_calls");
   if (const Json* tools = Find(body, "tools"); tools != nullptr && tools->is_array()) {
     for (size_t i = 0; i < tools->size(); ++i) {
       const Json& t = (*tools)[i];
@@ -38,9 +33,6 @@ std::optional<net::ApiError> CheckChatFields(const Json& body) {
       if (fn != nullptr)
         if (auto e = CheckKnownFields(*fn, fmt::format("tools[{}].function", i), {"name", "description", "parameters", "strict", "namespace"}))
           return e;
-      if (fn != nullptr && fn->is_object() && Find(*fn, "strict") != nullptr && (*fn)["strict"] == true)
-        return Unsupported(fmt::format("tools[{}].function.strict", i),
-                           "strict schemas need enforced structured outputs, which are not available yet");
     }
   }
   if (const Json* thinking = Find(body, "thinking"))
@@ -121,6 +113,8 @@ void HandleChatCompletions(const RouteContext& ctx, const ExchangePtr& exchange)
       chat->reasoning_effort = *mapped;
     }
   }
+  chat->parallel_tool_calls = body.value("parallel_tool_calls", Json(true)) != false;
+  if (auto e = ToolCallConstraint(*chat, ctx.options.encoding_version, &plan.constraint)) return fail(*e);
   FlattenTextParts(*chat, ctx.options.encoding_version);
   if (auto e = PrefixError(*chat)) return fail(*e);
   if (auto e = MissingReasoning(*chat, encoding::ThinkingEnabled(*chat))) return fail(*e);

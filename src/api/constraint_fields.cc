@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "encoding/dsml.h"
+#include "encoding/prompt.h"
 #include "grammar/json_schema.h"
 
 namespace flashserve::api {
@@ -123,6 +125,42 @@ std::optional<net::ApiError> ReadConstraintFields(const Json& body, bool chat, C
     return std::nullopt;
   }
   return ReadOne(found[0].first, *found[0].second, out);
+}
+
+std::optional<net::ApiError> ToolCallConstraint(const protocol::ChatRequest& chat, encoding::EncodingVersion version,
+                                                ConstraintSource* out) {
+  using protocol::ToolChoiceMode;
+  const protocol::ToolChoice& choice = chat.tool_choice;
+  const bool forced = choice.mode == ToolChoiceMode::kRequired || choice.mode == ToolChoiceMode::kFunction;
+  if (forced && chat.tools.empty()) return Bad("tool_choice", "forces a tool call, but the request has no tools");
+  if (chat.tools.empty() || choice.mode == ToolChoiceMode::kNone) return std::nullopt;
+  bool strict = false;
+  for (const protocol::ToolSpec& t : chat.tools) strict = strict || t.function.value("strict", false);
+  if (!forced && chat.parallel_tool_calls && !strict) return std::nullopt;
+  if (out->constraint.active()) {
+    return Bad("tools", fmt::format("forced or strict tool calls and `{}` cannot both constrain one answer", out->param));
+  }
+  Json tools = Json::array();
+  for (size_t i = 0; i < chat.tools.size(); ++i) {
+    const protocol::ToolSpec& t = chat.tools[i];
+    if (choice.mode == ToolChoiceMode::kFunction && t.name != choice.function_name) continue;
+    std::string name = t.name;
+    if (t.tool_namespace.is_object() && t.tool_namespace.contains("name")) {
+      const std::string ns = t.tool_namespace["name"].get<std::string>() + "::";
+      if (name.rfind(ns, 0) != 0) name = ns + name;
+    }
+    tools.push_back({{"name", name}, {"strict", t.function.value("strict", false)},
+                     {"parameters", t.function.value("parameters", Json::object())}});
+  }
+  if (tools.empty()) return Bad("tool_choice", fmt::format("names '{}', which is not among the tools", choice.function_name));
+  const encoding::DsmlTags tags = encoding::TagsFor(version);
+  const Json spec = {{"mode", forced ? "required" : "auto"}, {"parallel", chat.parallel_tool_calls},
+                     {"dsml", std::string(encoding::kDsmlToken)},
+                     {"tags", {{"block", tags.block}, {"invoke", tags.invoke}, {"parameter", tags.parameter}}},
+                     {"tools", std::move(tools)}};
+  out->constraint = {ConstraintKind::kToolCalls, spec.dump()};
+  out->param = "tools";
+  return std::nullopt;
 }
 
 std::optional<net::ApiError> CheckConstraint(grammar::GrammarCache* cache, const ConstraintSource& source) {

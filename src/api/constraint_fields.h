@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar_cache.h"
+#include "encoding/version.h"
 #include "net/api_error.h"
+#include "protocol/chat.h"
 #include "protocol/generate.h"
 
 namespace flashserve::api {
@@ -30,6 +32,12 @@ std::optional<net::ApiError> ReadConstraintFields(const nlohmann::ordered_json& 
 // Responses and Messages dialects translate theirs to this shape). "text" and null: none.
 void ConstraintFromResponseFormat(const nlohmann::ordered_json& format, const std::string& schema_param,
                                   ConstraintSource* out);
+
+// The tool calls a request forces or holds to schemas (tool_choice "required" or a named tool,
+// parallel calls off, strict tools) as a kToolCalls constraint (grammar/tool_calls.h); nothing
+// when the tools are free. A second constraint beside another one is a 400 naming `tools`.
+std::optional<net::ApiError> ToolCallConstraint(const protocol::ChatRequest& chat, encoding::EncodingVersion version,
+                                                ConstraintSource* out);
 
 // Compiles the constraint (once per distinct text); a 400 naming the offending part otherwise.
 std::optional<net::ApiError> CheckConstraint(grammar::GrammarCache* cache, const ConstraintSource& source);

@@ -118,5 +118,55 @@ TEST_F(ConstraintFieldsTest, ResponsesAndMessagesNameTheirOwnFields) {
             std::string::npos);
 }
 
+const Json kWeather = {{"type", "function"},
+                       {"function", {{"name", "get_weather"}, {"strict", true},
+                                     {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}, {"required", {"city"}}}}}}};
+const Json kNow = {{"type", "function"}, {"function", {{"name", "now"}, {"parameters", {{"type", "object"}}}}}};
+
+TEST_F(ConstraintFieldsTest, ForcedAndStrictToolCallsBecomeAToolCallConstraint) {
+  ASSERT_EQ(Chat({{"tools", {kWeather, kNow}}, {"tool_choice", "required"}})->status, 200);
+  ASSERT_EQ(Sent().kind, ConstraintKind::kToolCalls);
+  Json spec = Json::parse(Sent().text);
+  EXPECT_EQ(spec["mode"], "required");
+  EXPECT_EQ(spec["parallel"], true);
+  ASSERT_EQ(spec["tools"].size(), 2u);
+  EXPECT_EQ(spec["tools"][0]["strict"], true);
+  EXPECT_EQ(spec["tools"][1]["name"], "now");
+
+  ASSERT_EQ(Chat({{"tools", {kWeather, kNow}}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "now"}}}}},
+                  {"parallel_tool_calls", false}})->status, 200);
+  spec = Json::parse(Sent().text);
+  EXPECT_EQ(spec["tools"].size(), 1u);
+  EXPECT_EQ(spec["parallel"], false);
+
+  ASSERT_EQ(Chat({{"tools", {kWeather}}})->status, 200);  // a strict tool: auto, arguments held to the schema
+  EXPECT_EQ(Json::parse(Sent().text)["mode"], "auto");
+  ASSERT_EQ(Chat({{"tools", {kNow}}})->status, 200);  // free tools: no constraint
+  EXPECT_FALSE(Sent().active());
+
+  auto both = Chat({{"tools", {kNow}}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}});
+  ASSERT_EQ(both->status, 400);
+  EXPECT_EQ(Error(*both)["param"], "tools");
+}
+
+TEST_F(ConstraintFieldsTest, MessagesAndResponsesForceToolsToo) {
+  const Json tool = {{"name", "lookup"}, {"input_schema", {{"type", "object"}, {"properties", {{"q", {{"type", "string"}}}}}}}, {"strict", true}};
+  auto any = Run(HandleMessages, {{"model", "test-model"}, {"max_tokens", 64}, {"tools", {tool}},
+                                  {"messages", Json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                                  {"tool_choice", {{"type", "tool"}, {"name", "lookup"}, {"disable_parallel_tool_use", true}}}},
+                 "/v1/messages");
+  ASSERT_EQ(any->status, 200) << any->body;
+  Json spec = Json::parse(Sent().text);
+  EXPECT_EQ(spec["mode"], "required");
+  EXPECT_EQ(spec["parallel"], false);
+  EXPECT_EQ(spec["tools"][0]["strict"], true);
+
+  auto required = Run(HandleResponses, {{"model", "test-model"}, {"input", "Hi"}, {"tool_choice", "required"},
+                                        {"tools", Json::array({{{"type", "function"}, {"name", "f"}, {"parameters", {{"type", "object"}}}}})}},
+                      "/v1/responses");
+  ASSERT_EQ(required->status, 200) << required->body;
+  EXPECT_EQ(Json::parse(Sent().text)["mode"], "required");
+}
+
 }  // namespace
 }  // namespace flashserve::api

@@ -64,7 +64,7 @@ inline std::vector<SseEvent> Events(const std::string& body) {
 class DialectTest : public ::testing::Test {
  protected:
   DialectTest()
-      : tok_(ByteTokenizer()), seal_(Key()), grammars_(grammar::VocabularyFromTokenizer(*tok_, {kEos}, 290)) {
+      : tok_(ByteTokenizer()), seal_(Key()), grammars_(grammar::VocabularyFromTokenizer(*tok_, {kEos}, 290, {std::string(encoding::kDsmlToken)})) {
     ctx_.service = &service_;
     ctx_.grammars = &grammars_;
     ctx_.tokenizer = tok_.get();

@@ -136,7 +136,7 @@ TEST_F(FieldCoverageTest, ChatCompletions) {
           {"json_schema", "{\"type\": \"boolean\"}"}},
          {{"user", "u1"}, {"metadata", {{"a", "b"}}}, {"store", false}, {"service_tier", "auto"},
           {"safety_identifier", "s1"}, {"prompt_cache_key", "k1"}},
-         {{"reasoning_effort", {{"thinking", {{"type", "enabled"}}}}}}});
+         {{"reasoning_effort", {{"thinking", {{"type", "enabled"}}}}}, {"parallel_tool_calls", {{"tools", Json::array({kTool})}}}}});
 }
 
 TEST_F(FieldCoverageTest, Completions) {

@@ -429,10 +429,10 @@ TEST_F(RoutesTest, ChatAcceptsDeepSeekEffortNamesAndTextParts) {
 
 TEST_F(RoutesTest, ChatFieldsItCannotHonourAreNamed) {
   const std::vector<std::pair<Json, std::string>> cases = {
-      {{{"tool_choice", "required"}, {"tools", Tools()}}, "tool_choice"},
-      {{{"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}, {"tools", Tools()}}, "tool_choice"},
-      {{{"parallel_tool_calls", false}, {"tools", Tools()}}, "parallel_tool_calls"},
-      {{{"tools", Json::array({{{"type", "function"}, {"function", {{"name", "f"}, {"strict", true}}}}})}}, "tools[0].function.strict"},
+      // This worker has no grammar engine: what needs one names the tools.
+      {{{"tool_choice", "required"}, {"tools", Tools()}}, "tools"},
+      {{{"parallel_tool_calls", false}, {"tools", Tools()}}, "tools"},
+      {{{"parallel_tool_calls", "no"}}, "parallel_tool_calls"},
       {{{"stream_options", {{"include_usage", true}}}}, "stream_options"},
       {{{"functions", Json::array()}}, "functions"},
       {{{"store", true}}, "store"},

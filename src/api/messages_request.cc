@@ -324,8 +324,8 @@ Error Tools(Conversion& cv, const Json& body) {
     if (auto e = CheckKnownFields(tool, p, {"type", "name", "description", "input_schema", "defer_loading", "strict"},
                                   {"cache_control", "input_examples"}))
       return e;
-    if (const Json* strict = Find(tool, "strict"); strict != nullptr && *strict == true)
-      return Unsupported(p + ".strict", "strict tool schemas need enforced structured outputs, which are not available yet");
+    const Json* strict = Find(tool, "strict");
+    if (strict != nullptr && !strict->is_boolean()) return WrongType(p + ".strict", "a boolean", *strict);
     const Json* schema = Find(tool, "input_schema");
     if (schema == nullptr || !schema->is_object()) return Bad(p + ".input_schema", "an object is required");
     const Json* deferred = Find(tool, "defer_loading");
@@ -336,6 +336,7 @@ Error Tools(Conversion& cv, const Json& body) {
     spec.function = Json{{"name", name}};
     if (const Json* d = Find(tool, "description")) spec.function["description"] = *d;
     spec.function["parameters"] = *schema;
+    if (strict != nullptr && *strict == true) spec.function["strict"] = true;
     cv.out->chat.tools.push_back(std::move(spec));
   }
   return std::nullopt;
@@ -348,16 +349,25 @@ Error ToolChoice(const Json& body, DialectRequest* out) {
   if (auto e = CheckKnownFields(*choice, "tool_choice", {"type", "name", "disable_parallel_tool_use"})) return e;
   std::string type;
   if (auto e = String(*choice, "type", "tool_choice", &type)) return e;
-  if (const Json* d = Find(*choice, "disable_parallel_tool_use"); d != nullptr && *d == true)
-    return Unsupported("tool_choice.disable_parallel_tool_use",
-                       "limiting the model to one tool call needs enforced structured outputs, which are not available yet");
+  if (const Json* d = Find(*choice, "disable_parallel_tool_use")) {
+    if (!d->is_boolean()) return WrongType("tool_choice.disable_parallel_tool_use", "a boolean", *d);
+    out->chat.parallel_tool_calls = !d->get<bool>();
+  }
   if (type == "auto") return std::nullopt;
   if (type == "none") {
     out->chat.tool_choice.mode = protocol::ToolChoiceMode::kNone;
     return std::nullopt;
   }
-  if (type == "any" || type == "tool")
-    return Unsupported("tool_choice.type", fmt::format("\"{}\" needs enforced structured outputs, which are not available yet", type));
+  if (type == "any") {
+    out->chat.tool_choice.mode = protocol::ToolChoiceMode::kRequired;
+    return std::nullopt;
+  }
+  if (type == "tool") {
+    std::string name;
+    if (auto e = String(*choice, "name", "tool_choice", &name)) return e;
+    out->chat.tool_choice = {protocol::ToolChoiceMode::kFunction, name};
+    return std::nullopt;
+  }
   return Bad("tool_choice.type", fmt::format("unknown value '{}' (auto, any, tool or none)", type));
 }
 

@@ -39,6 +39,8 @@ void HandleMessages(const RouteContext& ctx, const ExchangePtr& exchange) {
   plan.prompt_param = "messages";
   plan.id_prefix = "msg_";
   ConstraintFromResponseFormat(req.chat.response_format, "output_config.format.schema", &plan.constraint);
+  if (auto e = ToolCallConstraint(req.chat, ctx.options.encoding_version, &plan.constraint))
+    return exchange->Respond(net::ErrorResponse(*e, kAnthropic));
   plan.errors = kAnthropic;
   AddDroppedToolsHeader(req.dropped_tools, &plan.headers);
   MessagesWriterOptions options;

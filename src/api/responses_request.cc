@@ -217,13 +217,14 @@ bool IsHostedTool(const std::string& type) {
 Error FunctionTool(const Json& tool, const std::string& p, const std::string& ns, const std::string& ns_description,
                    const DialectContext& ctx, DialectRequest* out) {
   if (auto e = CheckKnownFields(tool, p, {"type", "name", "description", "parameters", "strict"})) return e;
-  if (const Json* strict = Find(tool, "strict"); strict != nullptr && *strict == true)
-    return Unsupported(p + ".strict", "strict schemas need enforced structured outputs, which are not available yet");
+  const Json* strict = Find(tool, "strict");
+  if (strict != nullptr && !strict->is_boolean()) return WrongType(p + ".strict", "a boolean", *strict);
   protocol::ToolSpec spec;
   if (auto e = String(tool, "name", p, &spec.name)) return e;
   spec.function = Json{{"name", ns.empty() ? spec.name : ns + "::" + spec.name}};
   if (const Json* d = Find(tool, "description")) spec.function["description"] = *d;
   spec.function["parameters"] = tool.contains("parameters") ? tool["parameters"] : Json::object();
+  if (strict != nullptr && *strict == true) spec.function["strict"] = true;
   spec.name = spec.function["name"].get<std::string>();
   if (!ns.empty() && ctx.version == encoding::EncodingVersion::kV41) {
     spec.tool_namespace = Json{{"name", ns}};
@@ -277,8 +278,17 @@ Error ToolChoice(const Json& body, DialectRequest* out) {
     out->chat.tool_choice.mode = protocol::ToolChoiceMode::kNone;
     return std::nullopt;
   }
-  return Unsupported("tool_choice", "\"required\" and named tools need enforced structured outputs, which are not "
-                                    "available yet (auto and none are served)");
+  if (*choice == "required") {
+    out->chat.tool_choice.mode = protocol::ToolChoiceMode::kRequired;
+    return std::nullopt;
+  }
+  if (choice->is_object() && Find(*choice, "type") != nullptr && (*choice)["type"] == "function") {
+    std::string name;
+    if (auto e = String(*choice, "name", "tool_choice", &name)) return e;
+    out->chat.tool_choice = {protocol::ToolChoiceMode::kFunction, name};
+    return std::nullopt;
+  }
+  return Bad("tool_choice", "expected \"auto\", \"none\", \"required\" or {\"type\": \"function\", \"name\": ...}");
 }
 
 Error ReasoningAndText(const Json& body, const DialectContext& ctx, DialectRequest* out) {
@@ -370,8 +380,10 @@ Error Generation(const Json& body, const DialectContext& ctx, DialectRequest* ou
 std::optional<net::ApiError> ParseResponsesBody(const Json& body, const DialectContext& ctx, DialectRequest* out) {
   if (auto e = CheckKnownFields(body, kResponsesFields)) return e;
   if (auto e = StatefulFields(body)) return e;
-  if (const Json* p = Find(body, "parallel_tool_calls"); p != nullptr && *p == false)
-    return Unsupported("parallel_tool_calls", "false needs enforced structured outputs, which are not available yet");
+  if (const Json* p = Find(body, "parallel_tool_calls")) {
+    if (!p->is_boolean()) return WrongType("parallel_tool_calls", "a boolean", *p);
+    out->chat.parallel_tool_calls = p->get<bool>();
+  }
   if (auto e = ReasoningAndText(body, ctx, out)) return e;
   if (auto e = Generation(body, ctx, out)) return e;
   if (auto e = Input(body, ctx, out)) return e;

@@ -20,6 +20,7 @@ void HandleResponses(const RouteContext& ctx, const ExchangePtr& exchange) {
   plan.prompt_param = "input";
   ConstraintFromResponseFormat(req.chat.response_format, "text.format.schema", &plan.constraint);
   if (plan.constraint.constraint.kind == protocol::ConstraintKind::kJsonObject) plan.constraint.param = "text.format";
+  if (auto e = ToolCallConstraint(req.chat, ctx.options.encoding_version, &plan.constraint)) return fail(*e);
   plan.max_tokens_param = "max_output_tokens";
   plan.id_prefix = "resp_";
   AddDroppedToolsHeader(req.dropped_tools, &plan.headers);

@@ -7,6 +7,7 @@
 
 #include "base/file_util.h"
 #include "base/log.h"
+#include "encoding/prompt.h"
 #include "grammar/token_vocabulary.h"
 #include "kernels/gemm/matmul.h"
 #include "tokenizer/engram_map.h"
@@ -220,7 +221,8 @@ base::Status FitEngramToTokenizer(model::ModelConfig* config, std::string* token
 
 std::shared_ptr<grammar::GrammarCache> GrammarCacheFor(const tokenizer::Tokenizer& tok, const engine::Model& model) {
   const auto eos = static_cast<int32_t>(model.config().eos_token_id);
-  return std::make_shared<grammar::GrammarCache>(grammar::VocabularyFromTokenizer(tok, {eos}, model.config().vocab_size));
+  return std::make_shared<grammar::GrammarCache>(
+      grammar::VocabularyFromTokenizer(tok, {eos}, model.config().vocab_size, {std::string(encoding::kDsmlToken)}));
 }
 
 }  // namespace flashserve::app

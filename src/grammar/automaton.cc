@@ -72,8 +72,40 @@ class AutomatonBuilder {
         sets_.push_back(e.set);
       } else if (e.kind == ExprKind::kBytes) {
         for (unsigned char c : e.bytes) byte_set_index(c);
+      } else if (e.kind == ExprKind::kAvoid) {
+        avoid_[i] = AvoidEdges(e.bytes);
       }
     }
+  }
+
+  // The automaton of "bytes without `word`": state k = the longest prefix of `word` just read
+  // (k < |word|); edges (from, to, byte set), the sets registered for the byte classes.
+  struct AvoidEdge {
+    int32_t from, to, set;
+  };
+  std::vector<AvoidEdge> AvoidEdges(const std::string& word) {
+    const size_t n = word.size();
+    std::vector<size_t> fail(n + 1, 0);  // KMP failure function
+    for (size_t i = 1, k = 0; i < n; ++i) {
+      while (k > 0 && word[i] != word[k]) k = fail[k];
+      if (word[i] == word[k]) ++k;
+      fail[i + 1] = k;
+    }
+    std::vector<AvoidEdge> edges;
+    for (size_t k = 0; k < n; ++k) {
+      std::map<size_t, ByteSet> by_target;
+      for (int b = 0; b < 256; ++b) {
+        size_t j = k;
+        while (j > 0 && static_cast<unsigned char>(word[j]) != b) j = fail[j];
+        if (static_cast<unsigned char>(word[j]) == b) ++j;
+        if (j < n) by_target[j].set(static_cast<size_t>(b));
+      }
+      for (const auto& [to, set] : by_target) {
+        sets_.push_back(set);
+        edges.push_back({static_cast<int32_t>(k), static_cast<int32_t>(to), static_cast<int32_t>(sets_.size() - 1)});
+      }
+    }
+    return edges;
   }
 
   int32_t byte_set_index(uint8_t c) {
@@ -141,6 +173,19 @@ class AutomatonBuilder {
       case ExprKind::kAlt:
         for (ExprId item : e.items) FS_RETURN_IF_ERROR(AddExpr(nfa, item, from, to));
         break;
+      case ExprKind::kAvoid: {
+        const std::vector<AvoidEdge>& edges = avoid_.at(static_cast<size_t>(id));
+        std::vector<int32_t> states(g_.expr(id).bytes.size());
+        for (int32_t& s : states) {
+          s = nfa->NewState();
+          nfa->out[static_cast<size_t>(s)].push_back({EdgeKind::kEpsilon, 0, to});
+        }
+        nfa->out[static_cast<size_t>(from)].push_back({EdgeKind::kEpsilon, 0, states[0]});
+        for (const AvoidEdge& e : edges) {
+          nfa->out[static_cast<size_t>(states[static_cast<size_t>(e.from)])].push_back({EdgeKind::kSet, e.set, states[static_cast<size_t>(e.to)]});
+        }
+        break;
+      }
       case ExprKind::kRepeat: {
         int32_t cur = from;
         for (int32_t i = 0; i < e.min; ++i) {
@@ -424,6 +469,7 @@ class AutomatonBuilder {
   Automaton a_;
   std::vector<ByteSet> sets_;
   std::map<uint8_t, int32_t> single_;
+  std::map<size_t, std::vector<AvoidEdge>> avoid_;  // by expression id
   std::vector<int32_t> set_index_;
   std::vector<uint8_t> representative_;
   std::vector<char> nullable_, ends_;

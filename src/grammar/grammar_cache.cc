@@ -7,6 +7,7 @@
 #include "base/clock.h"
 #include "grammar/ebnf.h"
 #include "grammar/regex.h"
+#include "grammar/tool_calls.h"
 
 namespace flashserve::grammar {
 namespace {
@@ -52,6 +53,11 @@ base::Result<Grammar> BuildGrammar(const protocol::OutputConstraint& c, const Js
     case ConstraintKind::kRegex: return RegexGrammar(c.text);
     case ConstraintKind::kChoice: return ChoiceGrammar(c.text);
     case ConstraintKind::kGrammar: return ParseEbnf(c.text);
+    case ConstraintKind::kToolCalls: {
+      const auto spec = nlohmann::ordered_json::parse(c.text, nullptr, /*allow_exceptions=*/false);
+      if (spec.is_discarded()) return Error(ErrorCode::kInvalidArgument, "the tool-call spec is not valid JSON");
+      return ToolCallGrammar(spec);
+    }
     case ConstraintKind::kNone: break;
   }
   return Error(ErrorCode::kInvalidArgument, "no constraint");

@@ -193,6 +193,14 @@ ExprId Grammar::Byte(uint8_t b) {
   return Set(set);
 }
 
+ExprId Grammar::Avoid(std::string forbidden) {
+  if (forbidden.empty()) return Set(ByteSet{});
+  Expr e;
+  e.kind = ExprKind::kAvoid;
+  e.bytes = std::move(forbidden);
+  return Add(std::move(e));
+}
+
 ExprId Grammar::Ref(int32_t rule) {
   Expr e;
   e.kind = ExprKind::kRef;
@@ -282,6 +290,7 @@ std::string Grammar::ToEbnf() const {
         }
         return s + ")";
       }
+      case ExprKind::kAvoid: return "(text without " + QuoteBytes(e.bytes) + ")";
       case ExprKind::kRepeat:
         return self(self, e.items[0]) +
                (e.max == kUnbounded ? fmt::format("{{{},}}", e.min) : fmt::format("{{{},{}}}", e.min, e.max));

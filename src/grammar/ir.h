@@ -17,11 +17,11 @@ using ByteSet = std::bitset<256>;
 using ExprId = int32_t;
 inline constexpr int32_t kUnbounded = -1;
 
-enum class ExprKind : uint8_t { kEmpty, kBytes, kSet, kRef, kSeq, kAlt, kRepeat };
+enum class ExprKind : uint8_t { kEmpty, kBytes, kSet, kRef, kSeq, kAlt, kRepeat, kAvoid };
 
 struct Expr {
   ExprKind kind = ExprKind::kEmpty;
-  std::string bytes;            // kBytes
+  std::string bytes;            // kBytes; kAvoid: the string that must not occur
   ByteSet set;                  // kSet
   int32_t rule = -1;            // kRef
   std::vector<ExprId> items;    // kSeq, kAlt; kRepeat: items[0]
@@ -57,6 +57,8 @@ class Grammar {
   ExprId Alt(std::vector<ExprId> items);
   ExprId Repeat(ExprId item, int32_t min, int32_t max);
   ExprId Optional(ExprId item) { return Repeat(item, 0, 1); }
+  // Any bytes in which `forbidden` (non-empty) does not occur.
+  ExprId Avoid(std::string forbidden);
   ExprId Star(ExprId item) { return Repeat(item, 0, kUnbounded); }
   // Any code point in the ranges, as UTF-8 byte sequences.
   ExprId Codepoints(const CodepointRanges& ranges);

@@ -51,26 +51,34 @@ Error At(const std::string& path, const std::string& what) {
 
 std::string Decimal(uint64_t v) { return std::to_string(v); }
 
+}  // namespace
+
 class SchemaCompiler {
  public:
-  SchemaCompiler(const Json& root, const JsonGrammarOptions& o) : root_(root), o_(o) {
-    ws_ = g_.Optional(g_.Alt({g_.Bytes(" "), g_.Seq({g_.Bytes("\n"), g_.Repeat(g_.Bytes(" "), 0, o.max_indent)})}));
-    digit_ = g_.Set(Range('0', '9'));
+  SchemaCompiler(Grammar* g, const Json& root, const JsonGrammarOptions& o) : root_(root), o_(o), g_(g) {
+    ws_ = g_->Optional(g_->Alt({g_->Bytes(" "), g_->Seq({g_->Bytes("\n"), g_->Repeat(g_->Bytes(" "), 0, o.max_indent)})}));
+    digit_ = g_->Set(Range('0', '9'));
+  }
+
+  ExprId AnyValue() { return g_->Ref(AnyRule("value")); }
+  base::Result<ExprId> Value(const Json& schema, const std::string& path) {
+    FS_ASSIGN_OR_RETURN(int32_t rule, RuleFor(schema, path));
+    return g_->Ref(rule);
   }
 
   base::Result<Grammar> Run() {
     FS_ASSIGN_OR_RETURN(int32_t root, RuleFor(root_, ""));
-    const int32_t start = g_.AddRule("root");
-    g_.Define(start, g_.Seq({g_.Ref(root)}));
-    g_.set_root(start);
-    return std::move(g_);
+    const int32_t start = g_->AddRule("root");
+    g_->Define(start, g_->Seq({g_->Ref(root)}));
+    g_->set_root(start);
+    return std::move(*g_);
   }
 
   Grammar AnyObject() {
-    const int32_t start = g_.AddRule("root");
-    g_.Define(start, g_.Ref(AnyRule("object")));
-    g_.set_root(start);
-    return std::move(g_);
+    const int32_t start = g_->AddRule("root");
+    g_->Define(start, g_->Ref(AnyRule("object")));
+    g_->set_root(start);
+    return std::move(*g_);
   }
 
  private:
@@ -79,13 +87,13 @@ class SchemaCompiler {
     for (int b = lo; b <= hi; ++b) s.set(static_cast<size_t>(b));
     return s;
   }
-  ExprId Lit(const std::string& s) { return g_.Bytes(s); }
+  ExprId Lit(const std::string& s) { return g_->Bytes(s); }
   // Every value rule ends with its own trailing whitespace, so what may follow a value is only
   // ',', ':', '}' or ']' (few tokens start with those): a separator is "," then whitespace.
-  ExprId Sep() { return g_.Seq({Lit(","), ws_}); }
+  ExprId Sep() { return g_->Seq({Lit(","), ws_}); }
 
   bool EndsWithWs(ExprId id) const {
-    const Expr& e = g_.expr(id);
+    const Expr& e = g_->expr(id);
     if (e.kind == ExprKind::kRef) return ws_rules_.count(e.rule) > 0;
     if (e.kind == ExprKind::kSeq) return EndsWithWs(e.items.back());
     if (e.kind == ExprKind::kAlt) {
@@ -96,20 +104,20 @@ class SchemaCompiler {
     }
     return false;
   }
-  ExprId WithWs(ExprId body) { return EndsWithWs(body) ? body : g_.Seq({body, ws_}); }
-  ExprId Digits(int min, int max) { return g_.Repeat(digit_, min, max); }
+  ExprId WithWs(ExprId body) { return EndsWithWs(body) ? body : g_->Seq({body, ws_}); }
+  ExprId Digits(int min, int max) { return g_->Repeat(digit_, min, max); }
 
   // The generic JSON rules: value, object, array, string, number.
   int32_t AnyRule(const std::string& which) {
     if (any_.empty()) {
-      for (const char* n : {"value", "object", "array", "string", "number"}) any_[n] = g_.AddRule(std::string("any-") + n);
-      const ExprId value = g_.Ref(any_["value"]), str = g_.Ref(any_["string"]);
-      g_.Define(any_["string"], g_.Seq({Lit("\""), g_.Star(CharacterIn(ComplementRanges({}), true, &g_)), Lit("\"")}));
-      g_.Define(any_["number"], NumberExpr(std::nullopt, false, std::nullopt, false));
-      const ExprId member = g_.Seq({str, ws_, Lit(":"), ws_, value});
-      g_.Define(any_["object"], g_.Seq({Lit("{"), ws_, g_.Optional(g_.Seq({member, g_.Star(g_.Seq({Sep(), member}))})), Lit("}")}));
-      g_.Define(any_["array"], g_.Seq({Lit("["), ws_, g_.Optional(g_.Seq({value, g_.Star(g_.Seq({Sep(), value}))})), Lit("]")}));
-      g_.Define(any_["value"], g_.Seq({g_.Alt({g_.Ref(any_["object"]), g_.Ref(any_["array"]), str, g_.Ref(any_["number"]),
+      for (const char* n : {"value", "object", "array", "string", "number"}) any_[n] = g_->AddRule(std::string("any-") + n);
+      const ExprId value = g_->Ref(any_["value"]), str = g_->Ref(any_["string"]);
+      g_->Define(any_["string"], g_->Seq({Lit("\""), g_->Star(CharacterIn(ComplementRanges({}), true, g_)), Lit("\"")}));
+      g_->Define(any_["number"], NumberExpr(std::nullopt, false, std::nullopt, false));
+      const ExprId member = g_->Seq({str, ws_, Lit(":"), ws_, value});
+      g_->Define(any_["object"], g_->Seq({Lit("{"), ws_, g_->Optional(g_->Seq({member, g_->Star(g_->Seq({Sep(), member}))})), Lit("}")}));
+      g_->Define(any_["array"], g_->Seq({Lit("["), ws_, g_->Optional(g_->Seq({value, g_->Star(g_->Seq({Sep(), value}))})), Lit("]")}));
+      g_->Define(any_["value"], g_->Seq({g_->Alt({g_->Ref(any_["object"]), g_->Ref(any_["array"]), str, g_->Ref(any_["number"]),
                                                Lit("true"), Lit("false"), Lit("null")}), ws_}));
       ws_rules_.insert(any_["value"]);
     }
@@ -121,17 +129,12 @@ class SchemaCompiler {
     const std::string key = schema.dump();
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
     if (schema.is_boolean() && schema.get<bool>()) return memo_[key] = AnyRule("value");
-    const int32_t rule = g_.AddRule(fmt::format("s{}", memo_.size()));
+    const int32_t rule = g_->AddRule(fmt::format("s{}", memo_.size()));
     memo_[key] = rule;
     ws_rules_.insert(rule);
     FS_ASSIGN_OR_RETURN(ExprId body, Body(schema, path));
-    g_.Define(rule, WithWs(body));
+    g_->Define(rule, WithWs(body));
     return rule;
-  }
-
-  base::Result<ExprId> Value(const Json& schema, const std::string& path) {
-    FS_ASSIGN_OR_RETURN(int32_t rule, RuleFor(schema, path));
-    return g_.Ref(rule);
   }
 
   base::Result<const Json*> Resolve(const std::string& ref, const std::string& path) {
@@ -154,7 +157,7 @@ class SchemaCompiler {
 
   base::Result<ExprId> Body(const Json& schema, const std::string& path) {
     if (schema.is_boolean()) {
-      if (schema.get<bool>()) return g_.Ref(AnyRule("value"));
+      if (schema.get<bool>()) return g_->Ref(AnyRule("value"));
       return At(path, "the schema `false` allows no value");
     }
     if (!schema.is_object()) return At(path, "a schema must be an object or a boolean");
@@ -167,13 +170,13 @@ class SchemaCompiler {
       if (!schema["$ref"].is_string()) return At(Join(path, "$ref"), "must be a string");
       const std::string ref = schema["$ref"].get<std::string>();
       FS_ASSIGN_OR_RETURN(const Json* target, Resolve(ref, Join(path, "$ref")));
-      if (auto it = ref_rules_.find(ref); it != ref_rules_.end()) return g_.Ref(it->second);
-      const int32_t rule = g_.AddRule(fmt::format("ref{}", ref_rules_.size()));
+      if (auto it = ref_rules_.find(ref); it != ref_rules_.end()) return g_->Ref(it->second);
+      const int32_t rule = g_->AddRule(fmt::format("ref{}", ref_rules_.size()));
       ref_rules_[ref] = rule;
       ws_rules_.insert(rule);
       FS_ASSIGN_OR_RETURN(ExprId body, Value(*target, ref));
-      g_.Define(rule, body);
-      return g_.Ref(rule);
+      g_->Define(rule, body);
+      return g_->Ref(rule);
     }
     if (schema.contains("allOf")) {
       FS_ASSIGN_OR_RETURN(Json merged, MergeAllOf(schema, path));
@@ -186,16 +189,16 @@ class SchemaCompiler {
       if (!values.is_array() || values.empty()) return At(Join(path, "enum"), "must be a non-empty array");
       std::vector<ExprId> alts;
       for (const Json& v : values) alts.push_back(Lit(v.dump()));
-      return g_.Alt(std::move(alts));
+      return g_->Alt(std::move(alts));
     }
     FS_ASSIGN_OR_RETURN(std::vector<std::string> types, Types(schema, path));
-    if (types.empty()) return g_.Ref(AnyRule("value"));
+    if (types.empty()) return g_->Ref(AnyRule("value"));
     std::vector<ExprId> alts;
     for (const std::string& t : types) {
       FS_ASSIGN_OR_RETURN(ExprId e, TypeBody(t, schema, path));
       alts.push_back(e);
     }
-    return g_.Alt(std::move(alts));
+    return g_->Alt(std::move(alts));
   }
 
   base::Result<std::vector<std::string>> Types(const Json& schema, const std::string& path) {
@@ -235,7 +238,7 @@ class SchemaCompiler {
 
   base::Result<ExprId> TypeBody(const std::string& type, const Json& schema, const std::string& path) {
     if (type == "null") return Lit("null");
-    if (type == "boolean") return g_.Alt({Lit("true"), Lit("false")});
+    if (type == "boolean") return g_->Alt({Lit("true"), Lit("false")});
     if (type == "string") return StringBody(schema, path);
     if (type == "integer") return IntegerBody(schema, path);
     if (type == "number") return NumberBody(schema, path);
@@ -254,22 +257,22 @@ class SchemaCompiler {
       else if (auto it = kFormats.find(f); it != kFormats.end()) pattern = "(" + it->second + ")";
       else return At(Join(path, "format"), fmt::format("the format '{}' cannot be enforced", f));
       if (has_len || schema.contains("pattern")) return At(Join(path, "format"), "`format` with `pattern` or a length bound cannot be enforced");
-      FS_ASSIGN_OR_RETURN(ExprId body, CompileRegex(pattern, RegexContext{true, false}, &g_));
-      return g_.Seq({Lit("\""), body, Lit("\"")});
+      FS_ASSIGN_OR_RETURN(ExprId body, CompileRegex(pattern, RegexContext{true, false}, g_));
+      return g_->Seq({Lit("\""), body, Lit("\"")});
     }
     if (schema.contains("pattern")) {
       if (!schema["pattern"].is_string()) return At(Join(path, "pattern"), "must be a string");
       if (has_len) return At(Join(path, "pattern"), "`pattern` with `minLength` / `maxLength` cannot be enforced");
-      auto body = CompileRegex(schema["pattern"].get<std::string>(), RegexContext{true, true}, &g_);
+      auto body = CompileRegex(schema["pattern"].get<std::string>(), RegexContext{true, true}, g_);
       if (!body.ok()) return At(Join(path, "pattern"), body.error().message());
-      return g_.Seq({Lit("\""), *body, Lit("\"")});
+      return g_->Seq({Lit("\""), *body, Lit("\"")});
     }
     FS_ASSIGN_OR_RETURN(int64_t min, Count(schema, "minLength", 0, path));
     FS_ASSIGN_OR_RETURN(int64_t max, Count(schema, "maxLength", kUnbounded, path));
     if (max != kUnbounded && max < min) return At(Join(path, "maxLength"), "is below minLength");
-    if (min == 0 && max == kUnbounded) return g_.Ref(AnyRule("string"));
-    const ExprId ch = CharacterIn(ComplementRanges({}), true, &g_);
-    return g_.Seq({Lit("\""), g_.Repeat(ch, static_cast<int32_t>(min), static_cast<int32_t>(max)), Lit("\"")});
+    if (min == 0 && max == kUnbounded) return g_->Ref(AnyRule("string"));
+    const ExprId ch = CharacterIn(ComplementRanges({}), true, g_);
+    return g_->Seq({Lit("\""), g_->Repeat(ch, static_cast<int32_t>(min), static_cast<int32_t>(max)), Lit("\"")});
   }
 
   base::Result<int64_t> Count(const Json& schema, const char* key, int64_t fallback, const std::string& path) {
@@ -347,22 +350,22 @@ class SchemaCompiler {
       const std::string b = hi && len == hi_len ? Decimal(*hi) : std::string(len, '9');
       alts.push_back(SameLength(a, b));
     }
-    return g_.Alt(std::move(alts));
+    return g_->Alt(std::move(alts));
   }
 
   ExprId SameLength(const std::string& a, const std::string& b) {
     const size_t n = a.size();
-    if (n == 1) return g_.Set(Range(a[0], b[0]));
+    if (n == 1) return g_->Set(Range(a[0], b[0]));
     const std::string ra = a.substr(1), rb = b.substr(1);
-    if (a[0] == b[0]) return g_.Seq({Lit(std::string(1, a[0])), SameLength(ra, rb)});
+    if (a[0] == b[0]) return g_->Seq({Lit(std::string(1, a[0])), SameLength(ra, rb)});
     const bool low_full = ra == std::string(n - 1, '0'), high_full = rb == std::string(n - 1, '9');
     const int32_t tail = static_cast<int32_t>(n - 1);
-    if (low_full && high_full) return g_.Seq({g_.Set(Range(a[0], b[0])), Digits(tail, tail)});
+    if (low_full && high_full) return g_->Seq({g_->Set(Range(a[0], b[0])), Digits(tail, tail)});
     std::vector<ExprId> alts;
-    alts.push_back(g_.Seq({Lit(std::string(1, a[0])), SameLength(ra, std::string(n - 1, '9'))}));
-    if (b[0] - a[0] >= 2) alts.push_back(g_.Seq({g_.Set(Range(a[0] + 1, b[0] - 1)), Digits(tail, tail)}));
-    alts.push_back(g_.Seq({Lit(std::string(1, b[0])), SameLength(std::string(n - 1, '0'), rb)}));
-    return g_.Alt(std::move(alts));
+    alts.push_back(g_->Seq({Lit(std::string(1, a[0])), SameLength(ra, std::string(n - 1, '9'))}));
+    if (b[0] - a[0] >= 2) alts.push_back(g_->Seq({g_->Set(Range(a[0] + 1, b[0] - 1)), Digits(tail, tail)}));
+    alts.push_back(g_->Seq({Lit(std::string(1, b[0])), SameLength(std::string(n - 1, '0'), rb)}));
+    return g_->Alt(std::move(alts));
   }
 
   ExprId IntegerExpr(std::optional<int64_t> lo, std::optional<int64_t> hi) {
@@ -375,9 +378,9 @@ class SchemaCompiler {
       const uint64_t a = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 1;
       std::optional<uint64_t> b;
       if (lo) b = static_cast<uint64_t>(-*lo);
-      alts.push_back(g_.Seq({Lit("-"), NonNegative(a, b)}));
+      alts.push_back(g_->Seq({Lit("-"), NonNegative(a, b)}));
     }
-    return g_.Alt(std::move(alts));
+    return g_->Alt(std::move(alts));
   }
 
   base::Result<ExprId> NumberBody(const Json& schema, const std::string& path) {
@@ -398,10 +401,10 @@ class SchemaCompiler {
   ExprId NumberExpr(std::optional<int64_t> lo, bool lo_x, std::optional<int64_t> hi, bool hi_x) {
     const int d = o_.max_digits;
     if (!lo && !hi) {
-      const ExprId integer = g_.Alt({Lit("0"), g_.Seq({g_.Set(Range('1', '9')), Digits(0, d - 1)})});
-      const ExprId frac = g_.Optional(g_.Seq({Lit("."), Digits(1, d)}));
-      const ExprId exp = g_.Optional(g_.Seq({g_.Set(Range('E', 'E') | Range('e', 'e')), g_.Optional(g_.Set(Range('+', '+') | Range('-', '-'))), Digits(1, 3)}));
-      return g_.Seq({g_.Optional(Lit("-")), integer, frac, exp});
+      const ExprId integer = g_->Alt({Lit("0"), g_->Seq({g_->Set(Range('1', '9')), Digits(0, d - 1)})});
+      const ExprId frac = g_->Optional(g_->Seq({Lit("."), Digits(1, d)}));
+      const ExprId exp = g_->Optional(g_->Seq({g_->Set(Range('E', 'E') | Range('e', 'e')), g_->Optional(g_->Set(Range('+', '+') | Range('-', '-'))), Digits(1, 3)}));
+      return g_->Seq({g_->Optional(Lit("-")), integer, frac, exp});
     }
     std::vector<ExprId> alts;
     if (!hi || *hi > 0 || (*hi == 0 && !hi_x)) {
@@ -411,25 +414,25 @@ class SchemaCompiler {
     }
     if (!lo || *lo < 0) {  // -w for w in (max(-hi, 0), -lo]
       const bool through_zero = !hi || *hi >= 0;
-      alts.push_back(g_.Seq({Lit("-"), NonNegativeDecimal(through_zero ? 0 : static_cast<uint64_t>(-*hi), through_zero ? true : hi_x,
+      alts.push_back(g_->Seq({Lit("-"), NonNegativeDecimal(through_zero ? 0 : static_cast<uint64_t>(-*hi), through_zero ? true : hi_x,
                                                           lo ? std::optional<uint64_t>(static_cast<uint64_t>(-*lo)) : std::nullopt, lo_x)}));
     }
-    return g_.Alt(std::move(alts));
+    return g_->Alt(std::move(alts));
   }
 
   // Decimals w with a <= w <= b (either end exclusive), a and b integers, no exponent.
   ExprId NonNegativeDecimal(uint64_t a, bool a_x, std::optional<uint64_t> b, bool b_x) {
     const int d = o_.max_digits;
-    const ExprId any_frac = g_.Optional(g_.Seq({Lit("."), Digits(1, d)}));
-    const ExprId zero_frac = g_.Optional(g_.Seq({Lit("."), g_.Repeat(Lit("0"), 1, d)}));
-    const ExprId pos_frac = g_.Seq({Lit("."), Digits(0, d - 1), g_.Set(Range('1', '9'))});
+    const ExprId any_frac = g_->Optional(g_->Seq({Lit("."), Digits(1, d)}));
+    const ExprId zero_frac = g_->Optional(g_->Seq({Lit("."), g_->Repeat(Lit("0"), 1, d)}));
+    const ExprId pos_frac = g_->Seq({Lit("."), Digits(0, d - 1), g_->Set(Range('1', '9'))});
     const ExprId a_lit = Lit(Decimal(a));
     std::vector<ExprId> alts;
-    if (b && *b == a) return a_x || b_x ? g_.Set(ByteSet{}) : g_.Seq({a_lit, zero_frac});
-    alts.push_back(g_.Seq({a_lit, a_x ? pos_frac : any_frac}));
-    if (!b || *b > a + 1) alts.push_back(g_.Seq({NonNegative(a + 1, b ? std::optional<uint64_t>(*b - 1) : std::nullopt), any_frac}));
-    if (b && !b_x) alts.push_back(g_.Seq({Lit(Decimal(*b)), zero_frac}));
-    return g_.Alt(std::move(alts));
+    if (b && *b == a) return a_x || b_x ? g_->Set(ByteSet{}) : g_->Seq({a_lit, zero_frac});
+    alts.push_back(g_->Seq({a_lit, a_x ? pos_frac : any_frac}));
+    if (!b || *b > a + 1) alts.push_back(g_->Seq({NonNegative(a + 1, b ? std::optional<uint64_t>(*b - 1) : std::nullopt), any_frac}));
+    if (b && !b_x) alts.push_back(g_->Seq({Lit(Decimal(*b)), zero_frac}));
+    return g_->Alt(std::move(alts));
   }
 
   // ---- arrays ----
@@ -463,18 +466,18 @@ class SchemaCompiler {
       seq.push_back(prefix[i]);
     }
     if (item && rest_max != 0) {
-      const ExprId more = g_.Seq({Sep(), *item});
+      const ExprId more = g_->Seq({Sep(), *item});
       if (prefix.empty()) {
         const int32_t reps_min = static_cast<int32_t>(std::max<int64_t>(0, rest_min - 1));
         const int32_t reps_max = rest_max == kUnbounded ? kUnbounded : static_cast<int32_t>(rest_max - 1);
-        const ExprId list = g_.Seq({*item, g_.Repeat(more, reps_min, reps_max)});
-        seq.push_back(rest_min == 0 ? g_.Optional(list) : list);
+        const ExprId list = g_->Seq({*item, g_->Repeat(more, reps_min, reps_max)});
+        seq.push_back(rest_min == 0 ? g_->Optional(list) : list);
       } else {
-        seq.push_back(g_.Repeat(more, static_cast<int32_t>(rest_min), rest_max == kUnbounded ? kUnbounded : static_cast<int32_t>(rest_max)));
+        seq.push_back(g_->Repeat(more, static_cast<int32_t>(rest_min), rest_max == kUnbounded ? kUnbounded : static_cast<int32_t>(rest_max)));
       }
     }
     seq.push_back(Lit("]"));
-    return g_.Seq(std::move(seq));
+    return g_->Seq(std::move(seq));
   }
 
   // ---- objects ----
@@ -503,12 +506,12 @@ class SchemaCompiler {
         continue;
       }
       FS_ASSIGN_OR_RETURN(ExprId value, Value(sub, Join(Join(path, "properties"), name)));
-      members.push_back({g_.Seq({Lit(Json(name).dump()), ws_, Lit(":"), ws_, value}), required.count(name) > 0});
+      members.push_back({g_->Seq({Lit(Json(name).dump()), ws_, Lit(":"), ws_, value}), required.count(name) > 0});
       names.insert(name);
     }
     for (const std::string& name : required) {
       if (names.count(name)) continue;
-      members.push_back({g_.Seq({Lit(Json(name).dump()), ws_, Lit(":"), ws_, g_.Ref(AnyRule("value"))}), true});
+      members.push_back({g_->Seq({Lit(Json(name).dump()), ws_, Lit(":"), ws_, g_->Ref(AnyRule("value"))}), true});
       names.insert(name);
     }
     // Extra members: `additionalProperties` when given; an object without `properties` takes any.
@@ -516,8 +519,8 @@ class SchemaCompiler {
     const Json add = schema.value("additionalProperties", Json(props.empty() && required.empty()));
     if (!(add.is_boolean() && !add.get<bool>())) {
       FS_ASSIGN_OR_RETURN(ExprId value, Value(add, Join(path, "additionalProperties")));
-      const ExprId key = names.empty() ? g_.Ref(AnyRule("string")) : KeyNotIn(names);
-      extra = g_.Seq({key, ws_, Lit(":"), ws_, value});
+      const ExprId key = names.empty() ? g_->Ref(AnyRule("string")) : KeyNotIn(names);
+      extra = g_->Seq({key, ws_, Lit(":"), ws_, value});
     }
     return ObjectExpr(members, extra);
   }
@@ -536,14 +539,14 @@ class SchemaCompiler {
       std::vector<ExprId> alts;
       for (const auto& [c, sub] : next) {
         others.reset(static_cast<unsigned char>(c));
-        if (word[static_cast<unsigned char>(c)]) alts.push_back(g_.Seq({Lit(std::string(1, c)), self(self, sub, depth + 1)}));
+        if (word[static_cast<unsigned char>(c)]) alts.push_back(g_->Seq({Lit(std::string(1, c)), self(self, sub, depth + 1)}));
       }
-      if (others.any()) alts.push_back(g_.Seq({g_.Set(others), g_.Star(g_.Set(word))}));
-      if (!is_name && depth > 0) alts.push_back(g_.Empty());
-      return alts.empty() ? g_.Set(ByteSet{}) : g_.Alt(std::move(alts));
+      if (others.any()) alts.push_back(g_->Seq({g_->Set(others), g_->Star(g_->Set(word))}));
+      if (!is_name && depth > 0) alts.push_back(g_->Empty());
+      return alts.empty() ? g_->Set(ByteSet{}) : g_->Alt(std::move(alts));
     };
     const std::vector<std::string> all(names.begin(), names.end());
-    return g_.Seq({Lit("\""), build(build, all, 0), Lit("\"")});
+    return g_->Seq({Lit("\""), build(build, all, 0), Lit("\"")});
   }
 
   // Members in order, optional ones skippable, commas only between written members, then any
@@ -552,7 +555,7 @@ class SchemaCompiler {
     const size_t n = members.size();
     bool all_required = true;
     for (const Member& m : members) all_required = all_required && m.required;
-    const ExprId tail = extra ? g_.Star(g_.Seq({Sep(), *extra})) : g_.Empty();
+    const ExprId tail = extra ? g_->Star(g_->Seq({Sep(), *extra})) : g_->Empty();
     if (all_required && n > 0) {
       std::vector<ExprId> seq = {Lit("{"), ws_};
       for (size_t i = 0; i < n; ++i) {
@@ -560,24 +563,24 @@ class SchemaCompiler {
         seq.push_back(members[i].expr);
       }
       seq.insert(seq.end(), {tail, Lit("}")});
-      return g_.Seq(std::move(seq));
+      return g_->Seq(std::move(seq));
     }
     std::vector<ExprId> after(n + 1);
     after[n] = tail;
     for (size_t i = n; i-- > 0;) {
-      const ExprId write = g_.Seq({Sep(), members[i].expr});
-      const ExprId body = g_.Seq({members[i].required ? write : g_.Optional(write), after[i + 1]});
-      const int32_t rule = g_.AddRule(fmt::format("m{}", rule_count_++));
-      g_.Define(rule, body);
-      after[i] = g_.Ref(rule);
+      const ExprId write = g_->Seq({Sep(), members[i].expr});
+      const ExprId body = g_->Seq({members[i].required ? write : g_->Optional(write), after[i + 1]});
+      const int32_t rule = g_->AddRule(fmt::format("m{}", rule_count_++));
+      g_->Define(rule, body);
+      after[i] = g_->Ref(rule);
     }
     // none[i]: members i.. when nothing was written yet.
-    ExprId none = extra ? g_.Optional(g_.Seq({*extra, tail})) : g_.Empty();
+    ExprId none = extra ? g_->Optional(g_->Seq({*extra, tail})) : g_->Empty();
     for (size_t i = n; i-- > 0;) {
-      const ExprId write = g_.Seq({members[i].expr, after[i + 1]});
-      none = members[i].required ? write : g_.Alt({write, none});
+      const ExprId write = g_->Seq({members[i].expr, after[i + 1]});
+      none = members[i].required ? write : g_->Alt({write, none});
     }
-    return g_.Seq({Lit("{"), ws_, none, Lit("}")});
+    return g_->Seq({Lit("{"), ws_, none, Lit("}")});
   }
 
   // ---- combinators ----
@@ -601,7 +604,7 @@ class SchemaCompiler {
         alts.push_back(e);
       }
     }
-    return g_.Alt(std::move(alts));
+    return g_->Alt(std::move(alts));
   }
 
   base::Result<Json> MergeAllOf(const Json& schema, const std::string& path) {
@@ -662,22 +665,33 @@ class SchemaCompiler {
 
   const Json& root_;
   JsonGrammarOptions o_;
-  Grammar g_;
+  Grammar* g_;
   ExprId ws_ = -1, digit_ = -1;
   std::map<std::string, int32_t> memo_, ref_rules_, any_;
   std::set<int32_t> ws_rules_;  // rules that end with their own trailing whitespace
   int rule_count_ = 0;
 };
 
-}  // namespace
+JsonValues::JsonValues(Grammar* grammar, const nlohmann::ordered_json& root, const JsonGrammarOptions& options)
+    : impl_(std::make_unique<SchemaCompiler>(grammar, root, options)) {}
+
+JsonValues::~JsonValues() = default;
+
+base::Result<ExprId> JsonValues::Value(const nlohmann::ordered_json& schema, const std::string& path) {
+  return impl_->Value(schema, path);
+}
+
+ExprId JsonValues::AnyValue() { return impl_->AnyValue(); }
 
 base::Result<Grammar> JsonSchemaGrammar(const nlohmann::ordered_json& schema, const JsonGrammarOptions& options) {
-  return SchemaCompiler(schema, options).Run();
+  Grammar g;
+  return SchemaCompiler(&g, schema, options).Run();
 }
 
 Grammar JsonObjectGrammar(const JsonGrammarOptions& options) {
   static const Json kEmpty = Json::object();
-  return SchemaCompiler(kEmpty, options).AnyObject();
+  Grammar g;
+  return SchemaCompiler(&g, kEmpty, options).AnyObject();
 }
 
 std::string SchemaErrorPath(const base::Error& error) {

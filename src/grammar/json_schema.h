@@ -3,6 +3,9 @@
 // cannot be enforced is an error naming its path (e.g. `properties.tags.uniqueItems`).
 #pragma once
 
+#include <memory>
+#include <string>
+
 #include <nlohmann/json.hpp>
 
 #include "base/result.h"
@@ -19,6 +22,21 @@ struct JsonGrammarOptions {
 };
 
 base::Result<Grammar> JsonSchemaGrammar(const nlohmann::ordered_json& schema, const JsonGrammarOptions& options = {});
+
+// Builds JSON values into a grammar under construction (tool-call arguments). `root` resolves
+// `$ref`s; it must outlive this object.
+class SchemaCompiler;
+class JsonValues {
+ public:
+  JsonValues(Grammar* grammar, const nlohmann::ordered_json& root, const JsonGrammarOptions& options = {});
+  ~JsonValues();
+  // A reference to the rule of the schema's values (each ends with its own whitespace).
+  base::Result<ExprId> Value(const nlohmann::ordered_json& schema, const std::string& path);
+  ExprId AnyValue();
+
+ private:
+  std::unique_ptr<SchemaCompiler> impl_;
+};
 
 // Any JSON object (response_format json_object).
 Grammar JsonObjectGrammar(const JsonGrammarOptions& options = {});

@@ -80,6 +80,7 @@ struct ChatRequest {
   std::vector<ChatMessage> messages;
   std::vector<ToolSpec> tools;
   ToolChoice tool_choice;
+  bool parallel_tool_calls = true;         // false: at most one call per answer
   nlohmann::ordered_json response_format;  // the object as sent; null when absent
   std::optional<bool> thinking;            // {"thinking": {"type": "enabled"|"disabled"}}
   ReasoningEffort reasoning_effort;

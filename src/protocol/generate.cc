@@ -22,6 +22,7 @@ const char* ConstraintKindName(ConstraintKind kind) {
     case ConstraintKind::kRegex: return "regex";
     case ConstraintKind::kChoice: return "choice";
     case ConstraintKind::kGrammar: return "grammar";
+    case ConstraintKind::kToolCalls: return "tool_calls";
   }
   return "none";
 }

@@ -29,12 +29,14 @@ struct ImageInput {
 
 // Structured output: the language a choice's answer must belong to. With thinking on, the
 // reasoning before `think_end_token` is free and the constraint applies after it.
-enum class ConstraintKind : uint8_t { kNone, kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
+enum class ConstraintKind : uint8_t { kNone, kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar, kToolCalls };
 const char* ConstraintKindName(ConstraintKind kind);  // "json_schema", "json_object", ...
 
 struct OutputConstraint {
   ConstraintKind kind = ConstraintKind::kNone;
-  std::string text;  // the schema (JSON text), the regex, the EBNF grammar, or a JSON array of choices
+  // The schema (JSON text), the regex, the EBNF grammar, a JSON array of choices, or the tool
+  // calls' spec (grammar/tool_calls.h).
+  std::string text;
   bool active() const { return kind != ConstraintKind::kNone; }
 };
 

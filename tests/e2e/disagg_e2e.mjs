@@ -3,6 +3,7 @@
 //  - with a seed, the tokens are the same disaggregated and on one worker;
 //  - the state ships at every persist point of the prefill (a boundary each), not only at the end;
 //  - the prefill worker's cache hits are the request's cached tokens (reported as prefill_worker);
+//  - a structured-output constraint holds on the decode worker: the same constrained tokens;
 //  - a dead prefill worker costs the decode worker about a second, then it recomputes: the
 //    request still succeeds with the same tokens.
 //
@@ -27,9 +28,9 @@ const words = Array.from({ length: 400 }, (_, i) => `token${(i * 37) % 211}`).jo
 const body = JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: `Summarise: ${words}` }], max_tokens: 12,
   seed: 11, temperature: 0.9, thinking: { type: 'disabled' } });
 
-async function chat(base) {
+async function chat(base, text = body) {
   const t0 = performance.now();
-  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+  const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: text });
   const j = await res.json();
   assert.equal(res.status, 200, JSON.stringify(j));
   return { text: j.choices[0].message.content, usage: j.usage, ms: performance.now() - t0 };
@@ -60,6 +61,12 @@ try {
   assert.equal(second.usage.prompt_tokens_details.cached_tokens_by_tier.prefill_worker, second.usage.prompt_cache_hit_tokens);
   const metrics = await (await fetch(`${router.base}/metrics`)).text();
   assert.match(metrics, /flashserve_router_disaggregated_total 2/);
+
+  const constrained = JSON.stringify({ ...JSON.parse(body), guided_regex: '[a-z]{3}-[0-9]{2}', max_tokens: 16 });
+  const alone = await chat(single.base, constrained);
+  const split = await chat(router.base, constrained);
+  assert.match(split.text, /^[a-z]{3}-[0-9]{2}$/, `constrained output ${JSON.stringify(split.text)}`);
+  assert.equal(split.text, alone.text, 'same constrained tokens disaggregated as on one worker');
   assert.match(await (await fetch(`${decode.base}/metrics`)).text(), /flashserve_kv_hits_total\{tier="memory"\} [1-9]/);
 
   // The prefill worker dies: the decode worker waits ~1 s for a transfer that never comes, then

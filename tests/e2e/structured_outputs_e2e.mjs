@@ -3,7 +3,8 @@
 // output that ends parses as JSON and validates with ajv (an independent validator, formats
 // included) and unsupported schemas are 400s naming the keyword's path; regexes checked with
 // node's RegExp; EBNF grammars checked by a parser written here; the OpenAI SDK's
-// chat.completions.parse() with a zod schema; streaming; Responses text.format; refusals.
+// chat.completions.parse() with a zod schema; streaming; Responses text.format; forced and
+// strict tool calls (OpenAI and Anthropic SDKs); refusals.
 // A bias toward closing quotes keeps random-weight strings short (masks come first, so validity
 // is still the grammar's alone).
 //
@@ -166,6 +167,46 @@ async function clients(base) {
   console.log('ok - Responses text.format; two constraints in one request are a 400');
 }
 
+// Forced and strict tool calls: the DSML block comes back as tool calls whose arguments validate.
+async function tools(base) {
+  const ajv = new Ajv({ strict: false });
+  const parameters = { type: 'object', properties: { days: { type: 'integer', minimum: 1, maximum: 7 },
+    unit: { enum: ['c', 'f'] }, detailed: { type: 'boolean' } }, required: ['days', 'unit'], additionalProperties: false };
+  const validate = ajv.compile(parameters);
+  const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-local' });
+  const weather = { type: 'function', function: { name: 'get_weather', description: 'Forecast', parameters, strict: true } };
+  const now = { type: 'function', function: { name: 'now', parameters: { type: 'object', properties: {} } } };
+  let calls = 0;
+  for (const [choice, parallel] of [['required', false], [{ type: 'function', function: { name: 'get_weather' } }, true]]) {
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Weather?' }],
+      tools: [weather, now], tool_choice: choice, parallel_tool_calls: parallel, max_tokens: 200, n: 3, seed: 5,
+      thinking: { type: 'disabled' } });
+    for (const c of r.choices) {
+      if (c.finish_reason === 'length') continue;
+      assert.equal(c.finish_reason, 'tool_calls', JSON.stringify(c));
+      const tc = c.message.tool_calls;
+      assert.ok(tc.length >= 1 && (parallel || tc.length === 1), JSON.stringify(tc));
+      for (const t of tc) {
+        if (typeof choice === 'object') assert.equal(t.function.name, 'get_weather');
+        if (t.function.name === 'get_weather') assert.ok(validate(JSON.parse(t.function.arguments)), t.function.arguments);
+        calls += 1;
+      }
+    }
+  }
+  assert.ok(calls > 0, 'no forced call finished');
+  const { default: Anthropic } = await import('@anthropic-ai/sdk');
+  const claude = new Anthropic({ baseURL: base, apiKey: 'sk-local' });
+  const m = await claude.messages.create({ model: MODEL, max_tokens: 200, messages: [{ role: 'user', content: 'Weather?' }],
+    tools: [{ name: 'get_weather', input_schema: parameters, strict: true }],
+    tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true } });
+  if (m.stop_reason === 'tool_use') {
+    const uses = m.content.filter((b) => b.type === 'tool_use');
+    assert.equal(uses.length, 1);
+    assert.ok(validate(uses[0].input), JSON.stringify(uses[0].input));
+  }
+  console.log(`ok - forced tool calls (OpenAI required / named, Anthropic tool): ${calls} calls, strict arguments valid (ajv)`);
+}
+
 await runE2e(work, async (ctx) => {
   ctx.server = await start(args.flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2'],
     { ...process.env, XDG_CACHE_HOME: `${work}/cache` });
@@ -173,5 +214,6 @@ await runE2e(work, async (ctx) => {
   await regexes(base);
   await ebnf(base);
   await clients(base);
+  await tools(base);
   await schemas(base);
 });
