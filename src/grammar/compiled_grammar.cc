@@ -2,6 +2,7 @@
 #include "grammar/compiled_grammar.h"
 
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 
 #include "grammar/pda.h"
@@ -13,7 +14,8 @@ namespace {
 class Classifier {
  public:
   Classifier(const Automaton& a, const Vocabulary& v, int32_t state, int32_t context)
-      : a_(a), v_(v), follow_(a.follow(a.info(context >= 0 ? context : state).rule)), bits_(v.mask_words(), 0) {
+      : a_(a), v_(v), follow_(a.follow(a.info(context >= 0 ? context : state).rule)), bits_(v.mask_words(), 0),
+        nonascii_(a.num_states(), -1) {
     size_t depth = 0;
     for (const Vocabulary::Node& n : v.nodes()) depth = std::max<size_t>(depth, n.depth);
     sets_.resize(depth + 2);
@@ -47,34 +49,20 @@ class Classifier {
     accepted_count_ += static_cast<size_t>(end - begin);
   }
 
+  bool Simple(int32_t state) const {
+    const StateInfo& info = a_.info(state);
+    return !info.accepting && info.refs_begin == info.refs_end;
+  }
+
   void Walk(int32_t node, size_t depth, bool pending) {
     const std::vector<Stack>& set = sets_[depth];
+    if (set.size() == 1 && Simple(set[0].top)) return WalkSimple(node, depth, set[0].top, set[0].parent, pending);
     Expansion& e = exps_[depth];
-    const StateInfo& only = a_.info(set[0].top);
-    const bool simple = set.size() == 1 && !only.accepting && only.refs_begin == only.refs_end;
-    if (simple) {
-      e.scannable = set;  // the common case: one stack inside a rule, no entries or exits
-      e.escaped = false;
-    } else {
-      Expand(a_, &pool_, set, &e, &scratch_);
-    }
-    const ByteSet* loop = simple ? &a_.loop_bytes(set[0].top) : nullptr;
-    const bool loop_nonascii = simple && LoopsOnNonAscii(set[0].top);
+    Expand(a_, &pool_, set, &e, &scratch_);
     const auto nodes = v_.nodes();
     const auto sorted = v_.sorted_tokens();
     for (int32_t c = node + 1; c < nodes[static_cast<size_t>(node)].subtree_end; c = nodes[static_cast<size_t>(c)].subtree_end) {
       const Vocabulary::Node& child = nodes[static_cast<size_t>(c)];
-      if (loop) {
-        // Every token below reads back into this state: ASCII bytes it loops on, and (where it
-        // loops on every other character) UTF-8 characters.
-        const ByteSet below = v_.subtree_bytes(child);
-        const bool ascii_ok = ((below & kAscii) & ~*loop).none();
-        const bool rest_ok = (below & ~kAscii).none() || (loop_nonascii && child.utf8_tail);
-        if (ascii_ok && rest_ok) {
-          Accept(child.tokens_begin, child.tokens_end);
-          continue;
-        }
-      }
       std::vector<Stack>& next = sets_[depth + 1];
       Step(a_, e.scannable, child.byte, &next);
       const bool pend = pending || (e.escaped && follow_[child.byte]);
@@ -87,9 +75,91 @@ class Classifier {
     }
   }
 
+  // The common case without vectors: one stack whose top neither enters nor leaves a rule, so a
+  // child is one transition of the top state.
+  void WalkSimple(int32_t node, size_t depth, int32_t top, int32_t parent, bool pending) {
+    const ByteSet& loop = a_.loop_bytes(top);
+    const bool loop_nonascii = LoopsOnNonAscii(top);
+    const auto nodes = v_.nodes();
+    const auto sorted = v_.sorted_tokens();
+    for (int32_t c = node + 1; c < nodes[static_cast<size_t>(node)].subtree_end; c = nodes[static_cast<size_t>(c)].subtree_end) {
+      const Vocabulary::Node& child = nodes[static_cast<size_t>(c)];
+      // Every token below is read, without a choice, along states that all take each of its
+      // bytes: a state that loops on them (ASCII, and UTF-8 characters where it loops on every
+      // other character), or a chain of single successors (a counted repetition) long enough.
+      const ByteSet& below = v_.subtree_bytes(child);
+      if ((((below & kAscii) & ~loop).none() && ((below & ~kAscii).none() || (loop_nonascii && child.utf8_tail))) ||
+          (below & ~ChainBytes(top, child.span)).none()) {
+        Accept(child.tokens_begin, child.tokens_end);
+        continue;
+      }
+      const int32_t next = a_.Next(top, child.byte);
+      if (next < 0) {
+        if (pending) {
+          for (int32_t i = child.tokens_begin; i < child.tokens_end; ++i) uncertain_.push_back(sorted[static_cast<size_t>(i)]);
+        }
+        continue;
+      }
+      Accept(child.tokens_begin, child.exact_end);
+      if (child.subtree_end == c + 1) continue;
+      if (Simple(next)) {
+        WalkSimple(c, depth + 1, next, parent, pending);
+      } else {
+        sets_[depth + 1].assign(1, Stack{next, parent});
+        Walk(c, depth + 1, pending);
+      }
+    }
+  }
+
+  // The bytes that lead from `state` along its chain of main successors for `length` steps: the
+  // main successor takes the most bytes; step i needs the bytes every state up to it takes.
+  // chain(S)[i] = C(S) & chain(succ(S))[i - 1], memoized per state.
+  const ByteSet& ChainBytes(int32_t state, size_t length) {
+    static const ByteSet kNone;
+    if (length == 0 || length > kMaxChain) return kNone;
+    return Chain(state)[length - 1];
+  }
+
+  const std::vector<ByteSet>& Chain(int32_t state) {
+    auto it = chains_.find(state);
+    if (it != chains_.end()) return it->second;
+    std::vector<ByteSet> chain(kMaxChain);
+    const auto [next, bytes] = MainSuccessor(state);
+    chains_[state];  // a cycle back here reads an empty (so conservative) chain
+    if (next >= 0) {
+      chain[0] = bytes;
+      if (next == state) {
+        for (size_t i = 1; i < kMaxChain; ++i) chain[i] = bytes;
+      } else {
+        const std::vector<ByteSet>& rest = Chain(next);
+        for (size_t i = 1; i < kMaxChain && !rest.empty(); ++i) chain[i] = bytes & rest[i - 1];
+      }
+    }
+    return chains_[state] = std::move(chain);
+  }
+
+  std::pair<int32_t, ByteSet> MainSuccessor(int32_t state) const {
+    if (!Simple(state)) return {-1, ByteSet{}};
+    std::array<int32_t, 256> target{};
+    for (int b = 0; b < 256; ++b) target[static_cast<size_t>(b)] = a_.Next(state, static_cast<uint8_t>(b));
+    std::pair<int32_t, ByteSet> best{-1, ByteSet{}};
+    size_t best_count = 0;
+    for (int b = 0; b < 256; ++b) {
+      const int32_t t = target[static_cast<size_t>(b)];
+      if (t < 0 || t == best.first) continue;
+      ByteSet bytes;
+      for (int c = b; c < 256; ++c) {
+        if (target[static_cast<size_t>(c)] == t) bytes.set(static_cast<size_t>(c));
+      }
+      if (bytes.count() > best_count) best = {t, bytes}, best_count = bytes.count();
+    }
+    return best;
+  }
+
   // Whether reading any non-ASCII character from `state` leads back to it.
   bool LoopsOnNonAscii(int32_t state) {
-    if (auto it = nonascii_.find(state); it != nonascii_.end()) return it->second;
+    int8_t& known = nonascii_[static_cast<size_t>(state)];
+    if (known >= 0) return known > 0;
     bool ok = true;
     for (int lead = 0xC2; lead <= 0xF4 && ok; ++lead) {
       const int n = lead <= 0xDF ? 1 : lead <= 0xEF ? 2 : 3;
@@ -108,7 +178,7 @@ class Classifier {
       }
       ok = ok && states.size() == 1 && states[0] == state;
     }
-    nonascii_[state] = ok;
+    known = ok ? 1 : 0;
     return ok;
   }
 
@@ -121,7 +191,6 @@ class Classifier {
   const Automaton& a_;
   const Vocabulary& v_;
   const ByteSet& follow_;
-  std::unordered_map<int32_t, bool> nonascii_;
   FramePool pool_;
   ExpandScratch scratch_;
   std::vector<std::vector<Stack>> sets_;
@@ -129,6 +198,9 @@ class Classifier {
   std::vector<uint32_t> bits_;
   size_t accepted_count_ = 0;
   std::vector<int32_t> uncertain_;
+  std::vector<int8_t> nonascii_;  // per state: -1 unknown, else LoopsOnNonAscii
+  static constexpr size_t kMaxChain = 160;  // longer than any token of the vocabularies served
+  std::unordered_map<int32_t, std::vector<ByteSet>> chains_;
 };
 
 }  // namespace

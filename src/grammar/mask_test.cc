@@ -128,6 +128,9 @@ TEST(Mask, EqualsTheNaiveCheckOnTheDeepSeekVocabulary) {
   auto g = testing::MustCompile(ConstraintKind::kJsonSchema, kSchema, vocab);
   ASSERT_NE(g, nullptr);
   for (uint32_t seed = 1; seed <= 2; ++seed) CheckWalk(g, seed, 12);
+  // A counted string (a chain of states, each taking one character) and a loop (a plain string).
+  auto counted = testing::MustCompile(ConstraintKind::kJsonSchema, R"({"type":"array","items":{"type":"string","maxLength":40},"maxItems":2})", vocab);
+  CheckWalk(counted, 3, 16);
 }
 
 }  // namespace

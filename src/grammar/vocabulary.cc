@@ -75,6 +75,9 @@ std::bitset<256> Vocabulary::Build(int32_t lo, int32_t hi, int depth, uint8_t by
   n.exact_end = exact;
   n.tokens_end = hi;
   n.utf8_tail = depth > 0;
+  size_t longest = 0;
+  for (int32_t i = lo; i < hi; ++i) longest = std::max(longest, bytes_[static_cast<size_t>(sorted_[static_cast<size_t>(i)])].size());
+  n.span = static_cast<uint16_t>(depth > 0 ? longest - static_cast<size_t>(depth) + 1 : longest);
   for (int32_t i = lo; i < hi && n.utf8_tail; ++i) {
     n.utf8_tail = Utf8From(bytes_[static_cast<size_t>(sorted_[static_cast<size_t>(i)])], static_cast<size_t>(depth - 1));
   }

@@ -24,6 +24,7 @@ class Vocabulary {
     int32_t bytes_index = 0;     // subtree_bytes(): every byte on the edges into and below this node
     bool utf8_tail = false;      // every token below reads as UTF-8 from this node's edge on
                                  // (a partial last character allowed)
+    uint16_t span = 0;           // the most bytes a token below reads from this node's edge on
   };
 
   // bytes[id]: what the token decodes to; empty for tokens a grammar never allows (control
