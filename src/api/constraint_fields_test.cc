@@ -62,6 +62,17 @@ TEST_F(ConstraintFieldsTest, VllmAndSglangFields) {
   EXPECT_EQ(Sent().text, "[0-9]+");
 }
 
+TEST_F(ConstraintFieldsTest, MetricsCountCompilesHitsAndRefusals) {
+  ASSERT_EQ(Chat({{"guided_regex", "[0-9]+"}})->status, 200);
+  ASSERT_EQ(Chat({{"guided_regex", "[0-9]+"}})->status, 200);
+  ASSERT_EQ(Chat({{"guided_regex", "(?=x)"}})->status, 400);
+  auto ex = std::make_shared<testing::FakeExchange>("", "GET", "/metrics");
+  HandleMetrics(ctx_, ex);
+  EXPECT_NE(ex->body.find("flashserve_grammar_compiles_total 1"), std::string::npos) << ex->body;
+  EXPECT_NE(ex->body.find("flashserve_grammar_cache_hits_total 1"), std::string::npos);
+  EXPECT_NE(ex->body.find("flashserve_grammar_refused_total 1"), std::string::npos);
+}
+
 TEST_F(ConstraintFieldsTest, WithThinkingTheConstraintStartsAfterThinkEnd) {
   auto ex = Chat({{"thinking", {{"type", "enabled"}}}, {"guided_choice", {"yes", "no"}}});
   ASSERT_EQ(ex->status, 200) << ex->body;

@@ -27,6 +27,16 @@ void ApiMetrics::RecordInterTokenLatency(double seconds) {
       .Observe(seconds);
 }
 
+void ApiMetrics::SetGrammarStats(const grammar::GrammarCache::Stats& s) {
+  registry_.Counter("flashserve_grammar_compiles_total", "Structured-output constraints compiled (cache misses)")
+      .Set(static_cast<double>(s.misses));
+  registry_.Counter("flashserve_grammar_cache_hits_total", "Constraints served by an already compiled grammar")
+      .Set(static_cast<double>(s.hits));
+  registry_.Counter("flashserve_grammar_refused_total", "Constraints that did not compile (400s)").Set(static_cast<double>(s.errors));
+  registry_.Counter("flashserve_grammar_compile_seconds_total", "Time spent compiling constraints").Set(s.compile_seconds);
+  registry_.Gauge("flashserve_grammar_cache_entries", "Compiled grammars kept").Set(static_cast<double>(s.entries));
+}
+
 void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
   auto gauge = [this](const char* name, const char* help, int64_t v) {
     registry_.Gauge(name, help).Set(static_cast<double>(v));

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "net/prometheus.h"
+#include "grammar/grammar_cache.h"
 #include "serve/service.h"
 
 namespace flashserve::api {
@@ -23,6 +24,8 @@ class ApiMetrics {
   // Engine gauges and token counters, copied from Service::Stats() before each scrape.
   void SetServiceStats(const serve::ServiceStats& stats);
   void SetKvTierStats(const serve::ServiceStats& stats);
+  // The structured-output grammar cache: compilations, hits, refusals, compile time, entries.
+  void SetGrammarStats(const grammar::GrammarCache::Stats& stats);
   std::string Render() const { return registry_.Render(); }
   // Moving average of the time to first token (0 before the first), for the router's load view.
   double RecentTimeToFirstToken() const { return recent_ttft_.load(std::memory_order_relaxed); }
