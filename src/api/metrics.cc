@@ -35,6 +35,8 @@ void ApiMetrics::SetGrammarStats(const grammar::GrammarCache::Stats& s) {
   registry_.Counter("flashserve_grammar_refused_total", "Constraints that did not compile (400s)").Set(static_cast<double>(s.errors));
   registry_.Counter("flashserve_grammar_compile_seconds_total", "Time spent compiling constraints").Set(s.compile_seconds);
   registry_.Gauge("flashserve_grammar_cache_entries", "Compiled grammars kept").Set(static_cast<double>(s.entries));
+  registry_.Gauge("flashserve_grammar_cache_bytes", "Memory of the compiled grammars kept (automata and token classes)")
+      .Set(static_cast<double>(s.bytes));
 }
 
 void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {

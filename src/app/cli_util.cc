@@ -219,10 +219,12 @@ base::Status FitEngramToTokenizer(model::ModelConfig* config, std::string* token
   return base::Status::Ok();
 }
 
-std::shared_ptr<grammar::GrammarCache> GrammarCacheFor(const tokenizer::Tokenizer& tok, const engine::Model& model) {
+std::shared_ptr<grammar::GrammarCache> GrammarCacheFor(const tokenizer::Tokenizer& tok, const engine::Model& model,
+                                                       size_t max_bytes) {
   const auto eos = static_cast<int32_t>(model.config().eos_token_id);
   return std::make_shared<grammar::GrammarCache>(
-      grammar::VocabularyFromTokenizer(tok, {eos}, model.config().vocab_size, {std::string(encoding::kDsmlToken)}));
+      grammar::VocabularyFromTokenizer(tok, {eos}, model.config().vocab_size, {std::string(encoding::kDsmlToken)}),
+      max_bytes);
 }
 
 }  // namespace flashserve::app

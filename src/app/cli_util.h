@@ -58,7 +58,8 @@ base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::stri
 int PrintError(const base::Error& error);
 
 // The structured-output grammar cache of a tokenizer's vocabulary, ending at the model's EOS.
-std::shared_ptr<grammar::GrammarCache> GrammarCacheFor(const tokenizer::Tokenizer& tok, const engine::Model& model);
+std::shared_ptr<grammar::GrammarCache> GrammarCacheFor(const tokenizer::Tokenizer& tok, const engine::Model& model,
+                                                       size_t max_bytes);
 
 // The checkpoint's image preprocessing (its vision_* config) as the vision room takes it; the
 // span layout follows the family (V4.1, else Vision-Exp).

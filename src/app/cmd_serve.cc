@@ -259,7 +259,7 @@ int RunServe(ServeFlags f) {
            seal.error().message());
   }
   serve::EngineLoop loop(*model, f.engine, f.loop, std::move(store).value());
-  f.api.grammars = GrammarCacheFor(**tok, *model);
+  f.api.grammars = GrammarCacheFor(**tok, *model, static_cast<size_t>(f.grammar_cache_bytes));
   loop.SetGrammars(f.api.grammars);
   std::unique_ptr<serve::TransferInbox> inbox;
   std::unique_ptr<transfer::TransferReceiver> receiver;
@@ -321,6 +321,9 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--encoder-cache-bytes", f->loop.encoder_cache_bytes,
                   "Vision-tower outputs kept in memory, decoded (they are also KV-store objects under --image-ttl)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--grammar-cache-bytes", f->grammar_cache_bytes,
+                  "Compiled structured-output grammars kept (automata and token masks), least recently used out first")
+      ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--image-ttl", f->loop.image_ttl_class,
                   "Retention class (one of --kv-ttl) of vision-tower outputs in the KV store (default: --kv-default-ttl)");
   cmd->add_option("--image-file-root", f->api.routes.images.sources.file_root,

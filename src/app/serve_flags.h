@@ -35,6 +35,7 @@ struct ServeFlags {
   protocol::WorkerRole role = protocol::WorkerRole::kBoth;  // disaggregated serving: one half
   int transfer_port = 0;      // decode/both: prompt-state receiver port (0 = any free port)
   serve::LoopConfig loop;
+  int64_t grammar_cache_bytes = int64_t{256} << 20;  // compiled structured-output grammars kept
   kvstore::StoreConfig store = DefaultStoreConfig();
   std::string ttl_spec = "agent=3d,chat=7d";
   std::vector<std::string> api_keys;

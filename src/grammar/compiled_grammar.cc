@@ -210,7 +210,14 @@ TokenClasses ClassifyState(const Automaton& automaton, const Vocabulary& vocab, 
 }
 
 CompiledGrammar::CompiledGrammar(Automaton automaton, std::shared_ptr<const Vocabulary> vocab)
-    : automaton_(std::move(automaton)), vocab_(std::move(vocab)) {}
+    : automaton_(std::move(automaton)), vocab_(std::move(vocab)) {
+  automaton_bytes_ = automaton_.num_states() * (static_cast<size_t>(automaton_.num_classes()) * sizeof(int32_t) +
+                                                sizeof(StateInfo) + 2 * sizeof(ByteSet));
+}
+
+size_t CompiledGrammar::memory_bytes() const {
+  return automaton_bytes_ + class_bytes_.load(std::memory_order_relaxed);
+}
 
 CompiledGrammar::~CompiledGrammar() = default;
 
@@ -222,7 +229,9 @@ const TokenClasses& CompiledGrammar::Classes(int32_t state, int32_t context) con
   }
   auto computed = std::make_unique<const TokenClasses>(ClassifyState(automaton_, *vocab_, state, context));
   std::lock_guard<std::mutex> lock(mu_);
+  const size_t bytes = (computed->accepted_bits.size() + computed->accepted.size() + computed->uncertain.size()) * 4 + 64;
   auto [it, fresh] = classes_.emplace(key, std::move(computed));  // another thread may have won
+  if (fresh) class_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   return *it->second;
 }
 

@@ -5,6 +5,7 @@
 // every sequence. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -40,12 +41,16 @@ class CompiledGrammar {
   // context: kAlone, kAtRoot, or the parent frame's resume state. Computes on first use.
   const TokenClasses& Classes(int32_t state, int32_t context) const;
   size_t classified() const;
+  // Memory held: the automaton's tables and the token classes computed so far.
+  size_t memory_bytes() const;
 
  private:
   Automaton automaton_;
   std::shared_ptr<const Vocabulary> vocab_;
   mutable std::mutex mu_;
   mutable std::unordered_map<uint64_t, std::unique_ptr<const TokenClasses>> classes_;
+  mutable std::atomic<size_t> class_bytes_{0};
+  size_t automaton_bytes_ = 0;
 };
 
 }  // namespace flashserve::grammar

@@ -70,8 +70,8 @@ base::Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const pro
   return std::make_shared<const CompiledGrammar>(std::move(a), std::move(vocab));
 }
 
-GrammarCache::GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity)
-    : vocab_(std::move(vocab)), capacity_(std::max<size_t>(1, capacity)) {}
+GrammarCache::GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t max_bytes)
+    : vocab_(std::move(vocab)), max_bytes_(max_bytes) {}
 
 base::Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const protocol::OutputConstraint& c) {
   const std::string key = fmt::format("{}\n{}", protocol::ConstraintKindName(c.kind), c.text);
@@ -96,7 +96,10 @@ base::Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const pro
   if (auto it = entries_.find(key); it != entries_.end()) return it->second.grammar;  // compiled twice at once
   order_.push_front(key);
   entries_[key] = {*compiled, order_.begin()};
-  while (entries_.size() > capacity_) {
+  size_t bytes = 0;
+  for (const auto& [k, e] : entries_) bytes += e.grammar->memory_bytes();
+  while (bytes > max_bytes_ && entries_.size() > 1) {  // the newest always stays
+    bytes -= entries_.at(order_.back()).grammar->memory_bytes();
     entries_.erase(order_.back());
     order_.pop_back();
   }
@@ -106,7 +109,9 @@ base::Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const pro
 
 GrammarCache::Stats GrammarCache::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return stats_;
+  Stats s = stats_;
+  for (const auto& [k, e] : entries_) s.bytes += e.grammar->memory_bytes();
+  return s;
 }
 
 }  // namespace flashserve::grammar

@@ -33,9 +33,12 @@ class GrammarCache {
     uint64_t hits = 0, misses = 0, errors = 0;
     double compile_seconds = 0;
     size_t entries = 0;
+    size_t bytes = 0;  // automata and token classes of the grammars kept
   };
 
-  GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t capacity = 256);
+  // Keeps the most recently used grammars within `max_bytes` (their classes grow as they are
+  // used; grammars in use by a sequence stay alive until it ends).
+  explicit GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t max_bytes = size_t{256} << 20);
 
   base::Result<std::shared_ptr<const CompiledGrammar>> Get(const protocol::OutputConstraint& constraint);
   Stats stats() const;
@@ -43,7 +46,7 @@ class GrammarCache {
 
  private:
   std::shared_ptr<const Vocabulary> vocab_;
-  size_t capacity_;
+  size_t max_bytes_;
   mutable std::mutex mu_;
   std::list<std::string> order_;  // most recent first
   struct Entry {
