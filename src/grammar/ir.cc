@@ -50,37 +50,6 @@ void SplitRange(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint
   }
 }
 
-std::string QuoteBytes(const std::string& bytes) {
-  std::string out = "\"";
-  for (unsigned char c : bytes) {
-    if (c == '"' || c == '\\') out += fmt::format("\\{}", static_cast<char>(c));
-    else if (c < 0x20 || c >= 0x7F) out += fmt::format("\\x{:02X}", c);
-    else out += static_cast<char>(c);
-  }
-  return out + "\"";
-}
-
-std::string SetText(const ByteSet& set) {
-  std::string out = "[";
-  for (int b = 0; b < 256;) {
-    if (!set[static_cast<size_t>(b)]) { ++b; continue; }
-    int e = b;
-    while (e + 1 < 256 && set[static_cast<size_t>(e + 1)]) ++e;
-    auto one = [](int c) {
-      if (c == ']' || c == '\\' || c == '-' || c == '^') return fmt::format("\\{}", static_cast<char>(c));
-      if (c < 0x20 || c >= 0x7F) return fmt::format("\\x{:02X}", c);
-      return std::string(1, static_cast<char>(c));
-    };
-    out += one(b);
-    if (e > b) {
-      out += '-';
-      out += one(e);
-    }
-    b = e + 1;
-  }
-  return out + "]";
-}
-
 }  // namespace
 
 void NormalizeRanges(CodepointRanges* ranges) {
@@ -270,35 +239,6 @@ int32_t Grammar::FindRule(const std::string& name) const {
     if (rules_[i].name == name) return static_cast<int32_t>(i);
   }
   return -1;
-}
-
-std::string Grammar::ToEbnf() const {
-  std::string out;
-  auto render = [&](auto&& self, ExprId id) -> std::string {
-    const Expr& e = expr(id);
-    switch (e.kind) {
-      case ExprKind::kEmpty: return "\"\"";
-      case ExprKind::kBytes: return QuoteBytes(e.bytes);
-      case ExprKind::kSet: return SetText(e.set);
-      case ExprKind::kRef: return rules_[static_cast<size_t>(e.rule)].name;
-      case ExprKind::kSeq:
-      case ExprKind::kAlt: {
-        std::string s = "(";
-        for (size_t i = 0; i < e.items.size(); ++i) {
-          if (i > 0) s += e.kind == ExprKind::kSeq ? " " : " | ";
-          s += self(self, e.items[i]);
-        }
-        return s + ")";
-      }
-      case ExprKind::kAvoid: return "(text without " + QuoteBytes(e.bytes) + ")";
-      case ExprKind::kRepeat:
-        return self(self, e.items[0]) +
-               (e.max == kUnbounded ? fmt::format("{{{},}}", e.min) : fmt::format("{{{},{}}}", e.min, e.max));
-    }
-    return "";
-  };
-  for (const Rule& r : rules_) out += r.name + " ::= " + (r.body < 0 ? std::string("<undefined>") : render(render, r.body)) + "\n";
-  return out;
 }
 
 }  // namespace flashserve::grammar

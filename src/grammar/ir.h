@@ -74,9 +74,6 @@ class Grammar {
   const std::vector<Rule>& rules() const { return rules_; }
   size_t num_exprs() const { return exprs_.size(); }
 
-  // A readable, deterministic rendering in the EBNF dialect (debugging, canonical keys).
-  std::string ToEbnf() const;
-
  private:
   ExprId Add(Expr e);
   std::vector<Expr> exprs_;

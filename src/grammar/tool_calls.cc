@@ -101,8 +101,8 @@ class ToolCallBuilder {
       return g_.Seq({Lit(" string=\"true\">"), g_.Alt(std::move(alts))});
     }
     if (schema.contains("pattern") || schema.contains("format") || schema.contains("minLength") || schema.contains("maxLength")) {
-      // The JSON-string form of the schema, then its escapes undone is not a regular step;
-      // refuse rather than write values the schema would not accept.
+      // The value is written raw, and these checks would have to be kept while also keeping the
+      // DSML marker out of it; refuse rather than write values the schema would not accept.
       return Error(ErrorCode::kInvalidArgument,
                    path + ": a string parameter with pattern, format or a length bound cannot be enforced in a strict tool yet");
     }

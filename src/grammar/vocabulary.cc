@@ -81,7 +81,9 @@ std::bitset<256> Vocabulary::Build(int32_t lo, int32_t hi, int depth, uint8_t by
   for (int32_t i = lo; i < hi && n.utf8_tail; ++i) {
     n.utf8_tail = Utf8From(bytes_[static_cast<size_t>(sorted_[static_cast<size_t>(i)])], static_cast<size_t>(depth - 1));
   }
-  auto [it, fresh] = bytes_ids_.emplace(below.to_string(), static_cast<int32_t>(subtree_bytes_.size()));
+  std::array<uint64_t, 4> key{};
+  for (size_t b = 0; b < 256; ++b) key[b / 64] |= static_cast<uint64_t>(below[b]) << (b % 64);
+  auto [it, fresh] = bytes_ids_.emplace(key, static_cast<int32_t>(subtree_bytes_.size()));
   if (fresh) subtree_bytes_.push_back(below);
   n.bytes_index = it->second;
   return below;

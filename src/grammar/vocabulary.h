@@ -7,7 +7,8 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <unordered_map>
+#include <array>
+#include <map>
 #include <vector>
 
 namespace flashserve::grammar {
@@ -47,7 +48,7 @@ class Vocabulary {
   std::vector<int32_t> sorted_;
   std::vector<Node> nodes_;
   std::vector<std::bitset<256>> subtree_bytes_;  // distinct sets only
-  std::unordered_map<std::string, int32_t> bytes_ids_;  // while building
+  std::map<std::array<uint64_t, 4>, int32_t> bytes_ids_;  // while building
   uint64_t fingerprint_ = 0;
 };
 
