@@ -2,6 +2,7 @@
 // (api/writers.h).
 #include "api/writers.h"
 
+#include <utility>
 #include <vector>
 
 #include "net/http_wire.h"
@@ -64,20 +65,12 @@ class ChatWriter final : public OpenAiWriter {
 
   void Delta(const ChoiceDelta& d) override {
     Acc& a = choices_[static_cast<size_t>(d.choice)];
-    Json calls = Json::array();
-    for (const ToolCallOut& call : d.tool_calls) {
-      calls.push_back({{"index", a.num_calls++}, {"id", ctx_.ids->Next("call_")}, {"type", "function"},
-                       {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
-    }
     Json lp = Json::array();
     for (const protocol::TokenOutput& t : d.logprobs) lp.push_back(ChatLogprobEntry(*ctx_.tokenizer, t));
     if (!ctx_.stream) {
       a.reasoning += d.reasoning;
       a.content += d.content;
-      for (Json& call : calls) {
-        call.erase("index");  // message.tool_calls carry no index; stream deltas do
-        a.tool_calls.push_back(std::move(call));
-      }
+      for (const ToolCallOut& piece : d.tool_calls) Collect(a, piece);
       for (Json& e : lp) a.logprobs.push_back(std::move(e));
       return;
     }
@@ -86,7 +79,7 @@ class ChatWriter final : public OpenAiWriter {
     if (!d.content.empty()) delta["content"] = d.content;
     Json logprobs = ctx_.logprobs && !lp.empty() ? Json{{"content", std::move(lp)}, {"refusal", nullptr}} : Json();
     if (!delta.empty() || !logprobs.is_null()) WriteChoice(d.choice, std::move(delta), std::move(logprobs), Json());
-    for (Json& call : calls) StreamToolCall(d.choice, std::move(call));
+    for (const ToolCallOut& piece : d.tool_calls) StreamToolCall(d.choice, a, piece);
   }
 
   void End(const ChoiceEnd& end) override {
@@ -114,20 +107,35 @@ class ChatWriter final : public OpenAiWriter {
  private:
   struct Acc {
     std::string reasoning, content, finish;
-    Json tool_calls = Json::array();
+    Json tool_calls = Json::array();  // completed calls
+    Json open_call;                   // the call being written (complete responses)
     Json logprobs = Json::array();
     int num_calls = 0;
   };
 
+  Json CallHead(const ToolCallOut& piece) {
+    return {{"id", ctx_.ids->Next("call_")}, {"type", "function"}, {"function", {{"name", piece.name}, {"arguments", ""}}}};
+  }
+
+  // A complete response lists completed calls only.
+  void Collect(Acc& a, const ToolCallOut& piece) {
+    if (piece.begins) a.open_call = CallHead(piece);
+    if (a.open_call.is_null()) return;
+    a.open_call["function"]["arguments"].get_ref<std::string&>() += piece.arguments;
+    if (piece.completes) a.tool_calls.push_back(std::exchange(a.open_call, Json()));
+  }
+
   // A call as OpenAI streams it: index, id, type and name with empty arguments, then the
-  // arguments in fragments.
-  void StreamToolCall(int choice, Json call) {
-    const std::string arguments = call["function"]["arguments"];
-    call["function"]["arguments"] = "";
-    const Json index = call["index"];
-    WriteChoice(choice, {{"tool_calls", Json::array({std::move(call)})}}, Json(), Json());
-    for (const std::string& piece : Fragments(arguments))
-      WriteChoice(choice, {{"tool_calls", Json::array({{{"index", index}, {"function", {{"arguments", piece}}}}})}}, Json(), Json());
+  // arguments in the fragments the model wrote them in.
+  void StreamToolCall(int choice, Acc& a, const ToolCallOut& piece) {
+    if (piece.begins) {
+      Json head = {{"index", a.num_calls++}};
+      head.update(CallHead(piece));
+      WriteChoice(choice, {{"tool_calls", Json::array({std::move(head)})}}, Json(), Json());
+    }
+    if (piece.arguments.empty()) return;
+    Json fragment = {{"index", a.num_calls - 1}, {"function", {{"arguments", piece.arguments}}}};
+    WriteChoice(choice, {{"tool_calls", Json::array({std::move(fragment)})}}, Json(), Json());
   }
 
   const int64_t* ReasoningTokens(const RequestDone& done) const { return ctx_.thinking ? &done.reasoning_tokens : nullptr; }

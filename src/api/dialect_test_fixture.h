@@ -25,6 +25,13 @@ inline std::string DsmlCall(const std::string& name, const std::string& param, c
          "\" string=\"true\">" + value + "</" + d + "parameter>\n</" + d + "invoke>\n</" + d + "tool_calls>";
 }
 
+// A call whose block breaks after its first parameter was written.
+inline std::string BrokenDsmlCall(const std::string& name) {
+  const std::string d(encoding::kDsmlToken);
+  return "\n\n<" + d + "tool_calls>\n<" + d + "invoke name=\"" + name + "\">\n<" + d +
+         "parameter name=\"city\" string=\"true\">Paris</" + d + "parameter>\noops";
+}
+
 // Reasoning, the </think> token, then the answer (ids as the byte tokenizer gives them).
 inline std::vector<int32_t> ThinkThen(const std::string& reasoning, const std::string& answer) {
   std::vector<int32_t> ids = Bytes(reasoning);

@@ -9,21 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "encoding/output_parser.h"
 #include "net/api_error.h"
 #include "net/exchange.h"
 #include "protocol/generate.h"
 
 namespace flashserve::api {
 
-struct ToolCallOut {
-  std::string name;       // as the model wrote it ("namespace::name" on V4.1)
-  std::string arguments;  // JSON object text
-};
+// A piece of one tool call (encoding/output_parser.h): the first `begins` with the name as the
+// model wrote it ("namespace::name" on V4.1), arguments text follows in fragments, the last
+// `completes`. A call that never completes (its block turned out malformed) is dropped from
+// complete responses; a stream has already shown its start.
+using ToolCallOut = encoding::ToolCallPiece;
 
 struct ChoiceDelta {
   int choice = 0;
   std::string reasoning, content;
-  std::vector<ToolCallOut> tool_calls;         // calls completed by this delta
+  std::vector<ToolCallOut> tool_calls;         // at most one piece per call
   std::vector<protocol::TokenOutput> logprobs;  // content tokens with their logprobs (when asked)
   bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty() && logprobs.empty(); }
 };

@@ -148,14 +148,11 @@ void GenerationJob::OnTokens(Choice& c, const std::vector<protocol::TokenOutput>
 bool GenerationJob::Process(Choice& c, const std::string& text, bool at_end, ChoiceDelta& d) {
   d.choice = c.index;
   std::string content;
-  std::vector<encoding::ParsedToolCall> calls;
+  std::vector<encoding::ToolCallPiece> calls;
   if (c.parser) {
     encoding::ParseDelta p = c.parser->Feed(text);
     if (at_end) {
-      encoding::ParseDelta tail = c.parser->Finish();
-      p.reasoning += tail.reasoning;
-      p.content += tail.content;
-      for (auto& call : tail.tool_calls) p.tool_calls.push_back(std::move(call));
+      p.Append(c.parser->Finish());
       // A broken tool-call block is returned as text rather than lost.
       if (c.parser->error()) p.content += c.parser->error()->raw_text;
     }
@@ -170,7 +167,7 @@ bool GenerationJob::Process(Choice& c, const std::string& text, bool at_end, Cho
   d.content = std::move(out.text);
   if (out.stopped) return true;
   if (at_end || !calls.empty()) d.content += c.stop.Finish();
-  for (encoding::ParsedToolCall& call : calls) d.tool_calls.push_back({std::move(call.name), std::move(call.arguments)});
+  d.tool_calls = std::move(calls);
   return false;
 }
 

@@ -222,6 +222,29 @@ TEST_F(RoutesTest, MalformedToolCallIsReturnedAsText) {
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
 }
 
+// A call whose block breaks after it began: the stream showed its start; the complete response
+// leaves it out; both return the broken markup as content with finish_reason stop.
+TEST_F(RoutesTest, CallThatBreaksAfterItBeganStreamedButLeftOutOfTheResponse) {
+  service_.reply = Bytes("\n\n<" + kDsml + "tool_calls>\n<" + kDsml + "invoke name=\"get_weather\">\n<" + kDsml +
+                         "parameter name=\"city\" string=\"true\">Paris</" + kDsml + "parameter>\noops");
+  Json r = Body(*Run(NoThinking({{"tools", Tools()}})));
+  EXPECT_FALSE(r["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_NE(r["choices"][0]["message"]["content"].get<std::string>().find("oops"), std::string::npos);
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  auto ex = Run(NoThinking({{"tools", Tools()}, {"stream", true}}));
+  std::string arguments, content, finish;
+  for (const Json& f : Frames(ex->body)) {
+    if (f.is_string()) continue;
+    const Json& c = f["choices"][0];
+    if (c["delta"].contains("tool_calls")) arguments += c["delta"]["tool_calls"][0]["function"]["arguments"].get<std::string>();
+    if (c["delta"].contains("content")) content += c["delta"]["content"].get<std::string>();
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+  }
+  EXPECT_EQ(arguments, R"({"city": "Paris")");
+  EXPECT_EQ(content, r["choices"][0]["message"]["content"]);
+  EXPECT_EQ(finish, "stop");
+}
+
 TEST_F(RoutesTest, StopStringTrimsFinishesAndCancels) {
   service_.reply = Bytes("Hello world, goodbye");
   auto ex = Run(NoThinking({{"stop", Json::array({"xyz", "world"})}}));

@@ -103,9 +103,35 @@ TEST_F(MessagesTest, StreamEqualsTheMessageForTheSameOutput) {
     for (const char* key : {"type", "thinking", "text", "name", "input"})
       EXPECT_EQ(blocks[i].value(key, Json()), whole["content"][i].value(key, Json())) << key;
   }
+  int input_deltas = 0;
+  for (const auto& e : testing::Events(ex->body))
+    input_deltas += e.name == "content_block_delta" && e.data["delta"]["type"] == "input_json_delta";
+  EXPECT_GE(input_deltas, 5);  // the input streams as the model writes it, token by token
   EXPECT_EQ(whole["stop_reason"], "tool_use");
   EXPECT_EQ(whole["content"][2]["input"], Json({{"city", "Paris"}}));
   EXPECT_EQ(whole["content"][2]["id"].get<std::string>().rfind("toolu_", 0), 0u);
+}
+
+// A call whose block breaks after it began: the stream closed the block it had opened; the
+// message leaves the call out; both return the broken markup as text and end the turn.
+TEST_F(MessagesTest, CallThatBreaksAfterItBeganIsClosedInStreamsAndLeftOutOfMessages) {
+  service_.reply = Bytes(testing::BrokenDsmlCall("get_weather"));
+  Json tools = Json::array({ToolDef("get_weather")});
+  Json whole = Json::parse(Send({{"tools", tools}, {"thinking", {{"type", "disabled"}}}})->body);
+  ASSERT_EQ(whole["content"].size(), 1u) << whole.dump();
+  EXPECT_EQ(whole["content"][0]["type"], "text");
+  EXPECT_NE(whole["content"][0]["text"].get<std::string>().find("oops"), std::string::npos);
+  EXPECT_EQ(whole["stop_reason"], "end_turn");
+  auto ex = Send({{"tools", tools}, {"thinking", {{"type", "disabled"}}}, {"stream", true}});
+  std::vector<std::string> starts;
+  int open = 0;
+  for (const auto& e : testing::Events(ex->body)) {
+    if (e.name == "content_block_start") starts.push_back(e.data["content_block"]["type"]), ++open;
+    if (e.name == "content_block_stop") --open;
+    if (e.name == "message_delta") EXPECT_EQ(e.data["delta"]["stop_reason"], "end_turn");
+  }
+  EXPECT_EQ(starts, (std::vector<std::string>{"tool_use", "text"}));
+  EXPECT_EQ(open, 0);
 }
 
 TEST_F(MessagesTest, ToolUseRoundTripRestoresTheSealedReasoningIntoThePrompt) {

@@ -134,17 +134,27 @@ class MessagesWriter final : public DialectWriter {
     open_ = Block::kNone;
   }
 
-  void ToolUse(const ToolCallOut& call) {
-    Json input = Json::parse(call.arguments, nullptr, false);
-    if (!input.is_object()) input = Json::object();
-    const std::string id = ctx_.ids->Next("toolu_");
-    if (!ctx_.stream) {
-      OpenBlock(Block::kToolUse, {{"type", "tool_use"}, {"id", id}, {"name", call.name}, {"input", std::move(input)}});
-      return CloseBlock();
+  // A stream opens the tool_use block when the call begins and sends its input as the model
+  // writes it; a complete message carries completed calls only, with the parsed input.
+  void ToolUse(const ToolCallOut& piece) {
+    if (piece.begins) {
+      tool_id_ = ctx_.ids->Next("toolu_");
+      tool_name_ = piece.name;
+      tool_input_.clear();
+      if (ctx_.stream)
+        OpenBlock(Block::kToolUse, {{"type", "tool_use"}, {"id", tool_id_}, {"name", tool_name_}, {"input", Json::object()}});
     }
-    OpenBlock(Block::kToolUse, {{"type", "tool_use"}, {"id", id}, {"name", call.name}, {"input", Json::object()}});
-    for (const std::string& piece : Fragments(Dump(input)))
-      BlockDelta({{"type", "input_json_delta"}, {"partial_json", piece}});
+    tool_input_ += piece.arguments;
+    if (ctx_.stream) {
+      if (open_ == Block::kToolUse && !piece.arguments.empty())
+        BlockDelta({{"type", "input_json_delta"}, {"partial_json", piece.arguments}});
+      if (piece.completes) CloseBlock();
+      return;
+    }
+    if (!piece.completes) return;
+    Json input = Json::parse(tool_input_, nullptr, false);
+    if (!input.is_object()) input = Json::object();
+    OpenBlock(Block::kToolUse, {{"type", "tool_use"}, {"id", tool_id_}, {"name", tool_name_}, {"input", std::move(input)}});
     CloseBlock();
   }
 
@@ -154,6 +164,7 @@ class MessagesWriter final : public DialectWriter {
   int index_ = -1;
   bool thinking_done_ = false;
   std::string reasoning_, text_;
+  std::string tool_id_, tool_name_, tool_input_;  // the call being written
   Json content_ = Json::array();  // non-streaming
   std::string stop_reason_ = "end_turn";
   std::string stop_sequence_;

@@ -83,18 +83,6 @@ Json TextCompletion(const ResponseMeta& meta, Json choices, const protocol::Usag
   return j;
 }
 
-std::vector<std::string> Fragments(const std::string& text, size_t bytes) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t len = std::min(bytes, text.size() - at);
-    while (at + len < text.size() && (static_cast<unsigned char>(text[at + len]) & 0xC0) == 0x80) ++len;
-    out.push_back(text.substr(at, len));
-    at += len;
-  }
-  return out;
-}
-
 std::string Dump(const Json& value) { return value.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 IdSource::IdSource() {

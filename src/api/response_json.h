@@ -43,9 +43,6 @@ Json ChatCompletion(const ResponseMeta& meta, Json choices, const protocol::Usag
 // when `usage_null`).
 Json TextCompletion(const ResponseMeta& meta, Json choices, const protocol::Usage* usage, bool usage_null);
 
-// `text` in pieces of about `bytes` bytes, never splitting a UTF-8 character: how tool-call
-// arguments stream (Chat `function.arguments` deltas, Messages `input_json_delta`).
-std::vector<std::string> Fragments(const std::string& text, size_t bytes = 48);
 
 // Compact JSON text; invalid UTF-8 in strings becomes U+FFFD instead of throwing.
 std::string Dump(const Json& value);

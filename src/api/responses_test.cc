@@ -70,6 +70,9 @@ TEST_F(ResponsesTest, StreamEventsAreTypedNumberedAndRebuildTheResponse) {
   }
   EXPECT_EQ(text, "Hi");
   EXPECT_EQ(Json::parse(arguments), Json({{"city", "Paris"}}));
+  int argument_deltas = 0;
+  for (const auto& e : events) argument_deltas += e.name == "response.function_call_arguments.delta";
+  EXPECT_GE(argument_deltas, 5);  // as the model writes them, token by token
   const Json& done = events.back().data["response"];
   ASSERT_EQ(items.size(), 3u);
   EXPECT_EQ(done["output"], items);
@@ -80,6 +83,24 @@ TEST_F(ResponsesTest, StreamEventsAreTypedNumberedAndRebuildTheResponse) {
   EXPECT_EQ(items[2]["name"], "get_weather");
   EXPECT_EQ(items[2]["call_id"].get<std::string>().rfind("call_", 0), 0u);
   EXPECT_EQ(done["usage"], whole["usage"]);
+}
+
+// A call whose block breaks after it began: incomplete in the stream, absent from the response;
+// the broken markup comes back as text in both.
+TEST_F(ResponsesTest, CallThatBreaksAfterItBeganIsIncompleteInStreamsAndAbsentOtherwise) {
+  service_.reply = Bytes(testing::BrokenDsmlCall("get_weather"));
+  Json tools = Json::array({Function("get_weather")});
+  Json whole = Json::parse(Send({{"tools", tools}, {"reasoning", {{"effort", "none"}}}})->body);
+  ASSERT_EQ(whole["output"].size(), 1u) << whole.dump();
+  EXPECT_EQ(whole["output"][0]["type"], "message");
+  auto ex = Send({{"tools", tools}, {"reasoning", {{"effort", "none"}}}, {"stream", true}});
+  Json done;
+  for (const auto& e : testing::Events(ex->body))
+    if (e.name == "response.completed") done = e.data["response"];
+  ASSERT_EQ(done["output"].size(), 2u) << done.dump();
+  EXPECT_EQ(done["output"][0]["type"], "function_call");
+  EXPECT_EQ(done["output"][0]["status"], "incomplete");
+  EXPECT_EQ(done["output"][1]["content"], whole["output"][0]["content"]);
 }
 
 TEST_F(ResponsesTest, FunctionCallRoundTripWithSealedReasoningAndNamespaces) {

@@ -181,6 +181,10 @@ class ResponsesWriter final : public DialectWriter {
       item_["status"] = "completed";
       item_["content"] = Json::array({part});
     }
+    if (open_ == Kind::kFunctionCall && item_["status"] != "completed") {
+      item_["status"] = "incomplete";
+      if (!ctx_.stream) open_ = Kind::kNone;
+    }
     if (open_ == Kind::kNone) return;
     Event("response.output_item.done", {{"output_index", output_.size()}, {"item", item_}});
     output_.push_back(std::move(item_));
@@ -197,21 +201,30 @@ class ResponsesWriter final : public DialectWriter {
     item_["summary"] = Json::array({part});
   }
 
-  void FunctionCall(const ToolCallOut& call) {
-    CloseItem();
-    open_ = Kind::kFunctionCall;
-    std::string name = call.name, ns;
-    if (const size_t sep = name.find("::"); sep != std::string::npos) {
-      ns = name.substr(0, sep);
-      name = name.substr(sep + 2);
+  // A function_call item opens when the call begins; its arguments stream as the model writes
+  // them. One that never completes (a malformed block) is left out of a complete response and
+  // closed as `incomplete` in a stream.
+  void FunctionCall(const ToolCallOut& piece) {
+    if (piece.begins) {
+      CloseItem();
+      open_ = Kind::kFunctionCall;
+      std::string name = piece.name, ns;
+      if (const size_t sep = name.find("::"); sep != std::string::npos) {
+        ns = name.substr(0, sep);
+        name = name.substr(sep + 2);
+      }
+      item_ = {{"id", ctx_.ids->Next("fc_")}, {"type", "function_call"}, {"status", "in_progress"},
+               {"call_id", ctx_.ids->Next("call_")}, {"name", name}, {"arguments", ""}};
+      if (!ns.empty()) item_["namespace"] = ns;
+      Event("response.output_item.added", {{"output_index", output_.size()}, {"item", item_}});
     }
-    item_ = {{"id", ctx_.ids->Next("fc_")}, {"type", "function_call"}, {"status", "in_progress"},
-             {"call_id", ctx_.ids->Next("call_")}, {"name", name}, {"arguments", ""}};
-    if (!ns.empty()) item_["namespace"] = ns;
-    Event("response.output_item.added", {{"output_index", output_.size()}, {"item", item_}});
-    Event("response.function_call_arguments.delta", ItemRef({{"delta", call.arguments}}));
-    Event("response.function_call_arguments.done", ItemRef({{"name", name}, {"arguments", call.arguments}}));
-    item_["arguments"] = call.arguments;
+    if (open_ != Kind::kFunctionCall) return;
+    if (!piece.arguments.empty()) {
+      item_["arguments"].get_ref<std::string&>() += piece.arguments;
+      Event("response.function_call_arguments.delta", ItemRef({{"delta", piece.arguments}}));
+    }
+    if (!piece.completes) return;
+    Event("response.function_call_arguments.done", ItemRef({{"name", item_["name"]}, {"arguments", item_["arguments"]}}));
     item_["status"] = "completed";
     CloseItem();
   }

@@ -112,7 +112,15 @@ bool IsPySpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
-// ^\s*name="(.*?)">\n$ (DOTALL; `$` may also sit before a final newline).
+DsmlStep Error(std::string message) {
+  DsmlStep step;
+  step.kind = DsmlStep::Kind::kError;
+  step.error = std::move(message);
+  return step;
+}
+
+}  // namespace
+
 std::optional<std::string> MatchInvokeName(std::string_view content) {
   size_t i = 0;
   while (i < content.size() && IsPySpace(content[i])) ++i;
@@ -124,7 +132,6 @@ std::optional<std::string> MatchInvokeName(std::string_view content) {
   return std::nullopt;
 }
 
-// ^ name="(.*?)" string="(true|false)">(.*?)<$ (DOTALL).
 std::optional<DsmlParam> MatchParam(std::string_view content) {
   if (!content.starts_with(" name=\"")) return std::nullopt;
   std::string_view body = content.substr(7);
@@ -142,15 +149,6 @@ std::optional<DsmlParam> MatchParam(std::string_view content) {
   }
   return std::nullopt;
 }
-
-DsmlStep Error(std::string message) {
-  DsmlStep step;
-  step.kind = DsmlStep::Kind::kError;
-  step.error = std::move(message);
-  return step;
-}
-
-}  // namespace
 
 DsmlTags TagsFor(EncodingVersion version) {
   if (version == EncodingVersion::kV4) return {"tool_calls", "invoke", "parameter"};

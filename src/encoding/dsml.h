@@ -3,6 +3,7 @@
 // output parser. Callers: the encoders and encoding/output_parser. Pure functions, any thread.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,5 +64,12 @@ struct DsmlStep {
   std::string error;
 };
 DsmlStep ReadDsmlStep(std::string_view text, size_t pos, const DsmlTags& tags, bool at_end);
+
+// The reader's two element matchers, shared with InvokeStream. An invoke's head, between
+// `<｜DSML｜invoke` and the next tag: ^\s*name="(.*?)">\n$ (DOTALL; `$` may sit before a final
+// newline). A parameter, between `<｜DSML｜parameter` and `/｜DSML｜parameter`:
+// ^ name="(.*?)" string="(true|false)">(.*?)<$ (DOTALL).
+std::optional<std::string> MatchInvokeName(std::string_view content);
+std::optional<DsmlParam> MatchParam(std::string_view content);
 
 }  // namespace flashserve::encoding

@@ -31,8 +31,28 @@ size_t HeldBackLength(std::string_view text, const std::vector<std::string>& mar
 
 }  // namespace
 
+void ParseDelta::Append(ParseDelta later) {
+  reasoning += later.reasoning;
+  content += later.content;
+  for (ToolCallPiece& piece : later.tool_calls) {
+    if (!tool_calls.empty() && tool_calls.back().index == piece.index) {
+      ToolCallPiece& last = tool_calls.back();
+      last.arguments += piece.arguments;
+      last.completes = piece.completes;
+      if (piece.begins) {
+        last.begins = true;
+        last.name = std::move(piece.name);
+      }
+    } else {
+      tool_calls.push_back(std::move(piece));
+    }
+  }
+}
+
 OutputParser::OutputParser(EncodingVersion version, bool thinking)
-    : tags_(TagsFor(version)), stage_(thinking ? Stage::kReasoning : Stage::kContent) {
+    : tags_(TagsFor(version)),
+      stage_(thinking ? Stage::kReasoning : Stage::kContent),
+      stream_(tags_) {
   const std::string block_start = BlockStartMarker(tags_);
   markers_ = {std::string(kThinkEndToken), std::string(kEosToken), "\n\n" + block_start,
               "\n" + block_start, block_start};
@@ -43,6 +63,37 @@ void OutputParser::EnterToolCalls(std::string_view marker_tail) {
   tool_buf_ = BlockStartMarker(tags_);
   tool_pos_ = tool_buf_.size();
   tool_buf_ += marker_tail;
+  stream_.Restart(tool_pos_);
+}
+
+ToolCallPiece& OutputParser::PieceFor(ParseDelta& delta) {
+  if (delta.tool_calls.empty() || delta.tool_calls.back().index != num_tool_calls_) {
+    delta.tool_calls.emplace_back();
+    delta.tool_calls.back().index = num_tool_calls_;
+  }
+  return delta.tool_calls.back();
+}
+
+// The authority read a whole call: send what the stream has not.
+void OutputParser::CompleteCall(ParseDelta& delta, const DsmlCall& call, size_t end) {
+  const std::string arguments = ArgumentsJson(call.params);
+  const std::string& sent = stream_.emitted();
+  if (!arguments.starts_with(sent)) {  // cannot happen (tests check every split); never hide it
+    error_ = OutputError{"streamed tool-call arguments diverged from the call", tool_buf_};
+    error_outcome_ = OutputOutcome::kMalformedToolCall;
+    stage_ = Stage::kFailed;
+    return;
+  }
+  ToolCallPiece& piece = PieceFor(delta);
+  if (!stream_.began()) {
+    piece.begins = true;
+    piece.name = call.name;
+  }
+  piece.arguments += arguments.substr(sent.size());
+  piece.completes = true;
+  ++num_tool_calls_;
+  tool_pos_ = end;
+  stream_.Restart(end);
 }
 
 void OutputParser::ScanText(ParseDelta& delta, bool at_end) {
@@ -77,6 +128,17 @@ void OutputParser::ScanText(ParseDelta& delta, bool at_end) {
 }
 
 void OutputParser::ScanToolCalls(ParseDelta& delta, size_t old_size, bool at_end) {
+  ReadToolSteps(delta, old_size, at_end);
+  if (stage_ != Stage::kToolCalls || at_end) return;
+  InvokeStream::Progress progress = stream_.Advance(tool_buf_);
+  if (!progress.began && progress.arguments.empty()) return;
+  ToolCallPiece& piece = PieceFor(delta);
+  piece.begins = piece.begins || progress.began;
+  if (progress.began) piece.name = std::move(progress.name);
+  piece.arguments += progress.arguments;
+}
+
+void OutputParser::ReadToolSteps(ParseDelta& delta, size_t old_size, bool at_end) {
   // A step can only complete once a DSML marker lands near the new text; skip long rescans
   // otherwise.
   if (!at_end && old_size > 0 && tool_buf_.size() - tool_pos_ > kShortStep) {
@@ -89,9 +151,8 @@ void OutputParser::ScanToolCalls(ParseDelta& delta, size_t old_size, bool at_end
       case DsmlStep::Kind::kNeedMore:
         return;
       case DsmlStep::Kind::kCall:
-        delta.tool_calls.push_back({std::move(step.call.name), ArgumentsJson(step.call.params)});
-        ++num_tool_calls_;
-        tool_pos_ = step.end;
+        CompleteCall(delta, step.call, step.end);
+        if (stage_ == Stage::kFailed) return;
         break;
       case DsmlStep::Kind::kBlockEnd:
         stage_ = Stage::kDone;
@@ -147,7 +208,10 @@ base::Result<ParsedMessage> ParseCompletion(std::string_view text, EncodingVersi
   for (ParseDelta delta : {parser.Feed(text), parser.Finish()}) {
     message.reasoning_content += delta.reasoning;
     message.content += delta.content;
-    for (ParsedToolCall& call : delta.tool_calls) message.tool_calls.push_back(std::move(call));
+    for (ToolCallPiece& piece : delta.tool_calls) {
+      if (piece.begins || message.tool_calls.empty()) message.tool_calls.push_back({std::move(piece.name), ""});
+      message.tool_calls.back().arguments += piece.arguments;
+    }
   }
   if (parser.error().has_value()) {
     return base::MakeError(base::ErrorCode::kBadModelOutput, parser.error()->message);

@@ -10,6 +10,7 @@
 
 #include "base/result.h"
 #include "encoding/dsml.h"
+#include "encoding/invoke_stream.h"
 #include "encoding/version.h"
 
 namespace flashserve::encoding {
@@ -19,11 +20,24 @@ struct ParsedToolCall {
   std::string arguments;  // JSON object text, built as the reference parser builds it
 };
 
+// Part of one tool call as the output streams. A call's first piece `begins` and carries its
+// name; its arguments arrive in fragments whose concatenation is the call's arguments text; its
+// last piece `completes`. A call in a block that turns out malformed never completes.
+struct ToolCallPiece {
+  size_t index = 0;  // the call's position in the output: 0, 1, ...
+  bool begins = false;
+  bool completes = false;
+  std::string name;       // with `begins`
+  std::string arguments;  // the next fragment (may be empty)
+};
+
 struct ParseDelta {
   std::string reasoning;
   std::string content;
-  std::vector<ParsedToolCall> tool_calls;  // calls completed by this piece of text
+  std::vector<ToolCallPiece> tool_calls;  // at most one piece per call
   bool empty() const { return reasoning.empty() && content.empty() && tool_calls.empty(); }
+  // What `later` adds after this delta, merged (one piece per call kept).
+  void Append(ParseDelta later);
 };
 
 enum class OutputOutcome {
@@ -45,9 +59,10 @@ struct OutputError {
 // could start a marker is held back until it is decided, so no partial markup reaches content;
 // a tool-call block (after zero, one or two newlines) also ends reasoning; a stray `</think>`
 // in content is dropped; text after the tool-call block or after EOS is ignored. A malformed
-// block stops parsing and is reported through outcome()/error(), never as content.
+// block stops parsing and is reported through outcome()/error(), never as content. While a call
+// is written its name and the arguments text no later byte can change stream out (InvokeStream).
 // Invariant: for any split of a text into pieces, concatenating the deltas of Feed(piece)... and
-// Finish() gives the same reasoning, content and tool calls.
+// Finish() gives the same reasoning, content and completed tool calls.
 class OutputParser {
  public:
   OutputParser(EncodingVersion version, bool thinking);
@@ -64,7 +79,10 @@ class OutputParser {
 
   void ScanText(ParseDelta& delta, bool at_end);
   void ScanToolCalls(ParseDelta& delta, size_t old_size, bool at_end);
+  void ReadToolSteps(ParseDelta& delta, size_t old_size, bool at_end);
   void EnterToolCalls(std::string_view marker_tail);
+  void CompleteCall(ParseDelta& delta, const DsmlCall& call, size_t end);
+  ToolCallPiece& PieceFor(ParseDelta& delta);
 
   DsmlTags tags_;
   std::vector<std::string> markers_;  // what ends reasoning/content, see ScanText
@@ -72,7 +90,8 @@ class OutputParser {
   std::string pending_;   // reasoning/content text not emitted yet
   std::string tool_buf_;  // the tool-call block, from its start marker
   size_t tool_pos_ = 0;   // where the next DSML step starts in tool_buf_
-  size_t num_tool_calls_ = 0;
+  size_t num_tool_calls_ = 0;  // completed calls
+  InvokeStream stream_;        // the call being written
   std::optional<OutputError> error_;
   OutputOutcome error_outcome_ = OutputOutcome::kStop;
 };

@@ -3,6 +3,7 @@
 // values for well-formed outputs match the reference parse_message_from_completion_text.
 #include "encoding/output_parser.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -41,10 +42,16 @@ Parsed Stream(EncodingVersion version, bool thinking, const std::vector<std::str
               const Parsed* final = nullptr) {
   OutputParser parser(version, thinking);
   Parsed out;
+  std::vector<std::pair<std::string, std::string>> begun;  // every call that began
   auto take = [&](ParseDelta delta) {
     out.reasoning += delta.reasoning;
     out.content += delta.content;
-    for (auto& call : delta.tool_calls) out.calls.emplace_back(call.name, call.arguments);
+    for (ToolCallPiece& piece : delta.tool_calls) {
+      ASSERT_EQ(piece.index, begun.size() - (piece.begins ? 0 : 1));
+      if (piece.begins) begun.emplace_back(piece.name, "");
+      begun.back().second += piece.arguments;
+      if (piece.completes) out.calls.push_back(begun.back());
+    }
   };
   for (const std::string& piece : pieces) {
     take(parser.Feed(piece));
@@ -53,6 +60,12 @@ Parsed Stream(EncodingVersion version, bool thinking, const std::vector<std::str
       EXPECT_TRUE(final->reasoning.starts_with(out.reasoning))
           << "reasoning leaked: " << out.reasoning;
       EXPECT_LE(out.calls.size(), final->calls.size());
+      // A call being written shows its final name and a prefix of its final arguments.
+      if (!begun.empty() && begun.size() <= final->calls.size() && final->outcome == OutputOutcome::kToolCalls) {
+        const auto& want = final->calls[begun.size() - 1];
+        EXPECT_EQ(begun.back().first, want.first);
+        EXPECT_TRUE(want.second.starts_with(begun.back().second)) << "arguments diverged: " << begun.back().second;
+      }
     }
   }
   take(parser.Finish());
@@ -257,6 +270,114 @@ TEST(OutputParserTest, EncoderOutputRoundTrips) {
     EXPECT_EQ(parsed->tool_calls[0].arguments, R"({"q": "a\nb", "n": [1.5, {"k": null}]})");
     EXPECT_EQ(parsed->tool_calls[1].name, "g");
   }
+}
+
+}  // namespace
+}  // namespace flashserve::encoding
+
+namespace flashserve::encoding {
+namespace {
+
+// Byte-by-byte fragments of each call: the name comes first, the arguments follow the model.
+std::vector<ToolCallPiece> PiecesByteByByte(const std::string& text, EncodingVersion version,
+                                            std::vector<size_t>* fed_at = nullptr) {
+  OutputParser parser(version, false);
+  std::vector<ToolCallPiece> pieces;
+  for (size_t i = 0; i < text.size(); ++i) {
+    for (ToolCallPiece& p : parser.Feed(text.substr(i, 1)).tool_calls) {
+      pieces.push_back(std::move(p));
+      if (fed_at) fed_at->push_back(i + 1);
+    }
+  }
+  for (ToolCallPiece& p : parser.Finish().tool_calls) pieces.push_back(std::move(p));
+  return pieces;
+}
+
+TEST(OutputParserTest, ToolCallArgumentsStreamWhileTheyAreWritten) {
+  const std::string text = Expand(kToolOutput).substr(Expand(kToolOutput).find("Let me"));
+  std::vector<size_t> fed_at;
+  std::vector<ToolCallPiece> pieces = PiecesByteByByte(text, EncodingVersion::kV4, &fed_at);
+  ASSERT_FALSE(pieces.empty());
+  EXPECT_TRUE(pieces[0].begins);
+  EXPECT_EQ(pieces[0].name, "get_weather");
+  EXPECT_EQ(pieces[0].arguments, "{");
+  // The name is out as soon as the first parameter tag follows it.
+  EXPECT_EQ(fed_at[0], text.find(Expand("<{DSML}parameter")) + Expand("<{DSML}parameter").size());
+  std::string args;
+  size_t city_seen_at = 0;
+  int fragments = 0;
+  for (size_t i = 0; i < pieces.size() && pieces[i].index == 0; ++i) {
+    args += pieces[i].arguments;
+    fragments += pieces[i].arguments.empty() ? 0 : 1;
+    if (city_seen_at == 0 && args.find("Paris") != std::string::npos) city_seen_at = fed_at[i];
+  }
+  EXPECT_EQ(args, R"({"city": "Paris \"FR\"\nü", "days": 3})");
+  EXPECT_GT(fragments, 10);
+  // "Paris" went out before its parameter was closed.
+  EXPECT_LT(city_seen_at, text.find(Expand("</{DSML}parameter")));
+  // The multi-byte "ü" was never split across fragments.
+  for (const ToolCallPiece& p : pieces) EXPECT_NE(p.arguments, "\xC3");
+}
+
+// Values that look like the end of a parameter, markup inside values, keys with quotes, empty
+// values and parameters that arrive whole: every split gives the authority's arguments.
+TEST(OutputParserTest, StreamedArgumentsEqualTheWholeParseForTrickyValues) {
+  const std::vector<std::pair<std::string, std::string>> values = {
+      {"true", "a<b"},          {"true", "<"},       {"true", "a<\nb"},   {"true", "x<\n"},
+      {"true", "</b>"},         {"true", ""},        {"true", "<<\n<"},   {"false", "[1, \"<\"]"},
+      {"true", "/{DSML}x"},     {"true", "é€😀"},    {"true", "q\" string=\"false\">"},
+      {"false", "{\"k\": \"\\u00e9\"}"},
+  };
+  for (EncodingVersion version : {EncodingVersion::kV4, EncodingVersion::kV41}) {
+    for (size_t i = 0; i < values.size(); ++i) {
+      const auto& [flag, value] = values[i];
+      std::string body = "\n\n<{DSML}tool_calls>\n<{DSML}invoke name=\"f\">\n";
+      body += "<{DSML}parameter name=\"k\" string=\"" + flag + "\">" + value + "</{DSML}parameter>\n";
+      body += "<{DSML}parameter name=\"a\\\"b\" string=\"true\">" + value + "z</{DSML}parameter>\n";
+      body += "</{DSML}invoke>\n<{DSML}invoke name=\"g\">\n</{DSML}invoke>\n</{DSML}tool_calls>";
+      const std::string text = Expand(version == EncodingVersion::kV4 ? body : ToV41(body));
+      auto whole = ParseCompletion(text, version, false);
+      ASSERT_TRUE(whole.ok()) << i << ": " << whole.error().ToString();
+      Parsed want;
+      for (const ParsedToolCall& call : whole->tool_calls) want.calls.emplace_back(call.name, call.arguments);
+      want.outcome = OutputOutcome::kToolCalls;
+      ASSERT_EQ(want.calls.size(), 2u);
+      CheckAllSplits(version, false, text, want);
+    }
+  }
+}
+
+// Random blocks built from pieces of markup: whatever the split, the completed calls are the
+// whole-text parse's, and a call's streamed arguments never leave the final arguments' prefix.
+TEST(OutputParserTest, RandomToolBlocksStreamConsistently) {
+  const std::vector<std::string> atoms = {
+      "<{DSML}parameter name=\"p", "\" string=\"true\">", "\" string=\"false\">", "</{DSML}parameter>",
+      "/{DSML}parameter>", "<", "\n", ">\n", "</{DSML}invoke>", "<{DSML}invoke name=\"h\">\n", "x",
+      "1", "\"", "é", "</{DSML}tool_calls>", " name=\"", "string=\"tr"};
+  std::mt19937 rng(42);
+  int well_formed = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::string body = "\n\n<{DSML}tool_calls>\n<{DSML}invoke name=\"f\">\n";
+    // Mostly well-formed parameters with random values, sometimes random atoms anywhere.
+    const int params = static_cast<int>(rng() % 3);
+    for (int p = 0; p < params; ++p) {
+      body += "<{DSML}parameter name=\"p" + std::to_string(p) + "\" string=\"" + (rng() % 2 ? "true" : "false") + "\">";
+      for (int n = static_cast<int>(rng() % 6); n > 0; --n) body += atoms[rng() % atoms.size()];
+      body += "</{DSML}parameter>\n";
+    }
+    if (rng() % 4 == 0) body += atoms[rng() % atoms.size()];
+    body += "</{DSML}invoke>\n</{DSML}tool_calls>";
+    const std::string text = Expand(body);
+    Parsed want = Stream(EncodingVersion::kV4, false, {text});
+    if (want.outcome == OutputOutcome::kToolCalls) ++well_formed;
+    std::vector<std::string> bytes;
+    for (char c : text) bytes.emplace_back(1, c);
+    ExpectSame(Stream(EncodingVersion::kV4, false, bytes, &want), want, "round " + std::to_string(round));
+    const size_t cut = rng() % (text.size() + 1);
+    ExpectSame(Stream(EncodingVersion::kV4, false, {text.substr(0, cut), text.substr(cut)}, &want), want,
+               "round " + std::to_string(round) + " cut " + std::to_string(cut));
+  }
+  EXPECT_GT(well_formed, 100);  // the generator exercises the successful path too
 }
 
 }  // namespace
