@@ -65,7 +65,7 @@ void AddDroppedToolsHeader(const std::vector<std::string>& dropped, net::HeaderL
     if (!names.empty()) names += ", ";
     for (char c : std::string_view(name).substr(0, 200)) names.push_back(c >= 0x20 && c < 0x7f ? c : '?');
   }
-  headers->emplace_back("x-flashserve-dropped-tools", std::move(names));
+  headers->emplace_back(protocol::kDroppedToolsHeader, std::move(names));
 }
 
 // kBadChatRequest messages start with the field path ("messages[2].content: ..."); that path

@@ -271,6 +271,10 @@ TEST_F(HttpServerTest, EachDialectAnswersErrorsInItsOwnShape) {
   Response r = c.Read();
   EXPECT_EQ(r.status, 405);
   EXPECT_EQ(nlohmann::json::parse(r.body)["type"], "error") << r.body;
+  c.Send(Post("/anthropic/v1/unknown", "{}"));  // refused before any route: still Anthropic's shape
+  r = c.Read();
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(nlohmann::json::parse(r.body)["error"]["type"], "not_found_error") << r.body;
   c.Send(Post("/v1/responses", "{\"model\": \"test-model\"}"));
   r = c.Read();
   EXPECT_EQ(r.status, 400);
@@ -331,6 +335,16 @@ TEST_F(HttpServerTest, OversizedBodyIs413AndClosesTheConnection) {
   Response m = again.Read();
   EXPECT_EQ(m.status, 200);
   EXPECT_NE(m.body.find("flashserve_http_requests_total{route=\"other\",status=\"413\"} 1"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, OversizedBodyOnAnthropicsPathIs413InItsShape) {
+  Client c(port_);
+  c.Send(Post("/v1/messages?beta=true", std::string(5000, 'x')));
+  Response r = c.Read();
+  EXPECT_EQ(r.status, 413);
+  const auto body = nlohmann::json::parse(r.body);
+  EXPECT_EQ(body["type"], "error") << r.body;
+  EXPECT_EQ(body["error"]["type"], "request_too_large") << r.body;
 }
 
 TEST_F(HttpServerTest, GarbageIs400AndExpectContinueWorks) {

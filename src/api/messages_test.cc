@@ -128,7 +128,9 @@ TEST_F(MessagesTest, CallThatBreaksAfterItBeganIsClosedInStreamsAndLeftOutOfMess
   for (const auto& e : testing::Events(ex->body)) {
     if (e.name == "content_block_start") starts.push_back(e.data["content_block"]["type"]), ++open;
     if (e.name == "content_block_stop") --open;
-    if (e.name == "message_delta") EXPECT_EQ(e.data["delta"]["stop_reason"], "end_turn");
+    if (e.name == "message_delta") {
+      EXPECT_EQ(e.data["delta"]["stop_reason"], "end_turn");
+    }
   }
   EXPECT_EQ(starts, (std::vector<std::string>{"tool_use", "text"}));
   EXPECT_EQ(open, 0);

@@ -133,6 +133,16 @@ std::string AnthropicBody(const ApiError& error) {
 
 }  // namespace
 
+ErrorDialect DialectForPath(std::string_view path) {
+  const std::string_view target = path.substr(0, path.find('?'));
+  for (std::string_view prefix : {std::string_view("/v1/messages"), std::string_view("/anthropic")}) {
+    if (target.starts_with(prefix) && (target.size() == prefix.size() || target[prefix.size()] == '/')) {
+      return ErrorDialect::kAnthropic;
+    }
+  }
+  return ErrorDialect::kOpenAI;
+}
+
 std::string ErrorBody(const ApiError& error, ErrorDialect dialect) {
   using Json = nlohmann::ordered_json;
   if (dialect == ErrorDialect::kAnthropic) return AnthropicBody(error);
@@ -148,7 +158,8 @@ std::string ErrorBody(const ApiError& error, ErrorDialect dialect) {
 
 HttpResponse ErrorResponse(const ApiError& error, ErrorDialect dialect) {
   HttpResponse r;
-  r.status = error.status;
+  // Anthropic answers overload with 529 (its clients back off and retry on it).
+  r.status = dialect == ErrorDialect::kAnthropic && error.status == 503 ? kAnthropicOverloaded : error.status;
   r.body = ErrorBody(error, dialect);
   if (error.retry_after_s > 0) r.headers.emplace_back("Retry-After", std::to_string(error.retry_after_s));
   if (!error.allow.empty()) r.headers.emplace_back("Allow", error.allow);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "net/exchange.h"
 #include "base/result.h"
@@ -55,6 +56,13 @@ ApiError FromError(const base::Error& error, std::string param = "");
 // The error body shapes: OpenAI's (Chat Completions, Completions, Responses) and Anthropic's
 // (Messages).
 enum class ErrorDialect { kOpenAI, kAnthropic };
+
+// The error shape a path's clients parse, for errors raised before any route sees the request
+// (413, 431, bad HTTP, unknown URL): Anthropic's under /v1/messages and /anthropic, else OpenAI's.
+ErrorDialect DialectForPath(std::string_view path);
+
+// The status Anthropic's API gives `overloaded_error`; a 503 in Anthropic's shape goes out as it.
+inline constexpr int kAnthropicOverloaded = 529;
 
 // OpenAI: {"error": {"message", "type", "param", "code"}}. Anthropic: {"type": "error",
 // "error": {"type", "message"}} with Anthropic's type for the status (invalid_request_error,

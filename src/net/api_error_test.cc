@@ -86,5 +86,18 @@ TEST(ApiErrorTest, BodyHasTheOpenAiShapeWithNulls) {
   EXPECT_TRUE(Json::parse(ErrorBody(Upstream("x")))["error"]["param"].is_null());
 }
 
+TEST(ApiErrorTest, AnthropicPathsGetAnthropicsShapeAndOverloadIs529) {
+  for (const char* path : {"/v1/messages", "/v1/messages/count_tokens", "/anthropic", "/anthropic/v1/messages?beta=true"})
+    EXPECT_EQ(DialectForPath(path), ErrorDialect::kAnthropic) << path;
+  for (const char* path : {"/v1/chat/completions", "/v1/messagesX", "/anthropicish", "/", ""})
+    EXPECT_EQ(DialectForPath(path), ErrorDialect::kOpenAI) << path;
+  const HttpResponse anthropic = ErrorResponse(Unavailable("busy", 3), ErrorDialect::kAnthropic);
+  EXPECT_EQ(anthropic.status, kAnthropicOverloaded);
+  EXPECT_EQ(Json::parse(anthropic.body)["error"]["type"], "overloaded_error");
+  EXPECT_EQ(Header(anthropic, "Retry-After"), "3");
+  EXPECT_EQ(ErrorResponse(Unavailable("busy", 3)).status, 503);  // OpenAI's clients keep 503
+  EXPECT_EQ(ErrorResponse(RateLimited("slow down", 1), ErrorDialect::kAnthropic).status, 429);
+}
+
 }  // namespace
 }  // namespace flashserve::net

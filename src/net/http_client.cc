@@ -201,6 +201,8 @@ asio::awaitable<bool> HttpClient::RunExchange(Connection& conn, Exchange& exchan
   out->status = static_cast<int32_t>(parser.get().result_int());
   if (auto it = parser.get().find(http::field::retry_after); it != parser.get().end())
     out->retry_after_s = ParseRetryAfter(std::string_view(it->value().data(), it->value().size()));
+  for (const auto& field : parser.get()) out->headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  if (exchange.extras.on_head) exchange.extras.on_head(out->status, out->headers);
   bool to_callback = out->status == 200 && exchange.on_body;
   char piece[kReadPiece];
   while (!parser.is_done()) {

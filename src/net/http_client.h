@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "net/exchange.h"
 
 namespace flashserve::net {
 
@@ -31,6 +32,7 @@ base::Result<Endpoint> ParseBaseUrl(std::string_view url);
 
 struct HttpOutcome {
   int32_t status = 0;                   // 0 when no response head arrived
+  HeaderList headers;                   // the response head's fields, names as sent
   std::optional<double> retry_after_s;  // Retry-After in its delta-seconds form
   std::string body;                     // the body of a non-200 response (first 64 KiB)
   // Connect, write or read failure, timeout, or a connection closed before the body ended.
@@ -46,6 +48,8 @@ struct RequestExtras {
   std::function<bool()> cancelled;  // checked after every read: true drops the connection (kCancelled)
   bool whole_body = false;          // a non-200 body is kept whole, not cut at 64 KiB
   std::vector<std::pair<std::string, std::string>> headers;  // added to the request
+  // Told the status and fields once the response head arrives, before any body piece.
+  std::function<void(int32_t status, const HeaderList& headers)> on_head;
 };
 
 class HttpClient {

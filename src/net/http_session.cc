@@ -249,8 +249,14 @@ void Session::SendErrorAndClose(const ApiError& error) {
   if (on_rejected_) on_rejected_(error.status);
   closing_ = true;
   keep_alive_ = false;
-  const std::string body = ErrorBody(error);
-  Enqueue(ResponseHead(error.status, "application/json", static_cast<int64_t>(body.size()), false, {}) + body);
+  // The request line is usually read even when the rest was refused: answer in its path's shape.
+  ErrorDialect dialect = ErrorDialect::kOpenAI;
+  if (parser_) {
+    const auto target = parser_->get().target();
+    dialect = DialectForPath(std::string_view(target.data(), target.size()));
+  }
+  const HttpResponse r = ErrorResponse(error, dialect);
+  Enqueue(ResponseHead(r.status, "application/json", static_cast<int64_t>(r.body.size()), false, {}) + r.body);
 }
 
 void Session::GracefulClose() {

@@ -32,6 +32,7 @@ const char* StatusReason(int status) {
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
+    case 529: return "Overloaded";
     default: return "Unknown";
   }
 }

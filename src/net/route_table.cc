@@ -98,7 +98,8 @@ void RouteTable::Handle(std::shared_ptr<Exchange> exchange) const {
   }
   MeteredExchange metered(exchange, &record_, "other");
   if (allow.empty()) {
-    return metered.Respond(ErrorResponse(NotFound("Unknown request URL: " + req.method + " " + req.path, "", "unknown_url")));
+    return metered.Respond(ErrorResponse(NotFound("Unknown request URL: " + req.method + " " + req.path, "", "unknown_url"),
+                                         DialectForPath(req.path)));
   }
   metered.Respond(ErrorResponse(MethodNotAllowed(
       "Method " + req.method + " is not allowed for " + req.path + " (allowed: " + allow + ")", allow), errors));

@@ -18,5 +18,8 @@ inline constexpr char kEncodeImagesHeader[] = "x-flashserve-encode-images";
 inline constexpr char kEncodeTransfersHeader[] = "x-flashserve-encode-transfers";
 // On the router's responses: the worker that served the request.
 inline constexpr char kWorkerHeader[] = "x-flashserve-worker";
+// On responses whose request named hosted tools the server does not run (`--hosted-tools drop`):
+// those tools, comma-separated. The router passes it on.
+inline constexpr char kDroppedToolsHeader[] = "x-flashserve-dropped-tools";
 
 }  // namespace flashserve::protocol

@@ -38,12 +38,14 @@ std::string RouterServer::Impl::StartEncoding(const std::shared_ptr<ProxyCall>& 
     const int worker = PlacePicture(call->image_keys[i], encoders, loads, kMaxExtraQueuedImages);
     loads.OnImagesRouted(worker, 1);
     std::string& list = groups[worker];
-    list += (list.empty() ? "" : ",") + std::to_string(i);
+    if (!list.empty()) list += ',';
+    list += std::to_string(i);
   }
   std::string ids;
   for (auto& [worker, indices] : groups) {
     const std::string id = NewTransferIdHex();
-    ids += (ids.empty() ? "" : ",") + id;
+    if (!ids.empty()) ids += ',';
+    ids += id;
     asio::co_spawn(ioc, EncodeHalf(call, worker, to, id, indices), asio::detached);
   }
   metrics.Counter("flashserve_router_encoded_images_total", "Pictures sent to encode workers")

@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <cctype>
 #include <cmath>
+#include <optional>
 
 #include "base/clock.h"
 #include "base/log.h"
@@ -53,6 +55,19 @@ std::string AffinityKey(const net::HttpRequest& req, const Json& body, const met
   if (auto it = body.find("user"); it != body.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
     return "user:" + it->get<std::string>();
   return key != nullptr ? "key:" + key->key : "";
+}
+
+// The worker's own x-flashserve-* fields (dropped hosted tools, ...) reach the client; the router
+// names the worker itself.
+net::HeaderList PassedOn(const net::HeaderList& worker_headers, const std::string& worker_url) {
+  net::HeaderList out;
+  for (const auto& [name, value] : worker_headers) {
+    std::string lower = name;
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (lower.starts_with("x-flashserve-") && lower != protocol::kWorkerHeader) out.emplace_back(lower, value);
+  }
+  out.emplace_back(protocol::kWorkerHeader, worker_url);
+  return out;
 }
 
 void PostResponse(const std::shared_ptr<net::Exchange>& exchange, net::HttpResponse r) {
@@ -123,11 +138,16 @@ Decision RouterServer::Impl::Decide(const ProxyCall& call, Chooser& which, const
 void RouterServer::Impl::Reject(const ProxyCall& call, const Decision& d) {
   const bool none = d.reason == Reason::kNoHealthyWorker;
   const int retry_after_s = std::max(1, d.retry_after_s);
-  const net::ApiError e = none ? net::Unavailable("no healthy worker is available; retry later", retry_after_s)
-                               : net::RateLimited("every worker is saturated; retry later", retry_after_s);
-  metrics.Counter("flashserve_router_rejects_total", "Requests refused by the router (429/503)",
-                  {{"status", std::to_string(e.status)}}).Add();
-  PostResponse(call.exchange, net::ErrorResponse(e, call.errors));
+  // Saturation is a 429 for OpenAI's clients; Anthropic's call it overload (503, sent as 529).
+  const bool overloaded = none || call.errors == net::ErrorDialect::kAnthropic;
+  const net::ApiError e =
+      overloaded ? net::Unavailable(none ? "no healthy worker is available; retry later"
+                                         : "every worker is saturated; retry later", retry_after_s)
+                 : net::RateLimited("every worker is saturated; retry later", retry_after_s);
+  net::HttpResponse r = net::ErrorResponse(e, call.errors);
+  metrics.Counter("flashserve_router_rejects_total", "Requests refused by the router (429/503/529)",
+                  {{"status", std::to_string(r.status)}}).Add();
+  PostResponse(call.exchange, std::move(r));
 }
 
 asio::awaitable<void> RouterServer::Impl::Proxy(std::shared_ptr<ProxyCall> call) {
@@ -155,6 +175,7 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
   const std::string url = pool.status(w).url;
   bool started = false;
   std::string tail;  // the piece carrying [DONE], held until the worker's new KV events are read
+  net::HeaderList head;  // the worker's response fields, read before the first body piece
   net::SseParser sse;
   std::vector<std::string> frames;
   net::BodyFn on_body;
@@ -167,7 +188,9 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
                       kTtftBuckets).Observe(ttft);
         metrics.Histo("flashserve_router_ttft_error_seconds", "|actual - predicted| time to first token",
                       kTtftBuckets).Observe(std::fabs(ttft - d.predicted_ttft_s));
-        call->exchange->Post([ex = call->exchange] { ex->StartStream(200, "text/event-stream"); });
+        call->exchange->Post([ex = call->exchange, headers = PassedOn(head, url)] {
+          ex->StartStream(200, "text/event-stream", headers);
+        });
       }
       if (!tail.empty() || piece.find("[DONE]") != std::string_view::npos) {
         tail.append(piece);
@@ -176,11 +199,11 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
       }
       frames.clear();
       sse.Feed(piece, &frames);
-      for (const std::string& f : frames)
-        if (f.find("prompt_cache_hit_tokens") != std::string::npos) RecordUsage(w, f);
+      for (const std::string& f : frames) RecordUsage(w, f);
     };
   }
   net::RequestExtras extras;
+  extras.on_head = [&head](int32_t, const net::HeaderList& fields) { head = fields; };
   extras.authorization = call->authorization;
   extras.cancelled = [call] { return call->gone.load(); };
   extras.whole_body = true;
@@ -208,7 +231,7 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
     });
     co_return ForwardResult::kDone;
   }
-  if ((out.status == 429 || out.status == 503) && !last_attempt) {
+  if ((out.status == 429 || out.status == 503 || out.status == net::kAnthropicOverloaded) && !last_attempt) {
     pool.ReportSaturated(w);
     co_return ForwardResult::kRetry;
   }
@@ -224,25 +247,64 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
   net::HttpResponse r;
   r.status = out.status;
   r.body = std::move(out.body);
-  r.headers.emplace_back(protocol::kWorkerHeader, url);
+  r.headers = PassedOn(out.headers, url);
   if (out.retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(static_cast<int>(std::ceil(*out.retry_after_s))));
   PostResponse(call->exchange, std::move(r));
   co_return ForwardResult::kDone;
 }
 
+namespace {
+
+// Prompt and cached tokens from a response body or stream frame in any dialect: Chat's
+// prompt_tokens / prompt_cache_hit_tokens, Messages' input_tokens (uncached) +
+// cache_read_input_tokens, Responses' input_tokens / input_tokens_details.cached_tokens.
+bool UsageTokens(const Json& frame, int64_t* prompt, int64_t* cached) {
+  const Json* usage = nullptr;
+  if (auto u = frame.find("usage"); u != frame.end() && u->is_object()) usage = &*u;
+  if (auto r = frame.find("response"); usage == nullptr && r != frame.end() && r->is_object()) {
+    if (auto u = r->find("usage"); u != r->end() && u->is_object()) usage = &*u;
+  }
+  if (usage == nullptr) return false;
+  auto number = [](const Json& j, const char* key) -> std::optional<int64_t> {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer()) return std::nullopt;
+    return it->get<int64_t>();
+  };
+  if (auto p = number(*usage, "prompt_tokens"), c = number(*usage, "prompt_cache_hit_tokens"); p && c) {
+    *prompt = *p, *cached = *c;
+    return true;
+  }
+  if (auto i = number(*usage, "input_tokens"), c = number(*usage, "cache_read_input_tokens"); i && c) {
+    *prompt = *i + *c, *cached = *c;
+    return true;
+  }
+  auto details = usage->find("input_tokens_details");
+  if (details == usage->end() || !details->is_object()) return false;
+  if (auto i = number(*usage, "input_tokens"), c = number(*details, "cached_tokens"); i && c) {
+    *prompt = *i, *cached = *c;
+    return true;
+  }
+  return false;
+}
+
+bool MayCarryUsage(std::string_view frame) {
+  return frame.find("prompt_cache_hit_tokens") != std::string_view::npos ||
+         frame.find("cache_read_input_tokens") != std::string_view::npos ||
+         frame.find("\"cached_tokens\"") != std::string_view::npos;
+}
+
+}  // namespace
+
 void RouterServer::Impl::RecordUsage(int worker, std::string_view json_text) {
+  if (!MayCarryUsage(json_text)) return;
   Json j = Json::parse(json_text, nullptr, false);
-  if (!j.is_object()) return;
-  auto usage = j.find("usage");
-  if (usage == j.end() || !usage->is_object()) return;
-  auto hit = usage->find("prompt_cache_hit_tokens");
-  auto prompt = usage->find("prompt_tokens");
-  if (hit == usage->end() || !hit->is_number_integer() || prompt == usage->end() || !prompt->is_number_integer()) return;
+  int64_t prompt = 0, cached = 0;
+  if (!j.is_object() || !UsageTokens(j, &prompt, &cached)) return;
   const std::string& url = pool.status(worker).url;
   metrics.Counter("flashserve_router_cached_tokens_total", "Prompt tokens the worker reported as cache hits",
-                  {{"worker", url}}).Add(hit->get<double>());
+                  {{"worker", url}}).Add(static_cast<double>(cached));
   metrics.Counter("flashserve_router_reported_prompt_tokens_total", "Prompt tokens the worker reported",
-                  {{"worker", url}}).Add(prompt->get<double>());
+                  {{"worker", url}}).Add(static_cast<double>(prompt));
 }
 
 }  // namespace flashserve::router

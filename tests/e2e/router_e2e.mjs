@@ -95,6 +95,10 @@ try {
 
   // 1b. Messages and Responses through the router: a session's prompt_cache_key (Codex) or
   // metadata.user_id (Claude Code) keeps it on one worker; Anthropic's error shape on its route.
+  const reportedPrompt = async () => [...(await (await fetch(`${cacheAware.base}/metrics`)).text())
+    .matchAll(/^flashserve_router_reported_prompt_tokens_total\{[^}]*\} (\S+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+  const reportedBefore = await reportedPrompt();
+  let promptTokens = 0;
   for (const session of ['s-1', 's-2', 's-3', 's-4']) {
     const placed = new Set();
     for (let turn = 0; turn < 3; ++turn) {
@@ -102,19 +106,41 @@ try {
         body: JSON.stringify({ model: 'tiny', input: userText(session, turn, 0), max_output_tokens: 2, prompt_cache_key: session,
           reasoning: { effort: 'none' } }) });
       assert.equal(res.status, 200, await res.clone().text());
-      assert.equal((await res.json()).object, 'response');
+      const response = await res.json();
+      assert.equal(response.object, 'response');
+      promptTokens += response.usage.input_tokens;
       placed.add(res.headers.get('x-flashserve-worker'));
       const msg = await fetch(`${cacheAware.base}/anthropic/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ model: 'tiny', max_tokens: 2, messages: [{ role: 'user', content: userText(session, turn, 1) }],
           metadata: { user_id: `{"session_id":"${session}"}` }, thinking: { type: 'disabled' } }) });
       assert.equal(msg.status, 200);
-      assert.equal((await msg.json()).type, 'message');
+      const message = await msg.json();
+      assert.equal(message.type, 'message');
+      promptTokens += message.usage.input_tokens + message.usage.cache_read_input_tokens;
     }
     assert.equal(placed.size, 1, `session ${session} moved between workers: ${[...placed]}`);
   }
+  // The router reads usage in every dialect (its cache-hit metrics cover Messages and Responses).
+  assert.equal(await reportedPrompt() - reportedBefore, promptTokens);
   const bad = await fetch(`${cacheAware.base}/v1/messages`, { method: 'POST', body: JSON.stringify({ model: 'tiny', max_tokens: 2 }) });
   assert.equal(bad.status, 400);
   assert.equal((await bad.json()).type, 'error');
+  // Hosted tools the workers drop are named in the worker's header, which the router passes on,
+  // streamed or not; errors raised before any route (unknown URL) keep Anthropic's shape there.
+  for (const stream of [false, true]) {
+    const hosted = await fetch(`${cacheAware.base}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'tiny', max_tokens: 2, stream, thinking: { type: 'disabled' },
+        messages: [{ role: 'user', content: 'search' }], tools: [{ type: 'web_search_20250305', name: 'web_search' }] }) });
+    assert.equal(hosted.status, 200, await hosted.clone().text());
+    assert.equal(hosted.headers.get('x-flashserve-dropped-tools'), 'web_search', `stream=${stream}`);
+    assert.ok(hosted.headers.get('x-flashserve-worker'), 'the router still names the worker');
+    await hosted.text();
+  }
+  const nowhere = await fetch(`${cacheAware.base}/anthropic/v1/nothing`, { method: 'POST', body: '{}' });
+  assert.equal(nowhere.status, 404);
+  const nowhereBody = await nowhere.json();
+  assert.equal(nowhereBody.type, 'error');
+  assert.equal(nowhereBody.error.type, 'not_found_error');
 
   // 2. Restart worker b on the same port and directory: new epoch, resync, disk hits.
   const bConv = ca.placement.findIndex((p) => p[0] === w2.base);
@@ -136,8 +162,16 @@ try {
   const shed = await fetch(`${tight.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: chatBody(long) });
   assert.equal(shed.status, 429);
   assert.ok(Number(shed.headers.get('retry-after')) >= 1, 'Retry-After is set');
+  // Anthropic's clients see saturation as overload: 529 overloaded_error, which they back off on.
+  const shedMessages = await fetch(`${tight.base}/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'tiny', max_tokens: 2, messages: long }) });
+  assert.equal(shedMessages.status, 529);
+  assert.equal((await shedMessages.json()).error.type, 'overloaded_error');
+  assert.ok(Number(shedMessages.headers.get('retry-after')) >= 1, 'Retry-After is set');
   assert.equal((await first).status, 200);
-  assert.match(await (await fetch(`${tight.base}/metrics`)).text(), /flashserve_router_rejects_total\{status="429"\} 1/);
+  const shedMetrics = await (await fetch(`${tight.base}/metrics`)).text();
+  assert.match(shedMetrics, /flashserve_router_rejects_total\{status="429"\} 1/);
+  assert.match(shedMetrics, /flashserve_router_rejects_total\{status="529"\} 1/);
 
   // API keys at the router: a request without one is refused there (401), one with it passes.
   const keyed = await router([w1], ['--api-key', 'secret-1:acme']);
