@@ -67,7 +67,10 @@ class ToolCallBuilder {
       return Error(ErrorCode::kInvalidArgument, path + ": a tool needs a name");
     }
     const Json params = tool.value("parameters", Json::object());
-    const bool strict = tool.value("strict", false);
+    // A forced call follows its tool's schema wherever the schema can be enforced, strict or not.
+    const Enforce enforce = tool.value("strict", false)                      ? Enforce::kStrict
+                            : spec_.value("mode", "required") == "required" ? Enforce::kWherePossible
+                                                                            : Enforce::kNo;
     JsonValues values(&g_, params);
     std::vector<std::pair<ExprId, bool>> members;  // (parameter element, required)
     if (params.is_object() && params.contains("properties") && params["properties"].is_object()) {
@@ -76,7 +79,7 @@ class ToolCallBuilder {
         if (r.is_string()) required.insert(r.get<std::string>());
       }
       for (const auto& [name, schema] : params["properties"].items()) {
-        FS_ASSIGN_OR_RETURN(ExprId value, ParamValue(schema, strict, &values, path + ".parameters.properties." + name));
+        FS_ASSIGN_OR_RETURN(ExprId value, ParamValue(schema, params, enforce, &values, path + ".parameters.properties." + name));
         members.push_back({g_.Seq({Lit("<"), Lit(tags_.dsml), Lit(tags_.parameter + " name=" + Json(name).dump()), value,
                                    Lit("</"), Lit(tags_.dsml), Lit(tags_.parameter + ">")}),
                            required.count(name) > 0});
@@ -86,11 +89,25 @@ class ToolCallBuilder {
                    InOrder(members), Lit("\n</"), Lit(tags_.dsml), Lit(tags_.invoke + ">")});
   }
 
+  enum class Enforce { kNo, kWherePossible, kStrict };
+
   // ` string="true">raw text` or ` string="false">JSON`, as the schema types the value; any
-  // value of either kind for a tool that is not strict.
-  base::Result<ExprId> ParamValue(const Json& schema, bool strict, JsonValues* values, const std::string& path) {
+  // value of either kind where the schema is not enforced (kWherePossible: where it cannot be).
+  base::Result<ExprId> ParamValue(const Json& schema, const Json& params, Enforce enforce, JsonValues* values,
+                                  const std::string& path) {
+    const ExprId free = g_.Alt({g_.Seq({Lit(" string=\"true\">"), g_.Avoid(tags_.dsml)}),
+                                g_.Seq({Lit(" string=\"false\">"), values->AnyValue()})});
+    if (enforce == Enforce::kNo) return free;
+    if (enforce == Enforce::kWherePossible) {
+      ToolCallBuilder trial(spec_, tags_);  // a scratch grammar, so a refusal leaves no rules behind
+      JsonValues trial_values(&trial.g_, params);
+      if (!trial.SchemaValue(schema, &trial_values, path).ok()) return free;
+    }
+    return SchemaValue(schema, values, path);
+  }
+
+  base::Result<ExprId> SchemaValue(const Json& schema, JsonValues* values, const std::string& path) {
     const ExprId raw_any = g_.Seq({Lit(" string=\"true\">"), g_.Avoid(tags_.dsml)});
-    if (!strict) return g_.Alt({raw_any, g_.Seq({Lit(" string=\"false\">"), values->AnyValue()})});
     if (!IsStringSchema(schema)) {
       FS_ASSIGN_OR_RETURN(ExprId json, values->Value(schema, path));
       return g_.Seq({Lit(" string=\"false\">"), json});

@@ -63,12 +63,27 @@ TEST(ToolCalls, AutoAllowsTextThenAtMostOneBlock) {
   EXPECT_FALSE(testing::Matches(g, "Text <｜DSML｜invoke name=\"x\">"));
 }
 
-TEST(ToolCalls, NonStrictToolsTakeAnyValueOfTheirParameters) {
+TEST(ToolCalls, NonStrictToolsTakeAnyValueOfTheirParametersWhenNotForced) {
   Json loose = kWeather;
   loose["strict"] = false;
-  auto g = Compile({{"mode", "required"}, {"tools", {loose}}});
+  auto g = Compile({{"mode", "auto"}, {"tools", {loose}}});
   EXPECT_TRUE(testing::Matches(g, Block({{"get_weather", {{"city", false, "[1, 2]"}, {"days", true, "many"}}}})));
   EXPECT_FALSE(testing::Matches(g, Block({{"get_weather", {{"days", true, "many"}}}}))) << "required still holds";
+}
+
+// A forced call follows the schema of a tool that is not strict wherever it can; a parameter
+// whose schema cannot be enforced (a bounded raw string) takes any value instead of a refusal.
+TEST(ToolCalls, ForcedCallsFollowSchemasWherePossible) {
+  Json loose = kWeather;
+  loose["strict"] = false;
+  loose["parameters"]["properties"]["city"]["maxLength"] = 3;
+  auto g = Compile({{"mode", "required"}, {"tools", {loose}}});
+  EXPECT_TRUE(testing::Matches(g, Block({{"get_weather", {{"city", true, "Paris"}, {"days", false, "3"}}}})))
+      << "the bounded string is free";
+  EXPECT_TRUE(testing::Matches(g, Block({{"get_weather", {{"city", false, "[1]"}}}}))) << "of either kind";
+  EXPECT_FALSE(testing::Matches(g, Block({{"get_weather", {{"city", true, "P"}, {"days", false, "9"}}}}))) << "days <= 7";
+  EXPECT_FALSE(testing::Matches(g, Block({{"get_weather", {{"city", true, "P"}, {"days", true, "many"}}}})));
+  EXPECT_FALSE(testing::Matches(g, Block({{"get_weather", {{"city", true, "P"}, {"unit", true, "k"}}}})));
 }
 
 TEST(ToolCalls, RefusesStringBoundsItCannotEnforceRaw) {

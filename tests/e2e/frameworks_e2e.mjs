@@ -1,9 +1,10 @@
 // The application frameworks people build on, pinned in tests/e2e/package.json, against
 // `flashserve serve` on the demo model through a recording proxy: LangChain (ChatOpenAI on Chat
-// Completions: invoke, stream, tools and a tool round trip; ChatAnthropic on Messages: invoke,
-// stream) and the Vercel AI SDK (the OpenAI provider on Chat Completions and on Responses, its
-// default; tools; the Anthropic provider). Each call returns a well-formed answer with usage,
-// and no request the frameworks sent got a 4xx or 5xx.
+// Completions: invoke, stream, tools and a tool round trip, structured output by json_schema and by
+// a forced function; ChatAnthropic on Messages: invoke, stream, structured output by a forced
+// strict tool and by output_config.format) and the Vercel AI SDK (the OpenAI provider on Chat Completions and on Responses, its
+// default; tools; the Anthropic provider; generateObject on all three). Each call returns a
+// well-formed answer, and no request the frameworks sent got a 4xx or 5xx.
 //
 // node tests/e2e/frameworks_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (packages or tokenizer missing).
@@ -34,6 +35,13 @@ async function test(name, fn) {
   console.log(`ok - ${name}`);
 }
 
+// A schema whose every valid instance is a few tokens long.
+const Verdict = ai.z.object({ answer: ai.z.enum(['yes', 'no']), confidence: ai.z.number().int().min(0).max(9) });
+function checkVerdict(v) {
+  assert.ok(['yes', 'no'].includes(v.answer), JSON.stringify(v));
+  assert.ok(Number.isInteger(v.confidence) && v.confidence >= 0 && v.confidence <= 9, JSON.stringify(v));
+}
+
 async function langchain(base) {
   const chat = new lc.ChatOpenAI({ model: MODEL, apiKey: 'sk-local', maxTokens: 48, configuration: { baseURL: `${base}/v1` } });
   const ask = [new lc.SystemMessage('Answer briefly.'), new lc.HumanMessage('Hello there')];
@@ -56,6 +64,28 @@ async function langchain(base) {
     const call = new lc.AIMessage({ content: '', tool_calls: [{ id: 'call_1', name: 'get_weather', args: { city: 'Paris' } }] });
     const next = await plain.invoke([...ask, call, new lc.ToolMessage({ tool_call_id: 'call_1', content: 'sunny' })]);
     assert.equal(typeof next.content, 'string');
+  });
+  // Structured output, as each way LangChain asks for it: a strict json_schema response format,
+  // a forced function call, and on Messages a forced tool. The schema leaves the model only short
+  // answers, so the random demo model finishes; the grammar makes every answer parse.
+  for (const method of ['jsonSchema', 'functionCalling']) {
+    await test(`LangChain ChatOpenAI: withStructuredOutput (${method})`, async () => {
+      const strict = new lc.ChatOpenAI({ model: MODEL, apiKey: 'sk-local', maxTokens: 200, configuration: { baseURL: `${base}/v1` },
+        modelKwargs: { thinking: { type: 'disabled' } } });
+      checkVerdict(await strict.withStructuredOutput(Verdict, { name: 'verdict', method, strict: true }).invoke(ask));
+    });
+  }
+  await test('LangChain ChatAnthropic: withStructuredOutput (a forced strict tool)', async () => {
+    const claude = new lc.ChatAnthropic({ model: MODEL, apiKey: 'sk-local', anthropicApiUrl: base, maxTokens: 200 });
+    checkVerdict(await claude.withStructuredOutput(Verdict, { name: 'verdict', method: 'functionCalling', strict: true }).invoke(ask));
+  });
+  await test('LangChain ChatAnthropic: withStructuredOutput (output_config.format)', async () => {
+    // Anthropic's SDK moves enum and bounds into descriptions for this method, so only types are
+    // enforced: a schema of booleans keeps the random model's answers short.
+    const Flags = ai.z.object({ correct: ai.z.boolean(), sure: ai.z.boolean() });
+    const claude = new lc.ChatAnthropic({ model: MODEL, apiKey: 'sk-local', anthropicApiUrl: base, maxTokens: 200 });
+    const v = await claude.withStructuredOutput(Flags, { name: 'flags', method: 'jsonSchema' }).invoke(ask);
+    assert.ok(typeof v.correct === 'boolean' && typeof v.sure === 'boolean', JSON.stringify(v));
   });
   await test('LangChain ChatAnthropic: invoke and stream', async () => {
     const claude = new lc.ChatAnthropic({ model: MODEL, apiKey: 'sk-local', anthropicApiUrl: base, maxTokens: 48 });
@@ -88,6 +118,18 @@ async function vercel(base) {
     assert.ok(r.usage.inputTokens > 0);
     const s = ai.streamText({ model: openai(MODEL), prompt: 'Hello there', maxOutputTokens: 48 });
     await s.text;
+  });
+  await test('Vercel AI SDK: generateObject on Chat Completions and Responses', async () => {
+    for (const model of [openai.chat(MODEL), openai(MODEL)]) {
+      const r = await ai.generateObject({ model, schema: Verdict, prompt: 'Is Paris in France?', maxOutputTokens: 200,
+        providerOptions: { openai: { reasoningEffort: 'none' } } });
+      checkVerdict(r.object);
+    }
+  });
+  await test('Vercel AI SDK: generateObject on Messages', async () => {
+    const anthropic = ai.createAnthropic({ baseURL: `${base}/v1`, apiKey: 'sk-local' });
+    const r = await ai.generateObject({ model: anthropic(MODEL), schema: Verdict, prompt: 'Is Paris in France?', maxOutputTokens: 200 });
+    checkVerdict(r.object);
   });
   await test('Vercel AI SDK: Anthropic provider (generate, stream)', async () => {
     const anthropic = ai.createAnthropic({ baseURL: `${base}/v1`, apiKey: 'sk-local' });
