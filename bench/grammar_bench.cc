@@ -4,7 +4,7 @@
 // the same compiled grammar (a schema sent again: the server caches compiled grammars). Prints
 // p50 / p99 / max and the fraction of schemas supported, next to the goals; asserts nothing.
 //
-//   grammar_bench [--tokenizer PATH] [--schemas FILE.jsonl] [--tokens N] [--only NAME]
+//   grammar_bench [--tokenizer PATH] [--schemas FILE.jsonl] [--tokens N] [--only NAME] [--slowest K]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -76,12 +76,14 @@ int main(int argc, char** argv) {
   std::string tok_path = FLASHSERVE_ROOT "/third_party/tokenizer/deepseek_v3/tokenizer.json";
   std::string schemas_path = FLASHSERVE_ROOT "/bench/data/grammar_schemas.jsonl";
   std::string only;
+  int slowest = 0;
   int max_tokens = 128;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--tokenizer")) tok_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--schemas")) schemas_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--tokens")) max_tokens = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--slowest")) slowest = std::atoi(argv[i + 1]);
   }
   auto tok = tokenizer::Tokenizer::Load(tok_path);
   if (!tok.ok()) {
@@ -98,6 +100,7 @@ int main(int argc, char** argv) {
   std::string line;
   std::vector<double> compile_ms, masks_us, first_mask_us, warm_us;
   int total = 0, supported = 0, completed = 0;
+  std::vector<std::pair<double, std::string>> slow;  // (first-use masks over 500 us, in us; schema)
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const auto entry = nlohmann::ordered_json::parse(line);
@@ -120,11 +123,18 @@ int main(int argc, char** argv) {
     const Walk again = RandomWalk(*g, static_cast<uint32_t>(total), max_tokens);
     warm_us.insert(warm_us.end(), again.masks_us.begin(), again.masks_us.end());
     completed += w.completed;
+    double over = 0;
+    for (double us : w.masks_us) over += us > 500 ? us : 0;
+    slow.push_back({over, name});
     if (!only.empty()) {
       std::printf("  %s: compile %.2f ms, %zu states, %d tokens, masks p50 %.1f us max %.1f us\n", name.c_str(), ms,
                   (*g)->automaton().num_states(), w.tokens, Percentile(w.masks_us, 0.5), Percentile(w.masks_us, 1.0));
     }
   }
+  std::sort(slow.rbegin(), slow.rend());
+  for (int i = 0; i < slowest && i < static_cast<int>(slow.size()); ++i)
+    std::printf("  slow: %-32s %.1f ms in first-use masks over 500 us\n", slow[static_cast<size_t>(i)].second.c_str(),
+                slow[static_cast<size_t>(i)].first / 1e3);
   std::printf("schemas: %d, supported %d (%.1f%%; goal >= 95%%), walks ended by the grammar %d\n", total, supported,
               total ? 100.0 * supported / total : 0.0, completed);
   std::printf("compile (schema -> automaton): p50 %.2f ms, p99 %.2f ms, max %.2f ms (goal p50 <= 20 ms)\n",

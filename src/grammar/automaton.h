@@ -51,6 +51,7 @@ class Automaton {
   size_t num_states() const { return states_.size(); }
   size_t num_rules() const { return rule_start_.size(); }
   int num_classes() const { return num_classes_; }
+  uint8_t class_of(uint8_t byte) const { return class_of_[byte]; }  // bytes of a class lead alike
 
  private:
   friend class AutomatonBuilder;

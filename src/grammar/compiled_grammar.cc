@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <tuple>
 #include <unordered_map>
 
 #include "grammar/pda.h"
@@ -13,11 +14,9 @@ namespace {
 // A depth-first walk of the trie carrying the set of stacks each prefix leads to.
 class Classifier {
  public:
-  Classifier(const Automaton& a, const Vocabulary& v, int32_t state, int32_t context)
-      : a_(a), v_(v), follow_(a.follow(a.info(context >= 0 ? context : state).rule)), bits_(v.mask_words(), 0),
-        nonascii_(a.num_states(), -1) {
-    size_t depth = 0;
-    for (const Vocabulary::Node& n : v.nodes()) depth = std::max<size_t>(depth, n.depth);
+  Classifier(const Automaton& a, const Vocabulary& v, int32_t state, int32_t context, const ChainSteps& steps)
+      : a_(a), v_(v), steps_(steps), follow_(a.follow(a.info(context >= 0 ? context : state).rule)), bits_(v.mask_words(), 0) {
+    const size_t depth = v.max_token_bytes();
     sets_.resize(depth + 2);
     exps_.resize(depth + 2);
     const int32_t parent = context == kAlone ? kSentinelParent : context == kAtRoot ? kRootParent : pool_.Intern(context, kSentinelParent);
@@ -79,17 +78,20 @@ class Classifier {
   // child is one transition of the top state.
   void WalkSimple(int32_t node, size_t depth, int32_t top, int32_t parent, bool pending) {
     const ByteSet& loop = a_.loop_bytes(top);
-    const bool loop_nonascii = LoopsOnNonAscii(top);
+    const Chains& chains = ChainsOf(top);
     const auto nodes = v_.nodes();
     const auto sorted = v_.sorted_tokens();
     for (int32_t c = node + 1; c < nodes[static_cast<size_t>(node)].subtree_end; c = nodes[static_cast<size_t>(c)].subtree_end) {
       const Vocabulary::Node& child = nodes[static_cast<size_t>(c)];
       // Every token below is read, without a choice, along states that all take each of its
       // bytes: a state that loops on them (ASCII, and UTF-8 characters where it loops on every
-      // other character), or a chain of single successors (a counted repetition) long enough.
+      // other character), a chain of single successors (a counted repetition) long enough, or a
+      // chain of character steps (a counted repetition of characters) long enough.
       const ByteSet& below = v_.subtree_bytes(child);
-      if ((((below & kAscii) & ~loop).none() && ((below & ~kAscii).none() || (loop_nonascii && child.utf8_tail))) ||
-          (below & ~ChainBytes(top, child.span)).none()) {
+      const bool utf8 = child.utf8_tail && child.char_span > 0;
+      if ((((below & kAscii) & ~loop).none() && ((below & ~kAscii).none() || (chains.loops_on_nonascii && utf8))) ||
+          (below & ~chains.main->Upto(child.span)).none() ||
+          (utf8 && (below & ~chains.chars->Upto(child.char_span) & kAscii).none() && chains.chars->Upto(child.char_span).any())) {
         Accept(child.tokens_begin, child.tokens_end);
         continue;
       }
@@ -111,75 +113,18 @@ class Classifier {
     }
   }
 
-  // The bytes that lead from `state` along its chain of main successors for `length` steps: the
-  // main successor takes the most bytes; step i needs the bytes every state up to it takes.
-  // chain(S)[i] = C(S) & chain(succ(S))[i - 1], memoized per state.
-  const ByteSet& ChainBytes(int32_t state, size_t length) {
-    static const ByteSet kNone;
-    if (length == 0 || length > kMaxChain) return kNone;
-    return Chain(state)[length - 1];
-  }
+  struct Chains {
+    const ChainRuns* main = nullptr;
+    const ChainRuns* chars = nullptr;
+    bool loops_on_nonascii = false;  // every non-ASCII character leads back to the state
+  };
 
-  const std::vector<ByteSet>& Chain(int32_t state) {
-    auto it = chains_.find(state);
-    if (it != chains_.end()) return it->second;
-    std::vector<ByteSet> chain(kMaxChain);
-    const auto [next, bytes] = MainSuccessor(state);
-    chains_[state];  // a cycle back here reads an empty (so conservative) chain
-    if (next >= 0) {
-      chain[0] = bytes;
-      if (next == state) {
-        for (size_t i = 1; i < kMaxChain; ++i) chain[i] = bytes;
-      } else {
-        const std::vector<ByteSet>& rest = Chain(next);
-        for (size_t i = 1; i < kMaxChain && !rest.empty(); ++i) chain[i] = bytes & rest[i - 1];
-      }
+  const Chains& ChainsOf(int32_t state) {
+    auto [it, fresh] = chains_.try_emplace(state);
+    if (fresh) {
+      it->second = {&steps_.MainChain(state), &steps_.CharChain(state), steps_.Get(state).char_next == state};
     }
-    return chains_[state] = std::move(chain);
-  }
-
-  std::pair<int32_t, ByteSet> MainSuccessor(int32_t state) const {
-    if (!Simple(state)) return {-1, ByteSet{}};
-    std::array<int32_t, 256> target{};
-    for (int b = 0; b < 256; ++b) target[static_cast<size_t>(b)] = a_.Next(state, static_cast<uint8_t>(b));
-    std::pair<int32_t, ByteSet> best{-1, ByteSet{}};
-    size_t best_count = 0;
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = target[static_cast<size_t>(b)];
-      if (t < 0 || t == best.first) continue;
-      ByteSet bytes;
-      for (int c = b; c < 256; ++c) {
-        if (target[static_cast<size_t>(c)] == t) bytes.set(static_cast<size_t>(c));
-      }
-      if (bytes.count() > best_count) best = {t, bytes}, best_count = bytes.count();
-    }
-    return best;
-  }
-
-  // Whether reading any non-ASCII character from `state` leads back to it.
-  bool LoopsOnNonAscii(int32_t state) {
-    int8_t& known = nonascii_[static_cast<size_t>(state)];
-    if (known >= 0) return known > 0;
-    bool ok = true;
-    for (int lead = 0xC2; lead <= 0xF4 && ok; ++lead) {
-      const int n = lead <= 0xDF ? 1 : lead <= 0xEF ? 2 : 3;
-      const int lo = lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80;
-      const int hi = lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
-      std::vector<int32_t> states = {a_.Next(state, static_cast<uint8_t>(lead))};
-      for (int k = 0; k < n && ok; ++k) {
-        std::vector<int32_t> next;
-        for (int32_t s : states) {
-          if (s < 0) { ok = false; break; }
-          for (int c = k == 0 ? lo : 0x80; c <= (k == 0 ? hi : 0xBF); ++c) next.push_back(a_.Next(s, static_cast<uint8_t>(c)));
-        }
-        std::sort(next.begin(), next.end());
-        next.erase(std::unique(next.begin(), next.end()), next.end());
-        states = std::move(next);
-      }
-      ok = ok && states.size() == 1 && states[0] == state;
-    }
-    known = ok ? 1 : 0;
-    return ok;
+    return it->second;
   }
 
   static inline const ByteSet kAscii = [] {
@@ -190,6 +135,7 @@ class Classifier {
 
   const Automaton& a_;
   const Vocabulary& v_;
+  const ChainSteps& steps_;
   const ByteSet& follow_;
   FramePool pool_;
   ExpandScratch scratch_;
@@ -198,15 +144,152 @@ class Classifier {
   std::vector<uint32_t> bits_;
   size_t accepted_count_ = 0;
   std::vector<int32_t> uncertain_;
-  std::vector<int8_t> nonascii_;  // per state: -1 unknown, else LoopsOnNonAscii
-  static constexpr size_t kMaxChain = 160;  // longer than any token of the vocabularies served
-  std::unordered_map<int32_t, std::vector<ByteSet>> chains_;
+  std::unordered_map<int32_t, Chains> chains_;  // memo of steps_ lookups for this walk
 };
+
+bool IsSimple(const Automaton& a, int32_t state) {
+  const StateInfo& info = a.info(state);
+  return !info.accepting && info.refs_begin == info.refs_end;
+}
+
+// Where every valid non-ASCII character from `state` leads, if to one state through states that
+// neither enter nor leave a rule; -1 otherwise. Bytes of one class lead alike, so a run of them
+// is read once.
+int32_t NonAsciiTarget(const Automaton& a, int32_t state) {
+  constexpr size_t kMaxStates = 8;  // more distinct states mid-character: give up (no shortcut)
+  int32_t target = -1;
+  int prev_lead = -1, prev_n = 0, prev_lo = 0, prev_hi = 0;
+  for (int lead = 0xC2; lead <= 0xF4; ++lead) {
+    const int n = lead <= 0xDF ? 1 : lead <= 0xEF ? 2 : 3;
+    const int lo = lead == 0xE0 ? 0xA0 : lead == 0xF0 ? 0x90 : 0x80;
+    const int hi = lead == 0xED ? 0x9F : lead == 0xF4 ? 0x8F : 0xBF;
+    const bool same = prev_lead >= 0 && a.class_of(static_cast<uint8_t>(lead)) == a.class_of(static_cast<uint8_t>(prev_lead)) &&
+                      n == prev_n && lo == prev_lo && hi == prev_hi;
+    prev_lead = lead, prev_n = n, prev_lo = lo, prev_hi = hi;
+    if (same) continue;  // reads exactly as the previous lead
+    std::array<int32_t, kMaxStates> cur{}, next{};
+    size_t num_cur = 1;
+    cur[0] = a.Next(state, static_cast<uint8_t>(lead));
+    for (int k = 0; k < n; ++k) {
+      size_t num_next = 0;
+      for (size_t i = 0; i < num_cur; ++i) {
+        if (cur[i] < 0 || !IsSimple(a, cur[i])) return -1;
+        const int first = k == 0 ? lo : 0x80, last = k == 0 ? hi : 0xBF;
+        for (int c = first; c <= last; ++c) {
+          if (c > first && a.class_of(static_cast<uint8_t>(c)) == a.class_of(static_cast<uint8_t>(c - 1))) continue;
+          const int32_t t = a.Next(cur[i], static_cast<uint8_t>(c));
+          if (std::find(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(num_next), t) != next.begin() + static_cast<std::ptrdiff_t>(num_next)) continue;
+          if (num_next == kMaxStates) return -1;
+          next[num_next++] = t;
+        }
+      }
+      cur = next;
+      num_cur = num_next;
+    }
+    if (num_cur != 1 || cur[0] < 0 || (target >= 0 && cur[0] != target)) return -1;
+    target = cur[0];
+  }
+  return target;
+}
+
+// The byte successor that takes the most bytes of `state`, and those bytes.
+std::pair<int32_t, ByteSet> MainSuccessor(const Automaton& a, int32_t state) {
+  std::vector<std::pair<int32_t, ByteSet>> targets;
+  for (int b = 0; b < 256; ++b) {
+    const int32_t t = a.Next(state, static_cast<uint8_t>(b));
+    if (t < 0) continue;
+    auto it = std::find_if(targets.begin(), targets.end(), [t](const auto& e) { return e.first == t; });
+    if (it == targets.end()) it = targets.insert(targets.end(), {t, ByteSet{}});
+    it->second.set(static_cast<size_t>(b));
+  }
+  std::pair<int32_t, ByteSet> best{-1, ByteSet{}};
+  for (const auto& e : targets) {
+    if (e.second.count() > best.second.count()) best = e;
+  }
+  return best;
+}
 
 }  // namespace
 
-TokenClasses ClassifyState(const Automaton& automaton, const Vocabulary& vocab, int32_t state, int32_t context) {
-  return Classifier(automaton, vocab, state, context).Run();
+ChainStep ChainSteps::Get(int32_t state) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = steps_.find(state); it != steps_.end()) return it->second;
+  }
+  ChainStep step;
+  if (IsSimple(a_, state)) {
+    std::tie(step.main_next, step.main_bytes) = MainSuccessor(a_, state);
+    step.char_next = NonAsciiTarget(a_, state);
+    for (int b = 0; b < 0x80 && step.char_next >= 0; ++b) {
+      if (a_.Next(state, static_cast<uint8_t>(b)) == step.char_next) step.char_ascii.set(static_cast<size_t>(b));
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  steps_.emplace(state, step);
+  return step;
+}
+
+const ByteSet& ChainRuns::Upto(size_t length) const {
+  static const ByteSet kNone;
+  if (length == 0) return kNone;
+  for (const auto& [last, bytes] : runs) {
+    if (length - 1 <= last) return bytes;
+  }
+  return kNone;
+}
+
+const ChainRuns& ChainSteps::MainChain(int32_t state) const { return Chain(state, false); }
+const ChainRuns& ChainSteps::CharChain(int32_t state) const { return Chain(state, true); }
+
+const ChainRuns& ChainSteps::Chain(int32_t state, bool chars) const {
+  auto& memo = chars ? char_chains_ : main_chains_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = memo.find(state); it != memo.end()) return it->second;
+  }
+  ChainRuns chain;
+  ByteSet common;
+  common.set();
+  size_t steps = 0;
+  for (int32_t s = state; steps < kMaxChain;) {
+    const ChainStep step = Get(s);
+    const int32_t next = chars ? step.char_next : step.main_next;
+    if (next < 0) break;
+    const ByteSet now = common & (chars ? step.char_ascii : step.main_bytes);
+    if (steps > 0 && now == common) {
+      chain.runs.back().first = static_cast<uint16_t>(steps);
+    } else {
+      chain.runs.emplace_back(static_cast<uint16_t>(steps), now);
+    }
+    common = now;
+    ++steps;
+    if (next == s) {  // a loop: every further step is this one
+      chain.runs.back().first = static_cast<uint16_t>(kMaxChain - 1);
+      break;
+    }
+    s = next;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  return memo.emplace(state, std::move(chain)).first->second;
+}
+
+size_t ChainSteps::memory_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t runs = 0;
+  for (const auto* memo : {&main_chains_, &char_chains_}) {
+    for (const auto& [state, chain] : *memo) runs += chain.runs.size();
+  }
+  return steps_.size() * (sizeof(ChainStep) + 32) + (main_chains_.size() + char_chains_.size()) * 64 +
+         runs * sizeof(std::pair<uint16_t, ByteSet>);
+}
+
+TokenClasses ClassifyState(const Automaton& automaton, const Vocabulary& vocab, int32_t state, int32_t context,
+                           const ChainSteps* steps) {
+  if (steps == nullptr) {
+    const ChainSteps local(automaton);
+    return Classifier(automaton, vocab, state, context, local).Run();
+  }
+  return Classifier(automaton, vocab, state, context, *steps).Run();
 }
 
 CompiledGrammar::CompiledGrammar(Automaton automaton, std::shared_ptr<const Vocabulary> vocab)
@@ -216,7 +299,7 @@ CompiledGrammar::CompiledGrammar(Automaton automaton, std::shared_ptr<const Voca
 }
 
 size_t CompiledGrammar::memory_bytes() const {
-  return automaton_bytes_ + class_bytes_.load(std::memory_order_relaxed);
+  return automaton_bytes_ + class_bytes_.load(std::memory_order_relaxed) + chain_steps_.memory_bytes();
 }
 
 CompiledGrammar::~CompiledGrammar() = default;
@@ -227,7 +310,7 @@ const TokenClasses& CompiledGrammar::Classes(int32_t state, int32_t context) con
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = classes_.find(key); it != classes_.end()) return *it->second;
   }
-  auto computed = std::make_unique<const TokenClasses>(ClassifyState(automaton_, *vocab_, state, context));
+  auto computed = std::make_unique<const TokenClasses>(ClassifyState(automaton_, *vocab_, state, context, &chain_steps_));
   std::lock_guard<std::mutex> lock(mu_);
   const size_t bytes = (computed->accepted_bits.size() + computed->accepted.size() + computed->uncertain.size()) * 4 + 64;
   auto [it, fresh] = classes_.emplace(key, std::move(computed));  // another thread may have won

@@ -29,7 +29,50 @@ struct TokenClasses {
 inline constexpr int32_t kAlone = -2;
 inline constexpr int32_t kAtRoot = -1;
 
-TokenClasses ClassifyState(const Automaton& automaton, const Vocabulary& vocab, int32_t state, int32_t context);
+// What the classifier's shortcuts need of a state that neither enters nor leaves a rule: its
+// main successor (the one most bytes lead to, and those bytes: a chain of them is a counted
+// repetition) and its character step (every valid non-ASCII character, and the ASCII bytes in
+// char_ascii, lead to char_next: a chain of them is a counted repetition of characters, such as
+// a bounded JSON string). -1: none.
+struct ChainStep {
+  int32_t main_next = -1;
+  ByteSet main_bytes;
+  int32_t char_next = -1;
+  ByteSet char_ascii;
+};
+
+// A chain of steps from a state, as runs: while step i <= runs[k].first, the bytes every step
+// up to i takes are runs[k].second. Steps past the last run do not exist.
+struct ChainRuns {
+  std::vector<std::pair<uint16_t, ByteSet>> runs;
+  // The bytes steps 0..length-1 all take; none when the chain is shorter.
+  const ByteSet& Upto(size_t length) const;
+};
+
+// The chain steps of each state and the chains they form (at most kMaxChain steps), computed
+// on first use and kept. Thread-safe; returned references stay valid.
+class ChainSteps {
+ public:
+  static constexpr size_t kMaxChain = 160;  // longer than any token of the vocabularies served
+
+  explicit ChainSteps(const Automaton& automaton) : a_(automaton) {}
+  ChainStep Get(int32_t state) const;
+  const ChainRuns& MainChain(int32_t state) const;  // along main successors
+  const ChainRuns& CharChain(int32_t state) const;  // along character steps (ASCII bytes only)
+  size_t memory_bytes() const;
+
+ private:
+  const ChainRuns& Chain(int32_t state, bool chars) const;
+
+  const Automaton& a_;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<int32_t, ChainStep> steps_;
+  mutable std::unordered_map<int32_t, ChainRuns> main_chains_, char_chains_;
+};
+
+// `steps`: a shared memo of character steps (null: one for this call).
+TokenClasses ClassifyState(const Automaton& automaton, const Vocabulary& vocab, int32_t state, int32_t context,
+                           const ChainSteps* steps = nullptr);
 
 class CompiledGrammar {
  public:
@@ -47,6 +90,7 @@ class CompiledGrammar {
  private:
   Automaton automaton_;
   std::shared_ptr<const Vocabulary> vocab_;
+  ChainSteps chain_steps_{automaton_};
   mutable std::mutex mu_;
   mutable std::unordered_map<uint64_t, std::unique_ptr<const TokenClasses>> classes_;
   mutable std::atomic<size_t> class_bytes_{0};

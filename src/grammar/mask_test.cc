@@ -129,6 +129,12 @@ TEST(Mask, EqualsTheNaiveCheckOnTheDeepSeekVocabulary) {
   // A counted string (a chain of states, each taking one character) and a loop (a plain string).
   auto counted = testing::MustCompile(ConstraintKind::kJsonSchema, R"({"type":"array","items":{"type":"string","maxLength":40},"maxItems":2})", vocab);
   CheckWalk(counted, 3, 16);
+  // Character chains: a bounded string with a lower bound, and a counted class that excludes
+  // ASCII letters (non-ASCII tokens are taken whole along the chain, letters never).
+  auto bounded = testing::MustCompile(ConstraintKind::kJsonSchema, R"({"type":"string","minLength":3,"maxLength":9})", vocab);
+  for (uint32_t seed = 4; seed <= 5; ++seed) CheckWalk(bounded, seed, 10);
+  auto no_letters = testing::MustCompile(ConstraintKind::kRegex, R"([^a-zA-Z"]{2,30}x)", vocab);
+  CheckWalk(no_letters, 6, 12);
 }
 
 }  // namespace

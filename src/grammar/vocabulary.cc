@@ -78,9 +78,15 @@ std::bitset<256> Vocabulary::Build(int32_t lo, int32_t hi, int depth, uint8_t by
   size_t longest = 0;
   for (int32_t i = lo; i < hi; ++i) longest = std::max(longest, bytes_[static_cast<size_t>(sorted_[static_cast<size_t>(i)])].size());
   n.span = static_cast<uint16_t>(depth > 0 ? longest - static_cast<size_t>(depth) + 1 : longest);
+  size_t chars = 0;
   for (int32_t i = lo; i < hi && n.utf8_tail; ++i) {
-    n.utf8_tail = Utf8From(bytes_[static_cast<size_t>(sorted_[static_cast<size_t>(i)])], static_cast<size_t>(depth - 1));
+    const std::string& token = bytes_[static_cast<size_t>(sorted_[static_cast<size_t>(i)])];
+    n.utf8_tail = Utf8From(token, static_cast<size_t>(depth - 1));
+    size_t starts = 0;  // characters begin at every byte that is not a continuation byte
+    for (size_t k = static_cast<size_t>(depth - 1); k < token.size(); ++k) starts += (static_cast<uint8_t>(token[k]) & 0xC0) != 0x80;
+    chars = std::max(chars, starts);
   }
+  n.char_span = n.utf8_tail ? static_cast<uint16_t>(std::min<size_t>(chars, UINT16_MAX)) : 0;
   std::array<uint64_t, 4> key{};
   for (size_t b = 0; b < 256; ++b) key[b / 64] |= static_cast<uint64_t>(below[b]) << (b % 64);
   auto [it, fresh] = bytes_ids_.emplace(key, static_cast<int32_t>(subtree_bytes_.size()));

@@ -26,6 +26,8 @@ class Vocabulary {
     bool utf8_tail = false;      // every token below reads as UTF-8 from this node's edge on
                                  // (a partial last character allowed)
     uint16_t span = 0;           // the most bytes a token below reads from this node's edge on
+    uint16_t char_span = 0;      // with utf8_tail: the most characters it reads (a partial last one
+                                 // counted)
   };
 
   // bytes[id]: what the token decodes to; empty for tokens a grammar never allows (control
@@ -39,6 +41,7 @@ class Vocabulary {
   std::span<const int32_t> sorted_tokens() const { return sorted_; }
   const std::bitset<256>& subtree_bytes(const Node& n) const { return subtree_bytes_[static_cast<size_t>(n.bytes_index)]; }
   size_t mask_words() const { return (bytes_.size() + 31) / 32; }
+  size_t max_token_bytes() const { return nodes_.empty() ? 0 : nodes_[0].span; }  // the root's span
   uint64_t fingerprint() const { return fingerprint_; }
 
  private:

@@ -2,6 +2,7 @@
 // all the work to the grammar: every choice's text is in the language, ends by EOS where the
 // grammar allows, stays deterministic alone and batched, frees the reasoning before </think>,
 // and ends with `length` when max_tokens cuts a structure short.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -38,7 +39,7 @@ std::string Text(const std::vector<int32_t>& tokens) {
   for (int32_t t : tokens) {
     if (t >= 100 && t < 356) out.push_back(static_cast<char>(t - 100));
     else if (t >= 400 && t < 400 + static_cast<int32_t>(kPieces.size())) out += kPieces[static_cast<size_t>(t - 400)];
-    else out += "<" + std::to_string(t) + ">";
+    else out += fmt::format("<{}>", t);
   }
   return out;
 }
@@ -134,7 +135,7 @@ TEST_F(StructuredOutputTest, SameTokensAloneAndBatched) {
   std::vector<Outcome> alone, batched;
   Run({request("alone")}, &alone);
   std::vector<protocol::GenerateRequest> many = {request("b0")};
-  for (int i = 1; i < 4; ++i) many.push_back(Constrained("b" + std::to_string(i), ConstraintKind::kRegex, "[0-9]+", 30, 100 + i));
+  for (int i = 1; i < 4; ++i) many.push_back(Constrained(fmt::format("b{}", i), ConstraintKind::kRegex, "[0-9]+", 30, 100 + i));
   Run(many, &batched);
   EXPECT_EQ(alone[0].tokens[0], batched[0].tokens[0]);
 }
