@@ -2,6 +2,8 @@
 // (api/generation_job.h).
 #include "api/generation_job.h"
 
+#include <deque>
+
 #include "api/stop_matcher.h"
 #include "base/clock.h"
 #include "encoding/output_parser.h"
@@ -20,6 +22,10 @@ struct GenerationJob::Choice {
   StopMatcher stop;
   bool in_reasoning;             // tokens so far belong to the thinking block
   bool open = true;
+  // Content tokens whose logprobs wait until their text is out of the parser's hold-back: the
+  // tokens of a tool-call block's marker are not content. bytes: what the token decoded to.
+  std::deque<std::pair<protocol::TokenOutput, size_t>> pending_logprobs;
+  size_t pending_bytes = 0;
   int64_t reasoning_tokens = 0;  // generated tokens up to and including </think>
   double last_token_seconds = 0;
 };
@@ -100,6 +106,7 @@ void GenerationJob::OnEvent(const protocol::GenerateEvent& e) {
     if (c.open && (e.finish == FinishReason::kStop || e.finish == FinishReason::kLength)) {
       ChoiceDelta d;
       const bool stopped = Process(c, c.detok.Flush(), true, d);
+      ReleaseLogprobs(c, true, d);
       if (!d.empty()) writer_->Delta(d);
       Finish finish = Finish::kEnd;
       if (stopped) finish = Finish::kStopString;
@@ -127,15 +134,18 @@ void GenerationJob::OnTokens(Choice& c, const std::vector<protocol::TokenOutput>
   std::string text;
   ChoiceDelta d;
   for (const protocol::TokenOutput& t : tokens) {
-    text += c.detok.Push(t.token);
+    const std::string piece = c.detok.Push(t.token);
+    text += piece;
     if (c.in_reasoning) {
       ++c.reasoning_tokens;
       if (t.token == options_.think_end_token) c.in_reasoning = false;
     } else if (options_.logprobs) {
-      d.logprobs.push_back(t);
+      c.pending_logprobs.emplace_back(t, piece.size());
+      c.pending_bytes += piece.size();
     }
   }
   const bool stopped = Process(c, text, false, d);
+  ReleaseLogprobs(c, false, d);
   if (!d.empty()) writer_->Delta(d);
   if (!stopped) return;
   EndChoice(c, Finish::kStopString);
@@ -171,6 +181,21 @@ bool GenerationJob::Process(Choice& c, const std::string& text, bool at_end, Cho
   return false;
 }
 
+void GenerationJob::ReleaseLogprobs(Choice& c, bool at_end, ChoiceDelta& d) {
+  d.choice = c.index;
+  if (c.parser && c.parser->entered_tool_calls()) {  // the block's tokens are not content
+    c.pending_logprobs.clear();
+    c.pending_bytes = 0;
+    return;
+  }
+  const size_t held = at_end || !c.parser ? 0 : c.parser->held_back_bytes();
+  while (!c.pending_logprobs.empty() && c.pending_bytes - c.pending_logprobs.front().second >= held) {
+    c.pending_bytes -= c.pending_logprobs.front().second;
+    d.logprobs.push_back(std::move(c.pending_logprobs.front().first));
+    c.pending_logprobs.pop_front();
+  }
+}
+
 void GenerationJob::EndChoice(Choice& c, Finish finish) {
   c.open = false;
   --num_open_;
@@ -196,6 +221,7 @@ void GenerationJob::OnRequestDone(const protocol::Usage& usage) {
     if (c->open) {
       ChoiceDelta d;
       Process(*c, c->detok.Flush(), true, d);
+      ReleaseLogprobs(*c, true, d);
       if (!d.empty()) writer_->Delta(d);
       EndChoice(*c, Finish::kEnd);
     }

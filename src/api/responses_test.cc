@@ -103,6 +103,27 @@ TEST_F(ResponsesTest, CallThatBreaksAfterItBeganIsIncompleteInStreamsAndAbsentOt
   EXPECT_EQ(done["output"][1]["content"], whole["output"][0]["content"]);
 }
 
+// Logprobs cover content tokens only: a tool call's tokens neither carry them nor interrupt the
+// call with a message item.
+TEST_F(ResponsesTest, LogprobsLeaveToolCallsWhole) {
+  service_.reply = Bytes("Hi" + testing::DsmlCall("get_weather", "city", "Paris"));
+  Json tools = Json::array({Function("get_weather")});
+  const Json extra = {{"tools", tools}, {"reasoning", {{"effort", "none"}}}, {"include", {"message.output_text.logprobs"}}};
+  Json whole = Json::parse(Send(extra)->body);
+  ASSERT_EQ(whole["output"].size(), 2u) << whole.dump();
+  EXPECT_EQ(whole["output"][0]["content"][0]["logprobs"].size(), 2u) << "one per content token";
+  EXPECT_EQ(whole["output"][1]["type"], "function_call");
+  EXPECT_EQ(whole["output"][1]["status"], "completed");
+  EXPECT_EQ(Json::parse(whole["output"][1]["arguments"].get<std::string>()), Json({{"city", "Paris"}}));
+  Json streamed = extra;
+  streamed["stream"] = true;
+  Json done;
+  for (const auto& e : testing::Events(Send(streamed)->body))
+    if (e.name == "response.completed") done = e.data["response"];
+  ASSERT_EQ(done["output"].size(), 2u) << done.dump();
+  EXPECT_EQ(done["output"][1]["status"], "completed");
+}
+
 TEST_F(ResponsesTest, FunctionCallRoundTripWithSealedReasoningAndNamespaces) {
   service_.reply = ThinkThen("Look it up.", testing::DsmlCall("fs::read", "path", "a.txt"));
   Json tools = Json::array({{{"type", "namespace"}, {"name", "fs"}, {"description", "files"},

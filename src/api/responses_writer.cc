@@ -40,7 +40,7 @@ class ResponsesWriter final : public DialectWriter {
       Event("response.reasoning_text.delta", PartRef(0, {{"delta", d.reasoning}}));
     }
     Json lp = Logprobs(d);
-    if (!d.content.empty() || !lp.empty()) {
+    if (!d.content.empty() || (!lp.empty() && open_ != Kind::kFunctionCall)) {
       OpenItem(Kind::kMessage);
       text_ += d.content;
       for (Json& e : lp) logprobs_.push_back(e);

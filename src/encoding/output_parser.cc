@@ -60,6 +60,7 @@ OutputParser::OutputParser(EncodingVersion version, bool thinking)
 
 void OutputParser::EnterToolCalls(std::string_view marker_tail) {
   stage_ = Stage::kToolCalls;
+  entered_tool_calls_ = true;
   tool_buf_ = BlockStartMarker(tags_);
   tool_pos_ = tool_buf_.size();
   tool_buf_ += marker_tail;

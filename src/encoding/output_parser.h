@@ -72,6 +72,12 @@ class OutputParser {
   ParseDelta Finish();
 
   OutputOutcome outcome() const;
+  // Whether the output has reached a tool-call block (what follows its marker is not content).
+  bool entered_tool_calls() const { return entered_tool_calls_; }
+  // Reasoning or content bytes fed but not emitted yet (they may start a marker).
+  size_t held_back_bytes() const {
+    return stage_ == Stage::kReasoning || stage_ == Stage::kContent ? pending_.size() : 0;
+  }
   const std::optional<OutputError>& error() const { return error_; }
 
  private:
@@ -91,6 +97,7 @@ class OutputParser {
   std::string tool_buf_;  // the tool-call block, from its start marker
   size_t tool_pos_ = 0;   // where the next DSML step starts in tool_buf_
   size_t num_tool_calls_ = 0;  // completed calls
+  bool entered_tool_calls_ = false;
   InvokeStream stream_;        // the call being written
   std::optional<OutputError> error_;
   OutputOutcome error_outcome_ = OutputOutcome::kStop;

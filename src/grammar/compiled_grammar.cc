@@ -225,7 +225,7 @@ ChainStep ChainSteps::Get(int32_t state) const {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  steps_.emplace(state, step);
+  if (steps_.emplace(state, step).second) bytes_.fetch_add(sizeof(ChainStep) + 32, std::memory_order_relaxed);
   return step;
 }
 
@@ -269,19 +269,14 @@ const ChainRuns& ChainSteps::Chain(int32_t state, bool chars) const {
     }
     s = next;
   }
+  const size_t bytes = 64 + chain.runs.size() * sizeof(chain.runs[0]);
   std::lock_guard<std::mutex> lock(mu_);
-  return memo.emplace(state, std::move(chain)).first->second;
+  auto [it, fresh] = memo.emplace(state, std::move(chain));
+  if (fresh) bytes_.fetch_add(bytes, std::memory_order_relaxed);
+  return it->second;
 }
 
-size_t ChainSteps::memory_bytes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  size_t runs = 0;
-  for (const auto* memo : {&main_chains_, &char_chains_}) {
-    for (const auto& [state, chain] : *memo) runs += chain.runs.size();
-  }
-  return steps_.size() * (sizeof(ChainStep) + 32) + (main_chains_.size() + char_chains_.size()) * 64 +
-         runs * sizeof(std::pair<uint16_t, ByteSet>);
-}
+size_t ChainSteps::memory_bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
 TokenClasses ClassifyState(const Automaton& automaton, const Vocabulary& vocab, int32_t state, int32_t context,
                            const ChainSteps* steps) {

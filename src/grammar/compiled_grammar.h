@@ -68,6 +68,7 @@ class ChainSteps {
   mutable std::mutex mu_;
   mutable std::unordered_map<int32_t, ChainStep> steps_;
   mutable std::unordered_map<int32_t, ChainRuns> main_chains_, char_chains_;
+  mutable std::atomic<size_t> bytes_{0};
 };
 
 // `steps`: a shared memo of character steps (null: one for this call).
@@ -84,7 +85,7 @@ class CompiledGrammar {
   // context: kAlone, kAtRoot, or the parent frame's resume state. Computes on first use.
   const TokenClasses& Classes(int32_t state, int32_t context) const;
   size_t classified() const;
-  // Memory held: the automaton's tables and the token classes computed so far.
+  // Memory held: the automaton's tables and the token classes and chains computed so far.
   size_t memory_bytes() const;
 
  private:

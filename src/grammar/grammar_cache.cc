@@ -96,10 +96,12 @@ base::Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const pro
   if (auto it = entries_.find(key); it != entries_.end()) return it->second.grammar;  // compiled twice at once
   order_.push_front(key);
   entries_[key] = {*compiled, order_.begin()};
+  // One size per entry, read once: grammars keep growing on other threads as they classify.
+  std::unordered_map<std::string, size_t> sizes;
   size_t bytes = 0;
-  for (const auto& [k, e] : entries_) bytes += e.grammar->memory_bytes();
+  for (const auto& [k, e] : entries_) bytes += sizes[k] = e.grammar->memory_bytes();
   while (bytes > max_bytes_ && entries_.size() > 1) {  // the newest always stays
-    bytes -= entries_.at(order_.back()).grammar->memory_bytes();
+    bytes -= sizes.at(order_.back());
     entries_.erase(order_.back());
     order_.pop_back();
   }

@@ -95,13 +95,15 @@ class ToolCallBuilder {
   // value of either kind where the schema is not enforced (kWherePossible: where it cannot be).
   base::Result<ExprId> ParamValue(const Json& schema, const Json& params, Enforce enforce, JsonValues* values,
                                   const std::string& path) {
-    const ExprId free = g_.Alt({g_.Seq({Lit(" string=\"true\">"), g_.Avoid(tags_.dsml)}),
-                                g_.Seq({Lit(" string=\"false\">"), values->AnyValue()})});
-    if (enforce == Enforce::kNo) return free;
+    const auto free = [&] {  // built only when used: it adds the any-value rules
+      return g_.Alt({g_.Seq({Lit(" string=\"true\">"), g_.Avoid(tags_.dsml)}),
+                     g_.Seq({Lit(" string=\"false\">"), values->AnyValue()})});
+    };
+    if (enforce == Enforce::kNo) return free();
     if (enforce == Enforce::kWherePossible) {
       ToolCallBuilder trial(spec_, tags_);  // a scratch grammar, so a refusal leaves no rules behind
       JsonValues trial_values(&trial.g_, params);
-      if (!trial.SchemaValue(schema, &trial_values, path).ok()) return free;
+      if (!trial.SchemaValue(schema, &trial_values, path).ok()) return free();
     }
     return SchemaValue(schema, values, path);
   }
