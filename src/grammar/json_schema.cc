@@ -49,6 +49,14 @@ Error At(const std::string& path, const std::string& what) {
   return Error(ErrorCode::kInvalidArgument, fmt::format("{}: {}", path.empty() ? "(schema root)" : path, what));
 }
 
+base::Result<int64_t> Count(const Json& schema, const char* key, int64_t fallback, const std::string& path) {
+  const auto it = schema.find(key);
+  if (it == schema.end()) return fallback;
+  if (!it->is_number_integer() || it->get<int64_t>() < 0) return At(Join(path, key), "must be a non-negative integer");
+  if (it->get<int64_t>() > 10000) return At(Join(path, key), "above 10000 cannot be enforced");
+  return it->get<int64_t>();
+}
+
 std::string Decimal(uint64_t v) { return std::to_string(v); }
 
 }  // namespace
@@ -248,39 +256,12 @@ class SchemaCompiler {
 
   // ---- strings ----
   base::Result<ExprId> StringBody(const Json& schema, const std::string& path) {
-    const bool has_len = schema.contains("minLength") || schema.contains("maxLength");
-    if (schema.contains("format")) {
-      if (!schema["format"].is_string()) return At(Join(path, "format"), "must be a string");
-      const std::string f = schema["format"].get<std::string>();
-      std::string pattern;
-      if (f == "date-time") pattern = kFormats.at("date") + "T" + kFormats.at("time");
-      else if (auto it = kFormats.find(f); it != kFormats.end()) pattern = "(" + it->second + ")";
-      else return At(Join(path, "format"), fmt::format("the format '{}' cannot be enforced", f));
-      if (has_len || schema.contains("pattern")) return At(Join(path, "format"), "`format` with `pattern` or a length bound cannot be enforced");
-      FS_ASSIGN_OR_RETURN(ExprId body, CompileRegex(pattern, RegexContext{true, false}, g_));
-      return g_->Seq({Lit("\""), body, Lit("\"")});
+    if (!schema.contains("format") && !schema.contains("pattern") && !schema.contains("minLength") &&
+        !schema.contains("maxLength")) {
+      return g_->Ref(AnyRule("string"));
     }
-    if (schema.contains("pattern")) {
-      if (!schema["pattern"].is_string()) return At(Join(path, "pattern"), "must be a string");
-      if (has_len) return At(Join(path, "pattern"), "`pattern` with `minLength` / `maxLength` cannot be enforced");
-      auto body = CompileRegex(schema["pattern"].get<std::string>(), RegexContext{true, true}, g_);
-      if (!body.ok()) return At(Join(path, "pattern"), body.error().message());
-      return g_->Seq({Lit("\""), *body, Lit("\"")});
-    }
-    FS_ASSIGN_OR_RETURN(int64_t min, Count(schema, "minLength", 0, path));
-    FS_ASSIGN_OR_RETURN(int64_t max, Count(schema, "maxLength", kUnbounded, path));
-    if (max != kUnbounded && max < min) return At(Join(path, "maxLength"), "is below minLength");
-    if (min == 0 && max == kUnbounded) return g_->Ref(AnyRule("string"));
-    const ExprId ch = CharacterIn(ComplementRanges({}), true, g_);
-    return g_->Seq({Lit("\""), g_->Repeat(ch, static_cast<int32_t>(min), static_cast<int32_t>(max)), Lit("\"")});
-  }
-
-  base::Result<int64_t> Count(const Json& schema, const char* key, int64_t fallback, const std::string& path) {
-    const auto it = schema.find(key);
-    if (it == schema.end()) return fallback;
-    if (!it->is_number_integer() || it->get<int64_t>() < 0) return At(Join(path, key), "must be a non-negative integer");
-    if (it->get<int64_t>() > 10000) return At(Join(path, key), "above 10000 cannot be enforced");
-    return it->get<int64_t>();
+    FS_ASSIGN_OR_RETURN(ExprId body, BoundedStringText(schema, path, true, {}, g_));
+    return g_->Seq({Lit("\""), body, Lit("\"")});
   }
 
   // ---- numbers ----
@@ -682,6 +663,34 @@ base::Result<ExprId> JsonValues::Value(const nlohmann::ordered_json& schema, con
 }
 
 ExprId JsonValues::AnyValue() { return impl_->AnyValue(); }
+
+base::Result<ExprId> BoundedStringText(const Json& schema, const std::string& path, bool json_string,
+                                       const CodepointRanges& exclude, Grammar* g) {
+  const bool has_len = schema.contains("minLength") || schema.contains("maxLength");
+  const RegexContext anchored{json_string, false, exclude}, search{json_string, true, exclude};
+  if (schema.contains("format")) {
+    if (!schema["format"].is_string()) return At(Join(path, "format"), "must be a string");
+    const std::string f = schema["format"].get<std::string>();
+    std::string pattern;
+    if (f == "date-time") pattern = kFormats.at("date") + "T" + kFormats.at("time");
+    else if (auto it = kFormats.find(f); it != kFormats.end()) pattern = "(" + it->second + ")";
+    else return At(Join(path, "format"), fmt::format("the format '{}' cannot be enforced", f));
+    if (has_len || schema.contains("pattern")) return At(Join(path, "format"), "`format` with `pattern` or a length bound cannot be enforced");
+    return CompileRegex(pattern, anchored, g);
+  }
+  if (schema.contains("pattern")) {
+    if (!schema["pattern"].is_string()) return At(Join(path, "pattern"), "must be a string");
+    if (has_len) return At(Join(path, "pattern"), "`pattern` with `minLength` / `maxLength` cannot be enforced");
+    auto body = CompileRegex(schema["pattern"].get<std::string>(), search, g);
+    if (!body.ok()) return At(Join(path, "pattern"), body.error().message());
+    return *body;
+  }
+  FS_ASSIGN_OR_RETURN(int64_t min, Count(schema, "minLength", 0, path));
+  FS_ASSIGN_OR_RETURN(int64_t max, Count(schema, "maxLength", kUnbounded, path));
+  if (max != kUnbounded && max < min) return At(Join(path, "maxLength"), "is below minLength");
+  CodepointRanges chars = ComplementRanges(exclude);
+  return g->Repeat(CharacterIn(chars, json_string, g), static_cast<int32_t>(min), static_cast<int32_t>(max));
+}
 
 base::Result<Grammar> JsonSchemaGrammar(const nlohmann::ordered_json& schema, const JsonGrammarOptions& options) {
   Grammar g;

@@ -38,6 +38,13 @@ class JsonValues {
   std::unique_ptr<SchemaCompiler> impl_;
 };
 
+// The text of a string schema's values under `format`, `pattern` or `minLength`/`maxLength`,
+// unquoted: as written inside a JSON string (json_string), or raw with the code points in
+// `exclude` left out (a DSML tool-call value keeps its markup's ｜ out). Errors name the keyword's
+// path. The caller handles schemas without those keywords.
+base::Result<ExprId> BoundedStringText(const nlohmann::ordered_json& schema, const std::string& path, bool json_string,
+                                       const CodepointRanges& exclude, Grammar* grammar);
+
 // Any JSON object (response_format json_object).
 Grammar JsonObjectGrammar(const JsonGrammarOptions& options = {});
 

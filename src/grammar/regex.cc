@@ -278,7 +278,30 @@ class RegexParser {
     return base::Status::Ok();
   }
 
-  ExprId Char(const CodepointRanges& set) { return CharacterIn(set, ctx_.json_string, g_); }
+  ExprId Char(const CodepointRanges& set) {
+    if (ctx_.exclude.empty()) return CharacterIn(set, ctx_.json_string, g_);
+    return CharacterIn(Without(set, ctx_.exclude), ctx_.json_string, g_);
+  }
+
+  // `set` minus `exclude`.
+  static CodepointRanges Without(CodepointRanges set, CodepointRanges exclude) {
+    NormalizeRanges(&set);
+    NormalizeRanges(&exclude);
+    CodepointRanges out;
+    for (auto [lo, hi] : set) {
+      for (const auto& [xlo, xhi] : exclude) {
+        if (xhi < lo || xlo > hi) continue;
+        if (xlo > lo) out.emplace_back(lo, xlo - 1);
+        if (xhi >= hi) {
+          lo = 1, hi = 0;  // nothing left of this range
+          break;
+        }
+        lo = xhi + 1;
+      }
+      if (lo <= hi) out.emplace_back(lo, hi);
+    }
+    return out;
+  }
 
   std::string_view text_;
   RegexContext ctx_;

@@ -17,6 +17,8 @@ struct RegexContext {
   // JSON Schema semantics: the pattern may match anywhere unless anchored with ^ / $.
   // Otherwise the whole text must match (^ and $ are then optional).
   bool search = false;
+  // Code points no character of the match may be (taken out of every class, `.` and literal).
+  CodepointRanges exclude;
 };
 
 base::Result<ExprId> CompileRegex(std::string_view pattern, const RegexContext& context, Grammar* grammar);

@@ -62,6 +62,12 @@ class ToolCallBuilder {
  private:
   ExprId Lit(const std::string& s) { return g_.Bytes(s); }
 
+  CodepointRanges MarkerStart() const {
+    size_t pos = 0;
+    const std::optional<uint32_t> cp = DecodeUtf8(tags_.dsml, &pos);
+    return cp ? CodepointRanges{{*cp, *cp}} : CodepointRanges{};
+  }
+
   base::Result<ExprId> Invoke(const Json& tool, const std::string& path) {
     if (!tool.is_object() || !tool.contains("name") || !tool["name"].is_string()) {
       return Error(ErrorCode::kInvalidArgument, path + ": a tool needs a name");
@@ -120,10 +126,10 @@ class ToolCallBuilder {
       return g_.Seq({Lit(" string=\"true\">"), g_.Alt(std::move(alts))});
     }
     if (schema.contains("pattern") || schema.contains("format") || schema.contains("minLength") || schema.contains("maxLength")) {
-      // The value is written raw, and these checks would have to be kept while also keeping the
-      // DSML marker out of it; refuse rather than write values the schema would not accept.
-      return Error(ErrorCode::kInvalidArgument,
-                   path + ": a string parameter with pattern, format or a length bound cannot be enforced in a strict tool yet");
+      // The value is written raw (the decoded string itself). Leaving the marker's first
+      // character (｜) out of every character keeps the markup out of the value.
+      FS_ASSIGN_OR_RETURN(ExprId text, BoundedStringText(schema, path, false, MarkerStart(), &g_));
+      return g_.Seq({Lit(" string=\"true\">"), text});
     }
     return raw_any;
   }

@@ -72,27 +72,38 @@ TEST(ToolCalls, NonStrictToolsTakeAnyValueOfTheirParametersWhenNotForced) {
 }
 
 // A forced call follows the schema of a tool that is not strict wherever it can; a parameter
-// whose schema cannot be enforced (a bounded raw string) takes any value instead of a refusal.
+// whose schema cannot be enforced (multipleOf) takes any value instead of a refusal.
 TEST(ToolCalls, ForcedCallsFollowSchemasWherePossible) {
   Json loose = kWeather;
   loose["strict"] = false;
-  loose["parameters"]["properties"]["city"]["maxLength"] = 3;
+  loose["parameters"]["properties"]["days"]["multipleOf"] = 2;
   auto g = Compile({{"mode", "required"}, {"tools", {loose}}});
   EXPECT_TRUE(testing::Matches(g, Block({{"get_weather", {{"city", true, "Paris"}, {"days", false, "3"}}}})))
-      << "the bounded string is free";
-  EXPECT_TRUE(testing::Matches(g, Block({{"get_weather", {{"city", false, "[1]"}}}}))) << "of either kind";
-  EXPECT_FALSE(testing::Matches(g, Block({{"get_weather", {{"city", true, "P"}, {"days", false, "9"}}}}))) << "days <= 7";
-  EXPECT_FALSE(testing::Matches(g, Block({{"get_weather", {{"city", true, "P"}, {"days", true, "many"}}}})));
+      << "days is free";
+  EXPECT_TRUE(testing::Matches(g, Block({{"get_weather", {{"city", true, "P"}, {"days", true, "many"}}}}))) << "of either kind";
+  EXPECT_FALSE(testing::Matches(g, Block({{"get_weather", {{"city", false, "[1]"}}}}))) << "city is a string";
   EXPECT_FALSE(testing::Matches(g, Block({{"get_weather", {{"city", true, "P"}, {"unit", true, "k"}}}})));
 }
 
-TEST(ToolCalls, RefusesStringBoundsItCannotEnforceRaw) {
-  Json bounded = kWeather;
-  bounded["parameters"]["properties"]["city"]["maxLength"] = 10;
-  Json spec = {{"mode", "required"}, {"tools", {bounded}}};
-  auto g = ToolCallGrammar(spec);
-  ASSERT_FALSE(g.ok());
-  EXPECT_NE(g.error().message().find("tools[0].parameters.properties.city"), std::string::npos);
+// Raw string values keep pattern, format and length bounds, over the text as written (no JSON
+// escaping), and never contain the marker's first character.
+TEST(ToolCalls, StrictRawStringsKeepPatternFormatAndLength) {
+  Json tool = {{"name", "f"}, {"strict", true},
+               {"parameters", {{"type", "object"},
+                               {"properties", {{"code", {{"type", "string"}, {"pattern", "^[A-Z]{2}-\\d+$"}}},
+                                               {"day", {{"type", "string"}, {"format", "date"}}},
+                                               {"note", {{"type", "string"}, {"minLength", 2}, {"maxLength", 4}}}}},
+                               {"required", {"code", "day", "note"}}}}};
+  auto g = Compile({{"mode", "required"}, {"tools", {tool}}});
+  auto call = [](const std::string& code, const std::string& day, const std::string& note) {
+    return Block({{"f", {{"code", true, code}, {"day", true, day}, {"note", true, note}}}});
+  };
+  EXPECT_TRUE(testing::Matches(g, call("AB-12", "2024-02-29", "a\"é")));  // quotes and é raw
+  EXPECT_FALSE(testing::Matches(g, call("ab-12", "2024-02-29", "ok")));
+  EXPECT_FALSE(testing::Matches(g, call("AB-12", "2023-02-29", "ok"))) << "not a date";
+  EXPECT_FALSE(testing::Matches(g, call("AB-12", "2024-02-29", "a"))) << "minLength";
+  EXPECT_FALSE(testing::Matches(g, call("AB-12", "2024-02-29", "abcde"))) << "maxLength";
+  EXPECT_FALSE(testing::Matches(g, call("AB-12", "2024-02-29", "a｜b"))) << "the marker's character";
 }
 
 }  // namespace

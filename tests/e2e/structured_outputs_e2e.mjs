@@ -175,8 +175,10 @@ async function clients(base) {
 // Forced and strict tool calls: the DSML block comes back as tool calls whose arguments validate.
 async function tools(base) {
   const ajv = new Ajv({ strict: false });
+  // Raw DSML string values under a pattern and length bounds too.
   const parameters = { type: 'object', properties: { days: { type: 'integer', minimum: 1, maximum: 7 },
-    unit: { enum: ['c', 'f'] }, detailed: { type: 'boolean' } }, required: ['days', 'unit'], additionalProperties: false };
+    unit: { enum: ['c', 'f'] }, detailed: { type: 'boolean' }, code: { type: 'string', pattern: '^[A-Z]{2}-[0-9]{2,4}$' },
+    note: { type: 'string', minLength: 1, maxLength: 12 } }, required: ['days', 'unit', 'code'], additionalProperties: false };
   const validate = ajv.compile(parameters);
   const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-local' });
   const weather = { type: 'function', function: { name: 'get_weather', description: 'Forecast', parameters, strict: true } };
@@ -209,7 +211,7 @@ async function tools(base) {
     assert.equal(uses.length, 1);
     assert.ok(validate(uses[0].input), JSON.stringify(uses[0].input));
   }
-  console.log(`ok - forced tool calls (OpenAI required / named, Anthropic tool): ${calls} calls, strict arguments valid (ajv)`);
+  console.log(`ok - forced tool calls (OpenAI required / named, Anthropic tool): ${calls} calls, strict arguments valid (ajv, pattern and length bounds included)`);
 }
 
 await runE2e(work, async (ctx) => {
