@@ -68,7 +68,12 @@ InvokeStream::InvokeStream(const DsmlTags& tags)
     : invoke_start_(DsmlTag("<", tags.invoke)),
       invoke_end_(DsmlTag("</", tags.invoke)),
       param_start_(DsmlTag("<", tags.parameter)),
-      param_end_(DsmlTag("/", tags.parameter)) {}
+      param_end_(DsmlTag("/", tags.parameter)),
+      gap_invoke_(std::string(kGap) + invoke_start_),
+      gap_param_(std::string(kGap) + param_start_),
+      gap_close_(std::string(kGap) + invoke_end_),
+      value_end_("<" + param_end_),
+      value_end_nl_("<\n" + param_end_) {}
 
 void InvokeStream::Restart(size_t pos) {
   phase_ = Phase::kGap;
@@ -108,16 +113,20 @@ void InvokeStream::EmitValue(std::string_view raw, Progress& out) {
 
 // ">\n<｜DSML｜invoke" starts a call; anything else (the block's end, or an error the
 // authority reports) leaves nothing to stream.
-bool InvokeStream::StepGap(std::string_view text) {
-  const std::string need = std::string(kGap) + invoke_start_;
+bool InvokeStream::StepGap(std::string_view text) { return Enter(text, gap_invoke_, "", Phase::kName); }
+
+// At pos_: `marker` moves to `then`; `other` (or a mismatch) ends the streaming of this call;
+// a prefix of either waits for more text.
+bool InvokeStream::Enter(std::string_view text, std::string_view marker, std::string_view other, Phase then) {
   const std::string_view rest = text.substr(std::min(pos_, text.size()));
-  if (rest.starts_with(need)) {
-    pos_ += need.size();
+  if (rest.starts_with(marker)) {
+    pos_ += marker.size();
     scan_from_ = pos_;
-    phase_ = Phase::kName;
+    phase_ = then;
     return true;
   }
-  if (!std::string_view(need).starts_with(rest)) phase_ = Phase::kIdle;
+  const bool undecided = marker.starts_with(rest) || (!other.empty() && other.starts_with(rest));
+  if (!undecided || (!other.empty() && rest.starts_with(other))) phase_ = Phase::kIdle;
   return false;
 }
 
@@ -190,8 +199,7 @@ bool InvokeStream::StepValue(std::string_view text, Progress& out) {
     return FinishParam(text, end, out);
   }
   scan_from_ = ResumeAt(text.size(), value_at_, param_end_);
-  const std::string term = "<" + param_end_, term_nl = "<\n" + param_end_;
-  size_t upto = text.size() - HeldSuffix(text.substr(value_at_), {term, term_nl});
+  size_t upto = text.size() - HeldSuffix(text.substr(value_at_), {value_end_, value_end_nl_});
   upto = std::max(upto, value_sent_);
   upto -= IncompleteUtf8Tail(text.substr(value_sent_, upto - value_sent_));
   EmitValue(text.substr(value_sent_, upto - value_sent_), out);
@@ -224,17 +232,7 @@ bool InvokeStream::FinishParam(std::string_view text, size_t end, Progress& out)
 }
 
 bool InvokeStream::StepAfterParam(std::string_view text) {
-  const std::string next = std::string(kGap) + param_start_, close = std::string(kGap) + invoke_end_;
-  const std::string_view rest = text.substr(std::min(pos_, text.size()));
-  if (rest.starts_with(next)) {
-    pos_ += next.size();
-    scan_from_ = pos_;
-    phase_ = Phase::kParamHead;
-    return true;
-  }
-  const bool undecided = std::string_view(next).starts_with(rest) || std::string_view(close).starts_with(rest);
-  if (!undecided || rest.starts_with(close)) phase_ = Phase::kIdle;
-  return false;
+  return Enter(text, gap_param_, gap_close_, Phase::kParamHead);
 }
 
 }  // namespace flashserve::encoding

@@ -39,11 +39,14 @@ class InvokeStream {
   bool StepParamHead(std::string_view text, Progress& out);
   bool StepValue(std::string_view text, Progress& out);
   bool StepAfterParam(std::string_view text);
+  bool Enter(std::string_view text, std::string_view marker, std::string_view other, Phase then);
   bool FinishParam(std::string_view text, size_t value_end, Progress& out);
   void Emit(std::string_view piece, Progress& out);
   void EmitValue(std::string_view raw, Progress& out);
 
   std::string invoke_start_, invoke_end_, param_start_, param_end_;
+  std::string gap_invoke_, gap_param_, gap_close_;  // ">\n" + the tag that may follow
+  std::string value_end_, value_end_nl_;             // what ends a value: "<" or "<\n" + param_end_
   Phase phase_ = Phase::kIdle;
   size_t pos_ = 0;         // start of what the current phase reads
   size_t scan_from_ = 0;   // where the current phase's next search may start

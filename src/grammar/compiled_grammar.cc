@@ -11,6 +11,12 @@
 namespace flashserve::grammar {
 namespace {
 
+// A state that neither enters nor leaves a rule: reading a byte is one transition.
+bool IsSimple(const Automaton& a, int32_t state) {
+  const StateInfo& info = a.info(state);
+  return !info.accepting && info.refs_begin == info.refs_end;
+}
+
 // A depth-first walk of the trie carrying the set of stacks each prefix leads to.
 class Classifier {
  public:
@@ -48,10 +54,7 @@ class Classifier {
     accepted_count_ += static_cast<size_t>(end - begin);
   }
 
-  bool Simple(int32_t state) const {
-    const StateInfo& info = a_.info(state);
-    return !info.accepting && info.refs_begin == info.refs_end;
-  }
+  bool Simple(int32_t state) const { return IsSimple(a_, state); }
 
   void Walk(int32_t node, size_t depth, bool pending) {
     const std::vector<Stack>& set = sets_[depth];
@@ -146,11 +149,6 @@ class Classifier {
   std::vector<int32_t> uncertain_;
   std::unordered_map<int32_t, Chains> chains_;  // memo of steps_ lookups for this walk
 };
-
-bool IsSimple(const Automaton& a, int32_t state) {
-  const StateInfo& info = a.info(state);
-  return !info.accepting && info.refs_begin == info.refs_end;
-}
 
 // Where every valid non-ASCII character from `state` leads, if to one state through states that
 // neither enter nor leave a rule; -1 otherwise. Bytes of one class lead alike, so a run of them
