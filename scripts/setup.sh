@@ -10,7 +10,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libpcre2-dev libssl-dev liburing-dev libboost-dev libicu-dev
-  libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev libexif-dev libstb-dev
+  libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev libexif-dev libstb-dev libcurl4-openssl-dev
   python3-pil python3-numpy
   curl
 )

@@ -35,10 +35,19 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   auto bind = [ctx](void (*fn)(const RouteContext&, const ExchangePtr&)) {
     return [ctx, fn](const ExchangePtr& exchange) { fn(*ctx, exchange); };
   };
+  const ImageOptions& images = config.routes.images;
+  fetch_ = std::make_unique<ImageFetchStage>(images.fetch, images.fetch_threads, 16 * images.fetch_threads, &metrics_);
+  // Routes whose bodies may carry pictures: http(s) ones are fetched first.
+  auto fetching = [ctx, stage = fetch_.get()](void (*fn)(const RouteContext&, const ExchangePtr&),
+                                              net::ErrorDialect errors = net::ErrorDialect::kOpenAI) {
+    return [ctx, stage, fn, errors](const ExchangePtr& exchange) {
+      stage->Handle(exchange, errors, [ctx, fn](const ExchangePtr& e) { fn(*ctx, e); });
+    };
+  };
   // DeepSeek's base URL has no /v1; both spellings are served.
   for (const char* prefix : {"/v1", ""}) {
     const std::string p = prefix;
-    routes_.Add("POST", p + "/chat/completions", "/v1/chat/completions", bind(HandleChatCompletions), true);
+    routes_.Add("POST", p + "/chat/completions", "/v1/chat/completions", fetching(HandleChatCompletions), true);
     routes_.Add("POST", p + "/completions", "/v1/completions", bind(HandleCompletions), true);
     routes_.Add("GET", p + "/models", "/v1/models", bind(HandleListModels), true);
     routes_.Add("GET", p + "/models/*", "/v1/models/{id}", bind(HandleGetModel), true);
@@ -47,15 +56,15 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   constexpr auto kAnthropic = net::ErrorDialect::kAnthropic;
   for (const char* prefix : {"/v1", "/anthropic/v1", "/anthropic"}) {
     const std::string p = prefix;
-    routes_.Add("POST", p + "/messages", "/v1/messages", bind(HandleMessages), true, kAnthropic);
-    routes_.Add("POST", p + "/messages/count_tokens", "/v1/messages/count_tokens", bind(HandleCountTokens), true, kAnthropic);
+    routes_.Add("POST", p + "/messages", "/v1/messages", fetching(HandleMessages, kAnthropic), true, kAnthropic);
+    routes_.Add("POST", p + "/messages/count_tokens", "/v1/messages/count_tokens", fetching(HandleCountTokens, kAnthropic), true, kAnthropic);
   }
-  routes_.Add("POST", "/v1/responses", "/v1/responses", bind(HandleResponses), true);
-  routes_.Add("POST", "/responses", "/v1/responses", bind(HandleResponses), true);
-  routes_.Add("POST", "/tokenize", "/tokenize", bind(HandleTokenize), true);
+  routes_.Add("POST", "/v1/responses", "/v1/responses", fetching(HandleResponses), true);
+  routes_.Add("POST", "/responses", "/v1/responses", fetching(HandleResponses), true);
+  routes_.Add("POST", "/tokenize", "/tokenize", fetching(HandleTokenize), true);
   routes_.Add("POST", "/detokenize", "/detokenize", bind(HandleDetokenize), true);
   // DeepSeek's beta base URL (chat prefix completion, FIM completion).
-  routes_.Add("POST", "/beta/chat/completions", "/v1/chat/completions", bind(HandleChatCompletions), true);
+  routes_.Add("POST", "/beta/chat/completions", "/v1/chat/completions", fetching(HandleChatCompletions), true);
   routes_.Add("POST", "/beta/completions", "/v1/completions", bind(HandleCompletions), true);
   routes_.Add("GET", "/v1/load", "/v1/load", bind(HandleLoad), true);
   routes_.Add("GET", "/v1/kv/events", "/v1/kv/events", bind(HandleKvEvents), true);

@@ -7,6 +7,7 @@
 
 #include "meter/api_keys.h"
 #include "net/http_server.h"
+#include "api/image_fetch.h"
 #include "api/metrics.h"
 #include "api/reasoning_seal.h"
 #include "api/response_json.h"
@@ -53,6 +54,7 @@ class ApiServer {
   IdSource ids_;
   meter::ApiKeyRing keys_;
   RouteContext context_;
+  std::unique_ptr<ImageFetchStage> fetch_;  // remote pictures ahead of the routes that take them
   net::RouteTable routes_;
   std::unique_ptr<net::HttpServer> http_;
 };

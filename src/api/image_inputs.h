@@ -14,6 +14,7 @@
 #include "protocol/chat.h"
 #include "protocol/generate.h"
 #include "vision/decode.h"
+#include "vision/fetch.h"
 #include "vision/plan.h"
 #include "vision/source.h"
 
@@ -27,6 +28,8 @@ struct ImageOptions {
   std::string tower_checksum;    // part of every content key
   vision::ImageLimits limits;    // per picture
   vision::SourcePolicy sources;  // data URLs always; file:// under a root
+  vision::FetchPolicy fetch;     // http(s) URLs, fetched ahead of the route (api/image_fetch.h)
+  int fetch_threads = 4;
   int max_images = 16;           // per request
 };
 

@@ -27,6 +27,12 @@ void ApiMetrics::RecordInterTokenLatency(double seconds) {
       .Observe(seconds);
 }
 
+void ApiMetrics::RecordImageFetch(const std::string& outcome, int64_t bytes, double seconds) {
+  registry_.Counter("flashserve_image_fetches_total", "Remote image URLs fetched, by outcome", {{"outcome", outcome}}).Add();
+  registry_.Counter("flashserve_image_fetch_bytes_total", "Bytes of remote images fetched").Add(static_cast<double>(bytes));
+  registry_.Counter("flashserve_image_fetch_seconds_total", "Time spent fetching remote images").Add(seconds);
+}
+
 void ApiMetrics::SetGrammarStats(const grammar::GrammarCache::Stats& s) {
   registry_.Counter("flashserve_grammar_compiles_total", "Structured-output constraints compiled (cache misses)")
       .Set(static_cast<double>(s.misses));

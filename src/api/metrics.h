@@ -26,6 +26,8 @@ class ApiMetrics {
   void SetKvTierStats(const serve::ServiceStats& stats);
   // The structured-output grammar cache: compilations, hits, refusals, compile time, entries.
   void SetGrammarStats(const grammar::GrammarCache::Stats& stats);
+  // One remote picture fetched (outcome "ok", "refused", "failed" or "too_large"): count, bytes, time.
+  void RecordImageFetch(const std::string& outcome, int64_t bytes, double seconds);
   std::string Render() const { return registry_.Render(); }
   // Moving average of the time to first token (0 before the first), for the router's load view.
   double RecentTimeToFirstToken() const { return recent_ttft_.load(std::memory_order_relaxed); }

@@ -120,6 +120,8 @@ void ConfigureImages(const engine::Model& model, api::ImageOptions* images) {
   images->image_token = static_cast<int32_t>(c.image_token_id);
   images->tower_checksum = serve::TowerFingerprint(model);
   images->sources.max_bytes = images->limits.max_bytes;
+  images->fetch.max_bytes = images->limits.max_bytes;
+  if (!images->enabled) images->fetch.hosts.clear();  // nothing to fetch for; the routes' 400 says why
 }
 
 // "TOKEN:BIAS" (TOKEN an id or "eos", BIAS in [-100, 100]).
@@ -328,6 +330,18 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
                   "Retention class (one of --kv-ttl) of vision-tower outputs in the KV store (default: --kv-default-ttl)");
   cmd->add_option("--image-file-root", f->api.routes.images.sources.file_root,
                   "Allow file:// image URLs under this directory (default: refused)")->check(CLI::ExistingDirectory);
+  auto& fetch = f->api.routes.images.fetch;
+  cmd->add_option("--image-fetch-hosts", fetch.hosts,
+                  "Fetch http(s) image URLs from these hosts (comma-separated names, '*.example.com' for its "
+                  "subdomains, '*' for any host; default: remote URLs refused). Redirects are checked the same way")
+      ->delimiter(',');
+  cmd->add_flag("--image-fetch-allow-private", fetch.allow_private,
+                "Let image fetches connect to loopback, private, link-local and other non-public addresses "
+                "(refused by default, whatever the host name resolves to)");
+  cmd->add_option("--image-fetch-timeout", fetch.timeout_seconds, "Seconds a remote picture may take, redirects included")
+      ->check(CLI::Range(0.1, 600.0))->capture_default_str();
+  cmd->add_option("--image-fetch-threads", f->api.routes.images.fetch_threads, "Remote pictures fetched at once")
+      ->check(CLI::Range(1, 256))->capture_default_str();
   cmd->add_option("--seal-key-file", f->seal_key_file,
                   "Key (64 hex digits) sealing the reasoning handed to stateless clients; share one file across the "
                   "fleet (default: reasoning-seal.key in --kv-dir, else in ~/.cache/flashserve, created on first start)");

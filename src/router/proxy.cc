@@ -18,7 +18,7 @@
 #include "net/api_error.h"
 #include "net/http_wire.h"
 #include "net/sse_parser.h"
-#include "router/image_parts.h"
+#include "protocol/image_parts.h"
 #include "router/router_internal.h"
 
 namespace flashserve::router {
@@ -94,7 +94,7 @@ void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, Pro
     auto stream = body.find("stream");
     call->stream = stream != body.end() && stream->is_boolean() && stream->get<bool>();
     call->affinity_key = AffinityKey(req, body, key);
-    for (const std::string& source : ImageSources(body)) call->image_keys.push_back(AffinityHash(source));
+    for (const std::string& source : protocol::ImageSources(body)) call->image_keys.push_back(AffinityHash(source));
     // Tokenization stays on the I/O threads; the format is the configured one or the workers'.
     const encoding::EncodingVersion format = config.encoding_version.value_or(
         pool.prompt_format().value_or(encoding::EncodingVersion::kV4));

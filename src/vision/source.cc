@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "base/file_util.h"
+#include "vision/fetch.h"
 
 namespace flashserve::vision {
 namespace {
@@ -76,10 +77,8 @@ base::Result<std::vector<uint8_t>> FromFileUrl(std::string_view url, const Sourc
 base::Result<std::vector<uint8_t>> LoadImageSource(std::string_view source, const SourcePolicy& policy) {
   if (source.starts_with("data:")) return FromDataUrl(source, policy);
   if (source.starts_with("file://")) return FromFileUrl(source, policy);
-  if (source.starts_with("http://") || source.starts_with("https://")) {
-    return Refused("this server does not fetch remote image URLs; send the picture inline as a data URL "
-                   "(data:image/png;base64,...) or a base64 image block");
-  }
+  // Remote URLs are fetched ahead of prompt encoding when the operator allows it (api/image_fetch.h).
+  if (source.starts_with("http://") || source.starts_with("https://")) return RemoteFetchDisabled();
   return Refused("an image source must be a data URL (data:image/png;base64,...)");
 }
 

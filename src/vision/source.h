@@ -1,5 +1,6 @@
 // Where image bytes come from: data URLs (base64) always; file:// URLs only under a directory the
-// operator names; remote http(s) URLs are refused with a message that says how to send the
+// operator names; remote http(s) URLs reach here only when fetching is off (vision/fetch.h does
+// it, ahead of the route) and are refused with a message that says how to enable it or send the
 // picture instead. Pure functions apart from reading the named file.
 #pragma once
 

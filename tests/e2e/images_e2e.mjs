@@ -5,11 +5,14 @@
 // logprobs, another picture others; a repeated picture hits the prefix cache through the span,
 // while another picture at the same place reuses only the blocks before it; bad pictures and
 // refused sources are 400s naming the field, as are a decompression bomb (from its header) and
-// too many pictures; the demo model takes pictures, a text-only model refuses them.
+// too many pictures; remote URLs are fetched from allowed hosts (a loopback server here) and give
+// the data URL's answer, refused hosts and missing pictures are 400s; the demo model takes
+// pictures, a text-only model refuses them.
 //
 // node tests/e2e/images_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (SDKs or tokenizer missing).
 import { execFileSync, spawnSync } from 'node:child_process';
+import { createServer } from 'node:http';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -83,7 +86,7 @@ async function openaiImages(openai, base) {
   await test('bad pictures and refused sources: 400 naming the field', async () => {
     const cases = [
       [{ url: 'data:image/png;base64,AAAA' }, 'unrecognised image data'],
-      [{ url: 'https://example.com/cat.png' }, 'data URL'],
+      [{ url: 'https://example.com/cat.png' }, "'example.com' is not among the hosts"],
       [{ url: 'file:///etc/passwd' }, '--image-file-root'],
     ];
     for (const [image_url, why] of cases) {
@@ -97,6 +100,58 @@ async function openaiImages(openai, base) {
       });
     }
   });
+}
+
+// Remote pictures: the server runs with --image-fetch-hosts 127.0.0.1 --image-fetch-allow-private
+// and fetches from a loopback server here; the picture by URL is the picture by data URL.
+async function remoteImages(openai, anthropic, base) {
+  const site = createServer((req, res) => {
+    if (req.url === '/cat.png') return res.writeHead(200, { 'Content-Type': 'image/png' }).end(CAT);
+    if (req.url === '/moved') return res.writeHead(302, { Location: '/cat.png' }).end();
+    res.writeHead(404).end();
+  });
+  await new Promise((resolve) => site.listen(0, '127.0.0.1', resolve));
+  const url = (path) => `http://127.0.0.1:${site.address().port}${path}`;
+  try {
+    await test('remote image URLs: fetched under the allowlist, the same answer as the data URL', async () => {
+      const inline = await openai.chat.completions.create(ask(CAT));
+      for (const path of ['/cat.png', '/moved']) {
+        const body = ask(CAT);
+        body.messages[1].content[1] = { type: 'image_url', image_url: { url: url(path) } };
+        const remote = await openai.chat.completions.create(body);
+        assert.equal(remote.usage.prompt_tokens, inline.usage.prompt_tokens);
+        assert.deepEqual(remote.choices[0].logprobs, inline.choices[0].logprobs);
+      }
+      const messages = [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: url('/cat.png') } },
+        { type: 'text', text: 'What is this?' }] }];
+      const byData = [{ role: 'user', content: [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: CAT.toString('base64') } },
+        { type: 'text', text: 'What is this?' }] }];
+      const counted = await anthropic.messages.countTokens({ model: MODEL, messages, thinking: { type: 'disabled' } });
+      const inlineCount = await anthropic.messages.countTokens({ model: MODEL, messages: byData, thinking: { type: 'disabled' } });
+      assert.equal(counted.input_tokens, inlineCount.input_tokens);
+      const metrics = await (await fetch(`${base}/metrics`)).text();
+      assert.match(metrics, /^flashserve_image_fetches_total\{outcome="ok"\} 3$/m);
+    });
+    await test('remote image URLs: a missing picture and a host off the allowlist are 400s naming the part', async () => {
+      const cases = [[url('/missing.png'), 'answered HTTP 404'],
+        [`http://localhost:${site.address().port}/cat.png`, "'localhost' is not among the hosts"]];
+      for (const [where, why] of cases) {
+        const body = ask(CAT);
+        body.messages[1].content[1] = { type: 'image_url', image_url: { url: where } };
+        await assert.rejects(openai.chat.completions.create(body), (e) => {
+          assert.equal(e.status, 400);
+          assert.equal(e.param, 'messages[1].content[1]');
+          assert.ok(e.message.includes(why), e.message);
+          return true;
+        });
+      }
+      const messages = [{ role: 'user', content: [{ type: 'image', source: { type: 'url', url: url('/missing.png') } }] }];
+      await assert.rejects(anthropic.messages.create({ model: MODEL, max_tokens: 2, messages }),
+        (e) => e.status === 400 && e.error?.error?.message?.includes('messages[0].content[0]'));
+    });
+  } finally {
+    site.close();
+  }
 }
 
 async function limits(openai) {
@@ -227,13 +282,16 @@ await runE2e(work, async (ctx) => {
   const model = join(work, MODEL);
   execFileSync(args.flashserve, ['make-model', '--preset', 'tiny-v41', '--out', model, '--tokenizer', args.tokenizer, '--threads', '2']);
   ctx.server = await start(args.flashserve, ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0', '--threads', '2',
-    '--served-model-name', MODEL, '--served-model-name', 'claude-*']);
+    '--served-model-name', MODEL, '--served-model-name', 'claude-*', '--image-fetch-hosts', '127.0.0.1',
+    '--image-fetch-allow-private', '--image-fetch-timeout', '5']);
   const openai = new OpenAI({ baseURL: `${ctx.server.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
   await openaiImages(openai, ctx.server.base);
   await rawPlaceholder(openai);
   await limits(openai);
   await responsesImage(openai);
-  await anthropicImages(new Anthropic({ baseURL: ctx.server.base, apiKey: 'sk-local', maxRetries: 0 }));
+  const anthropic = new Anthropic({ baseURL: ctx.server.base, apiKey: 'sk-local', maxRetries: 0 });
+  await anthropicImages(anthropic);
+  await remoteImages(openai, anthropic, ctx.server.base);
   await benchImages(ctx.server.base);
   await stop(ctx.server);
   ctx.server = null;
