@@ -9,7 +9,7 @@
 
 #include "kernels/activation/softmax_row.h"
 #include "kernels/activation/swiglu.h"
-#include "kernels/gemm/matmul.h"
+#include "kernels/gemm/dense.h"
 #include "kernels/norm_rope/norm_rope.h"
 
 namespace flashserve::engine {
@@ -68,7 +68,7 @@ VisionTower::VisionTower(const Model& model, base::ThreadPool& pool) : model_(mo
 // Grown, never shrunk or cleared: every element is written before it is read.
 void VisionTower::Scratch::Size(int n, int dim, int inter) {
   const auto grow = [](std::vector<float>& v, int64_t size) {
-    if (static_cast<int64_t>(v.size()) < size) v.resize(static_cast<size_t>(size));
+    if (static_cast<int64_t>(v.size()) < size) kernels::GrowInHugePages(v, size);
   };
   grow(normed, int64_t{n} * dim);
   grow(qkv, int64_t{n} * 3 * dim);
@@ -78,48 +78,73 @@ void VisionTower::Scratch::Size(int n, int dim, int inter) {
   grow(act, int64_t{n} * inter);
 }
 
+// Keys per packed block of values: a block's exponentials and values stay in L2 while its
+// product runs.
+constexpr int64_t kKeyBlock = 512;
+
 void VisionTower::Scratch::SizeAttention(int n, int head_dim) {
   const size_t rows = static_cast<size_t>(n) * head_dim;
-  for (std::vector<float>* v : {&q, &k, &vt, &o})
-    if (v->size() < rows) v->resize(rows);
-  if (sums.size() < static_cast<size_t>(n)) sums.resize(static_cast<size_t>(n));
-  if (scores.size() < static_cast<size_t>(n) * n) scores.resize(static_cast<size_t>(n) * n);
+  for (std::vector<float>* x : {&q, &k, &v})
+    if (x->size() < rows) x->resize(rows);
+  const auto packed_keys = static_cast<size_t>(kernels::DensePackedSize(head_dim, n));
+  const int64_t key_blocks = (n + kKeyBlock - 1) / kKeyBlock;
+  const auto packed_values = static_cast<size_t>(key_blocks * kernels::DensePackedSize(kKeyBlock, head_dim));
+  if (keys.size() < packed_keys) kernels::GrowInHugePages(keys, static_cast<int64_t>(packed_keys));
+  if (values.size() < packed_values) kernels::GrowInHugePages(values, static_cast<int64_t>(packed_values));
 }
 
-// Full attention per head as two matrix products on the GEMM kernels (scores = K q, then the
-// exponentials times V), the row exponentials vectorised, each row divided by its sum at the end.
+// Full attention per head: the rotated keys packed once, the values in blocks of kKeyBlock keys;
+// then per block of kQueryRows queries (in one thread's cache) scores = q K^T, the row
+// exponentials, their products with the value blocks summed in key order, divided by the rows' sums.
 void VisionTower::Attention(const float* qkv, int n, int vit_w, float* out) {
+  constexpr int64_t kQueryRows = 56;
   const model::VisionTowerConfig& v = model_.config().vision;
   const int hd = v.head_dim(), dim = v.dim;
   const RopeAngles angles = Angles(n, vit_w, hd, v.rope_theta);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const size_t nn = static_cast<size_t>(n);
   Scratch& s = scratch_;
   s.SizeAttention(n, hd);
-  std::vector<float>&q = s.q, &k = s.k, &vt = s.vt, &o = s.o, &sums = s.sums, &scores = s.scores;
-  const auto f32 = [](const std::vector<float>& data, int64_t rows, int64_t cols) {
-    return model::F32Matrix(data.data(), rows, cols);
-  };
+  const int64_t blocks = (n + kQueryRows - 1) / kQueryRows, key_blocks = (n + kKeyBlock - 1) / kKeyBlock;
+  const int64_t value_block_size = kernels::DensePackedSize(kKeyBlock, hd);
   for (int h = 0; h < v.num_heads; ++h) {
     pool_.ParallelFor(n, 64, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float* row = qkv + i * 3 * dim + static_cast<int64_t>(h) * hd;
-        std::copy_n(row, hd, &q[static_cast<size_t>(i) * hd]);
-        std::copy_n(row + dim, hd, &k[static_cast<size_t>(i) * hd]);
-        Rotate(&q[static_cast<size_t>(i) * hd], angles, static_cast<int>(i));
-        Rotate(&k[static_cast<size_t>(i) * hd], angles, static_cast<int>(i));
-        for (int c = 0; c < hd; ++c) vt[static_cast<size_t>(c) * nn + static_cast<size_t>(i)] = row[2 * dim + c];
+        std::copy_n(row, hd, &s.q[static_cast<size_t>(i) * hd]);
+        std::copy_n(row + dim, hd, &s.k[static_cast<size_t>(i) * hd]);
+        std::copy_n(row + 2 * dim, hd, &s.v[static_cast<size_t>(i) * hd]);
+        Rotate(&s.q[static_cast<size_t>(i) * hd], angles, static_cast<int>(i));
+        Rotate(&s.k[static_cast<size_t>(i) * hd], angles, static_cast<int>(i));
+      }
+      kernels::PackDenseRows(s.k.data(), n, hd, hd, s.keys.data(), begin, end);
+    });
+    pool_.ParallelFor(key_blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t j0 = b * kKeyBlock;
+        kernels::PackDenseCols(&s.v[static_cast<size_t>(j0 * hd)], std::min<int64_t>(kKeyBlock, n - j0), hd, hd,
+                               &s.values[static_cast<size_t>(b * value_block_size)]);
       }
     });
-    kernels::MatMul(f32(k, n, hd), q.data(), n, hd, scores.data(), n, pool_);  // scores[i][j] = q_i . k_j
-    pool_.ParallelFor(n, 16, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) sums[static_cast<size_t>(i)] = kernels::ExpShiftedSum(&scores[static_cast<size_t>(i) * nn], n, scale);
+    pool_.ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
+      thread_local std::vector<float> scores, o, sums;
+      scores.resize(static_cast<size_t>(kQueryRows * n));
+      o.resize(static_cast<size_t>(kQueryRows * hd));
+      sums.resize(static_cast<size_t>(kQueryRows));
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t i0 = b * kQueryRows, rows = std::min<int64_t>(kQueryRows, n - i0);
+        kernels::DenseProduct(&s.q[static_cast<size_t>(i0 * hd)], rows, hd, s.keys.data(), hd, n, scores.data(), n, false);
+        for (int64_t r = 0; r < rows; ++r) sums[static_cast<size_t>(r)] = kernels::ExpShiftedSum(&scores[static_cast<size_t>(r * n)], n, scale);
+        for (int64_t kb = 0; kb < key_blocks; ++kb) {
+          const int64_t j0 = kb * kKeyBlock;
+          kernels::DenseProduct(&scores[static_cast<size_t>(j0)], rows, n, &s.values[static_cast<size_t>(kb * value_block_size)],
+                                std::min<int64_t>(kKeyBlock, n - j0), hd, o.data(), hd, kb > 0);
+        }
+        for (int64_t r = 0; r < rows; ++r) {
+          float* dst = out + (i0 + r) * dim + static_cast<int64_t>(h) * hd;
+          for (int c = 0; c < hd; ++c) dst[c] = o[static_cast<size_t>(r * hd + c)] / sums[static_cast<size_t>(r)];
+        }
+      }
     });
-    kernels::MatMul(f32(vt, hd, n), scores.data(), n, n, o.data(), hd, pool_);  // o[i] = sum_j e_ij v_j
-    for (int i = 0; i < n; ++i) {
-      float* dst = out + static_cast<int64_t>(i) * dim + static_cast<int64_t>(h) * hd;
-      for (int c = 0; c < hd; ++c) dst[c] = o[static_cast<size_t>(i) * hd + c] / sums[static_cast<size_t>(i)];
-    }
   }
 }
 
@@ -144,18 +169,18 @@ void VisionTower::Block(const model::VisionBlockWeights& w, int n, int vit_w, st
     });
   };
   norm(w.norm1);
-  kernels::MatMul(w.wqkv, s.normed.data(), n, dim, s.qkv.data(), 3 * dim, pool_);
+  kernels::DenseMatMul(w.wqkv, s.normed.data(), n, dim, s.qkv.data(), 3 * dim, s.weights, pool_);
   rows([&](int64_t i) { AddBias(&s.qkv[static_cast<size_t>(i) * 3 * dim], 1, 3 * dim, w.wqkv_bias); });
   Attention(s.qkv.data(), n, vit_w, s.attn.data());
-  kernels::MatMul(w.wo, s.attn.data(), n, dim, s.proj.data(), dim, pool_);
+  kernels::DenseMatMul(w.wo, s.attn.data(), n, dim, s.proj.data(), dim, s.weights, pool_);
   add_projection(&w.wo_bias);
   norm(w.norm2);
-  kernels::MatMul(w.w1, s.normed.data(), n, dim, s.gate_up.data(), 2 * inter, pool_);
+  kernels::DenseMatMul(w.w1, s.normed.data(), n, dim, s.gate_up.data(), 2 * inter, s.weights, pool_);
   rows([&](int64_t i) {  // silu(gate) * up
     const float* g = &s.gate_up[static_cast<size_t>(i) * 2 * inter];
     kernels::SwiGlu(g, g + inter, inter, 0.0f, 1.0f, &s.act[static_cast<size_t>(i) * inter]);
   });
-  kernels::MatMul(w.w2, s.act.data(), n, inter, s.proj.data(), dim, pool_);
+  kernels::DenseMatMul(w.w2, s.act.data(), n, inter, s.proj.data(), dim, s.weights, pool_);
   add_projection(nullptr);
 }
 
@@ -171,7 +196,7 @@ base::Result<std::vector<float>> VisionTower::RunVit(std::span<const float> patc
   const model::VisionWeights& w = model_.weights().vision;
   const int n = vit_h * vit_w;
   std::vector<float> x(static_cast<size_t>(n) * v.dim);
-  kernels::MatMul(w.patch_embed, patches.data(), n, patch, x.data(), v.dim, pool_);
+  kernels::DenseMatMul(w.patch_embed, patches.data(), n, patch, x.data(), v.dim, scratch_.weights, pool_);
   AddBias(x.data(), n, v.dim, w.patch_bias);
   scratch_.Size(n, v.dim, v.inter_dim);
   for (const model::VisionBlockWeights& block : w.blocks) Block(block, n, vit_w, x);
@@ -202,10 +227,10 @@ std::vector<float> VisionTower::RunAligner(std::span<const float> vit, int vit_h
     }
   }
   std::vector<float> hidden(static_cast<size_t>(cells * d)), out(static_cast<size_t>(cells * d));
-  kernels::MatMul(w.aligner_w1, in.data(), cells, merged, hidden.data(), d, pool_);
+  kernels::DenseMatMul(w.aligner_w1, in.data(), cells, merged, hidden.data(), d, scratch_.weights, pool_);
   AddBias(hidden.data(), cells, d, w.aligner_b1);
   for (float& h : hidden) h = Gelu(h);
-  kernels::MatMul(w.aligner_w2, hidden.data(), cells, d, out.data(), d, pool_);
+  kernels::DenseMatMul(w.aligner_w2, hidden.data(), cells, d, out.data(), d, scratch_.weights, pool_);
   AddBias(out.data(), cells, d, w.aligner_b2);
   return out;
 }

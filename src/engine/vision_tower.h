@@ -2,7 +2,8 @@
 // full bidirectional attention with axial 2D RoPE -> RMSNorm -> SwiGLU; final RMSNorm) and the
 // aligner (ratio x ratio channel-major merge, zero-padded at the bottom and right edges, then a
 // two-layer GELU MLP into the model width), plus the embeddings of a whole placeholder span.
-// Activations in f32. One tower per calling thread; it spreads work over the given pool.
+// Activations in f32; products on the dense kernels (kernels/gemm/dense.h), attention fused per
+// block of queries. One tower per calling thread; it spreads work over the given pool.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +48,8 @@ class VisionTower {
   // Activations of one picture, kept across layers and pictures (no page faults per layer).
   struct Scratch {
     std::vector<float> normed, qkv, attn, proj, gate_up, act;  // [n][...] per block
-    std::vector<float> q, k, vt, o, sums, scores;             // one head's attention
+    std::vector<float> q, k, v, keys, values;                 // one head: rotated rows, packed keys / values
+    std::vector<float> weights;                               // one weight matrix, packed (kernels/gemm/dense.h)
     void Size(int n, int dim, int inter);
     void SizeAttention(int n, int head_dim);
   };

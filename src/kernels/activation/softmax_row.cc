@@ -2,18 +2,30 @@
 #include "kernels/activation/softmax_row.h"
 
 #include <algorithm>
+#include <cmath>
 
-#include "kernels/activation/swiglu.h"
+#include "kernels/simd/constants.h"
 #include "kernels/simd/isa.h"
 
 namespace flashserve::kernels {
 
 namespace internal {
 
+float TaylorExp(float x) {
+  using simd::kExpMin, simd::kExpTaylor, simd::kLn2Hi, simd::kLn2Lo, simd::kLog2e;
+  x = std::max(kExpMin, x);
+  const float n = std::nearbyint(x * kLog2e);
+  float r = std::fma(-n, kLn2Hi, x);
+  r = std::fma(-n, kLn2Lo, r);
+  float p = kExpTaylor[0];
+  for (int i = 1; i < 8; ++i) p = std::fma(p, r, kExpTaylor[i]);
+  return std::ldexp(p, static_cast<int>(n));
+}
+
 void ExpShiftedScalar(float* x, int64_t from, int64_t n, float scaled_max, float scale, float* lanes) {
   for (int64_t j = from; j < n; ++j) {
     const float scaled = x[j] * scale;
-    x[j] = ExpF(scaled - scaled_max);
+    x[j] = TaylorExp(scaled - scaled_max);
     lanes[j % 16] += x[j];
   }
 }

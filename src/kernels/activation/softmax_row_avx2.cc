@@ -3,7 +3,7 @@
 // with AVX2 + FMA flags.
 #include <immintrin.h>
 
-#include "kernels/activation/exp_avx2.h"
+#include "kernels/simd/avx2.h"
 #include "kernels/activation/softmax_row.h"
 
 namespace flashserve::kernels::internal {
@@ -25,8 +25,8 @@ float ExpShiftedSumAvx2(float* x, int64_t n, float scaled_max, float scale) {
   __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
   int64_t j = 0;
   for (; j + 16 <= n; j += 16) {
-    const __m256 a = exp_vec::ExpF8(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), s), m));
-    const __m256 b = exp_vec::ExpF8(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), s), m));
+    const __m256 a = simd::Avx2::Exp(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j), s), m));
+    const __m256 b = simd::Avx2::Exp(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(x + j + 8), s), m));
     _mm256_storeu_ps(x + j, a);
     _mm256_storeu_ps(x + j + 8, b);
     lo = _mm256_add_ps(lo, a);

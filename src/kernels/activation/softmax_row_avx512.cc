@@ -2,7 +2,7 @@
 // lane sums, a masked last step. Compiled with AVX-512 flags.
 #include <immintrin.h>
 
-#include "kernels/activation/exp_avx512.h"
+#include "kernels/simd/avx512.h"
 #include "kernels/activation/softmax_row.h"
 
 namespace flashserve::kernels::internal {
@@ -22,7 +22,7 @@ float ExpShiftedSumAvx512(float* x, int64_t n, float scaled_max, float scale) {
   for (int64_t j = 0; j < n; j += 16) {
     const __mmask16 k = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
     const __m512 v = _mm512_maskz_loadu_ps(k, x + j);
-    const __m512 e = exp_vec::ExpF16(_mm512_sub_ps(_mm512_mul_ps(v, s), m));
+    const __m512 e = simd::Avx512::Exp(_mm512_sub_ps(_mm512_mul_ps(v, s), m));
     _mm512_mask_storeu_ps(x + j, k, e);
     acc = _mm512_mask_add_ps(acc, k, acc, e);
   }
