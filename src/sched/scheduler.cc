@@ -64,6 +64,10 @@ int64_t Scheduler::NextPersistPoint(const Sequence& s) const {
   // End of input: the last block boundary before the final prompt token (which must be fed).
   const int64_t end_of_input = ((s.num_prompt - 1) / block) * block;
   if (end_of_input > s.num_computed) next = std::min(next, end_of_input);
+  if (s.input_limit < s.num_prompt) {  // the text before a picture still encoding is a prefix worth keeping
+    const int64_t before_input = (s.input_limit / block) * block;
+    if (before_input > s.num_computed) next = std::min(next, before_input);
+  }
   if (config_.persist_every_blocks > 0) {
     const int64_t every = config_.persist_every_blocks * block;
     const int64_t periodic = (s.num_computed / every + 1) * every;
@@ -74,7 +78,7 @@ int64_t Scheduler::NextPersistPoint(const Sequence& s) const {
 
 int64_t Scheduler::ChunkLength(const Sequence& s, int64_t budget) const {
   const int64_t remaining = static_cast<int64_t>(s.tokens.size()) - s.num_computed;
-  return std::min({remaining, budget, NextPersistPoint(s) - s.num_computed});
+  return std::min({remaining, budget, NextPersistPoint(s) - s.num_computed, s.input_limit - s.num_computed});
 }
 
 bool Scheduler::InPlan(const StepPlan& plan, const Sequence* s) {
@@ -152,15 +156,21 @@ int64_t Scheduler::CachedTokens(const kv::ResumeIndex* cache, const Sequence& s)
 }
 
 void Scheduler::AdmitWaiting(const kv::ResumeIndex* cache, StepPlan* plan) {
-  while (!waiting_.empty() && num_running() < config_.max_running && plan->num_tokens < config_.max_step_tokens) {
-    Sequence& s = *waiting_.front();
+  auto it = waiting_.begin();
+  while (it != waiting_.end() && num_running() < config_.max_running && plan->num_tokens < config_.max_step_tokens) {
+    Sequence& s = **it;
     s.num_computed = CachedTokens(cache, s);
     const int64_t len = ChunkLength(s, config_.max_step_tokens - plan->num_tokens);
+    if (len <= 0 && s.num_computed >= s.input_limit) {  // waits for its input; the next ones go ahead
+      s.num_computed = 0;
+      ++it;
+      continue;
+    }
     if (len <= 0 || !Reserve(s, s.num_computed + len, plan, /*may_preempt=*/false)) {
       s.num_computed = 0;
       break;
     }
-    waiting_.pop_front();
+    it = waiting_.erase(it);
     s.skip_cache = false;
     s.status = SeqStatus::kRunning;
     s.admitted_order = ++admit_counter_;

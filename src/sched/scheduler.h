@@ -9,6 +9,7 @@
 // engine thread only. The caller owns the sequences; the scheduler holds pointers to them.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -40,6 +41,9 @@ struct Sequence {
   int64_t num_prompt = 0;
   kv::BlockHash cache_seed{};    // the prefix cache's hash seed (model and cache namespace)
   std::vector<kv::ImageExtent> images;  // pictures in the prompt (their keys are in the block hashes)
+  // Tokens whose input the caller has (pictures still encoding: the first one's start); chunks
+  // stop there, and a sequence that reached it waits without holding up the others.
+  int64_t input_limit = INT64_MAX;
   int64_t num_computed = 0;      // tokens already in the engine state
   SeqStatus status = SeqStatus::kWaiting;
   int64_t admitted_order = 0;    // larger = admitted later

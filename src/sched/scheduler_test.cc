@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <climits>
 #include <map>
 #include <random>
 
@@ -254,6 +256,62 @@ TEST(SchedulerTest, RandomLoadNeverExceedsThePool) {
     }
   }
   EXPECT_GT(finished, 100);
+}
+
+// A sequence whose pictures are still encoding prefills its text up to the first picture (the
+// chunk ends at the block boundary before it, a persist point, then at the picture itself),
+// then waits without holding up the sequences behind it; once the limit is lifted it finishes.
+TEST(SchedulerTest, InputLimitStopsPrefillAtThePictureWithoutBlockingOthers) {
+  SchedConfig cfg;
+  cfg.max_step_tokens = 1000;
+  cfg.persist_every_blocks = 0;
+  Scheduler sched(cfg, [](int64_t p) { return p; });
+  Sequences seqs;
+  Sequence* waiting_for_picture = seqs.New(1, 600);
+  waiting_for_picture->input_limit = 300;
+  sched.Add(waiting_for_picture);
+  sched.Add(seqs.New(2, 50));
+  StepPlan first = sched.Plan(NoCache());
+  ASSERT_EQ(first.items.size(), 2u);
+  EXPECT_EQ(first.items[0].end, 256);  // the text's whole blocks, snapshotted
+  EXPECT_TRUE(first.items[0].persist);
+  EXPECT_EQ(first.items[1].seq->id, 2u);
+  RunPlan(sched, first);
+  StepPlan second = sched.Plan(NoCache());
+  ASSERT_EQ(second.items.size(), 2u);  // sequence 2 decodes first, then the rest of the text
+  EXPECT_EQ(second.items[1].seq->id, 1u);
+  EXPECT_EQ(second.items[1].begin, 256);
+  EXPECT_EQ(second.items[1].end, 300);
+  EXPECT_FALSE(second.items[1].sample);
+  RunPlan(sched, second);
+  for (const StepItem& item : sched.Plan(NoCache()).items) EXPECT_NE(item.seq->id, 1u) << "ran past its input";
+  waiting_for_picture->input_limit = INT64_MAX;
+  StepPlan resumed = sched.Plan(NoCache());
+  auto it = std::find_if(resumed.items.begin(), resumed.items.end(), [](const StepItem& i) { return i.seq->id == 1u; });
+  ASSERT_NE(it, resumed.items.end());
+  EXPECT_EQ(it->begin, 300);
+  EXPECT_GT(it->end, 300);
+}
+
+// A waiting sequence that cannot start before its input arrives (its picture begins at once)
+// lets the ones queued behind it be admitted.
+TEST(SchedulerTest, AWaitingSequenceWithoutInputLetsOthersIn) {
+  SchedConfig cfg;
+  cfg.max_step_tokens = 100;
+  Scheduler sched(cfg, [](int64_t p) { return p; });
+  Sequences seqs;
+  Sequence* blocked = seqs.New(1, 40);
+  blocked->input_limit = 0;
+  sched.Add(blocked);
+  sched.Add(seqs.New(2, 10));
+  StepPlan plan = sched.Plan(NoCache());
+  ASSERT_EQ(plan.items.size(), 1u);
+  EXPECT_EQ(plan.items[0].seq->id, 2u);
+  EXPECT_EQ(sched.num_waiting(), 1);
+  blocked->input_limit = INT64_MAX;
+  RunPlan(sched, plan);
+  plan = sched.Plan(NoCache());
+  EXPECT_TRUE(std::any_of(plan.items.begin(), plan.items.end(), [](const StepItem& i) { return i.seq->id == 1u && i.end == 40; }));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // fetch-or-recompute decision for prefixes held in outer cache tiers, the records of choices,
 // and the end of a request.
 #include <algorithm>
+#include <climits>
 #include <limits>
 
 #include "base/log.h"
@@ -37,24 +38,31 @@ void EngineLoop::Apply(SubmitCommand& c) {
     r.grammar = *compiled;
   }
   requests_[r.req.id] = c.request;
-  if (!r.req.images.empty()) {  // the encode stage first (its own thread); admitted when it answers
-    std::vector<protocol::ImageInput> job = std::move(r.req.images);
-    r.req.images.clear();
-    for (const protocol::ImageInput& image : job) {  // the spans stay here, the patches go to the encoder
-      protocol::ImageInput& span = r.req.images.emplace_back();
-      span.start = image.start;
-      span.roles = image.roles;
-      span.image_rows = image.image_rows;
-      span.key = image.key;
-      span.vit_h = image.vit_h;
-      span.vit_w = image.vit_w;
-    }
-    image_encoder_->Submit(std::move(job), [this, request = c.request](auto pictures) {
-      Post(EncodedCommand{request, std::move(pictures)});
-    });
-    return;
-  }
+  if (!r.req.images.empty()) SubmitPictures(c.request);
   if (!StartFetch(c.request)) Enqueue(c.request);
+}
+
+// The pictures go to the encode stage (its own thread); meanwhile the request is admitted with
+// its pictures' extents (their keys hash the prefix cache's blocks), and its prefill runs up to
+// the first picture. The EncodedCommand brings the embeddings and lifts that limit.
+void EngineLoop::SubmitPictures(const RequestPtr& request) {
+  LoopRequest& r = *request;
+  std::vector<protocol::ImageInput> job = std::move(r.req.images);
+  r.req.images.clear();
+  for (const protocol::ImageInput& image : job) {  // the spans stay here, the patches go to the encoder
+    protocol::ImageInput& span = r.req.images.emplace_back();
+    span.start = image.start;
+    span.roles = image.roles;
+    span.image_rows = image.image_rows;
+    span.key = image.key;
+    span.vit_h = image.vit_h;
+    span.vit_w = image.vit_w;
+    r.images.extents.push_back({image.start, static_cast<int64_t>(image.roles.size()), image.key});
+  }
+  r.pictures_pending = true;
+  image_encoder_->Submit(std::move(job), [this, request](auto pictures) {
+    Post(EncodedCommand{request, std::move(pictures)});
+  });
 }
 
 void EngineLoop::Apply(EncodedCommand& c) {
@@ -65,14 +73,10 @@ void EngineLoop::Apply(EncodedCommand& c) {
       c.pictures.ok() ? SpanInputs(model_, static_cast<int64_t>(r.req.prompt.size()), r.req.images, *c.pictures)
                       : base::Result<EncodedImages>(c.pictures.error());
   r.req.images.clear();
-  if (!spans.ok()) {
-    MarkStarted(r);
-    r.sink(FinalEvent(r, 0, FinishReason::kError, "image encoding failed: " + spans.error().message()));
-    Retire(r.req.id);
-    return;
-  }
+  if (!spans.ok()) return EndRequest(r.req.id, FinishReason::kError, "image encoding failed: " + spans.error().message());
   r.images = std::move(spans).value();
-  if (!StartFetch(c.request)) Enqueue(c.request);
+  r.pictures_pending = false;
+  for (const auto& s : r.choices) s->input_limit = INT64_MAX;
 }
 
 // Fetch-or-recompute: when disk or the shared tier hold a longer prefix than memory and
@@ -134,6 +138,7 @@ void EngineLoop::Enqueue(const RequestPtr& request) {
   s->tokens = r.req.prompt;
   s->num_prompt = static_cast<int64_t>(s->tokens.size());
   s->cache_seed = r.cache_seed;
+  if (r.pictures_pending) s->input_limit = r.images.extents.front().start;
   s->history.SetPrompt(r.req.prompt);
   r.forks_pending = r.req.n - 1;
   sched_.Add(s);

@@ -242,6 +242,22 @@ TEST(EngineLoopImages, PicturesAreSharedThroughTheSharedTier) {
   EXPECT_EQ(first.tokens.size(), second.tokens.size());
 }
 
+// The text before the picture is computed while the picture encodes: the step that admits the
+// request cannot see the encode stage's answer yet (commands are applied between steps), so
+// its text runs then; the answer is the one of the whole prompt.
+TEST(EngineLoopImages, TextBeforeThePictureRunsWhileItEncodes) {
+  EngineLoop s(VisionModel(), engine::EngineOptions{}, LoopConfig{});
+  const Collected first = RunOne(s, ImageRequest("first", 3));
+  const int64_t text = ImageRequest("x", 3).images[0].start;
+  EXPECT_EQ(s.Stats().prompt_tokens_while_encoding, text);
+  protocol::GenerateRequest again = ImageRequest("again", 3);
+  again.prompt[0] ^= 1;  // no prefix-cache help
+  const Collected second = RunOne(s, again);
+  EXPECT_EQ(s.Stats().prompt_tokens_while_encoding, 2 * text);
+  EXPECT_EQ(first.tokens.size(), 6u);
+  EXPECT_EQ(second.tokens.size(), 6u);
+}
+
 TEST(EngineLoopImages, CancelWhileEncodingEndsTheRequest) {
   EngineLoop s(VisionModel(), engine::EngineOptions{}, LoopConfig{});
   Collected out;

@@ -108,6 +108,7 @@ class EngineLoop final : public Service {
   void Apply(FetchedCommand& c);
   void Apply(EncodedCommand& c);
   // Admission and the end of requests (admission.cc).
+  void SubmitPictures(const RequestPtr& request);
   bool StartFetch(const RequestPtr& request);
   void Enqueue(const RequestPtr& request);
   LiveSequence* NewChoice(LoopRequest& r, int index);

@@ -53,7 +53,8 @@ struct LoopRequest {
   std::vector<kvstore::ObjectKey> pinned;  // a fetched prefix's objects (its L1 part too) pinned until restored
   std::vector<kvstore::Tier> block_tiers;  // where each cached prompt block was before a fetch
   protocol::Usage usage;
-  EncodedImages images;           // the prompt's pictures, encoded at admission
+  EncodedImages images;           // the prompt's pictures: extents at admission, rows and embeddings once encoded
+  bool pictures_pending = false;  // the encode stage has not answered: prefill stops at the first picture
   std::shared_ptr<const grammar::CompiledGrammar> grammar;  // req.constraint compiled (null: none)
   std::vector<std::unique_ptr<LiveSequence>> choices;  // in the order they were created
 };

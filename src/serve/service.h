@@ -56,6 +56,7 @@ struct ServiceStats {
   // The colocated encode stage (pictures through the vision tower).
   int64_t encoder_cache_hits = 0;    // pictures whose tower output was cached
   int64_t queued_images = 0;         // pictures waiting for or in the encode stage
+  int64_t prompt_tokens_while_encoding = 0;  // prompt tokens computed while their request's pictures encoded
   int64_t encoder_store_hits = 0;    // of the hits, those read from the KV store (restart, other worker)
   int64_t encoder_imported = 0;      // tower outputs received from other workers
   int64_t encoder_cache_misses = 0;  // pictures encoded

@@ -106,6 +106,13 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
     for (const std::string& id : ids) EndRequest(id, FinishReason::kError, "engine error: " + result.error().message());
     return true;
   }
+  int64_t overlapped = 0;  // text before the pictures, computed while they encode
+  for (const sched::StepItem& item : items)
+    if (Live(item.seq).request->pictures_pending) overlapped += item.end - item.begin;
+  if (overlapped > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.prompt_tokens_while_encoding += overlapped;
+  }
   CommitAndSample(items, *result);
   return true;
 }
