@@ -11,9 +11,15 @@ add_compile_options(-Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing)
 if(CMAKE_BUILD_TYPE MATCHES "Rel")
   add_compile_options(-O3)
 endif()
-if(FLASHSERVE_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer)
+if(FLASHSERVE_SANITIZE OR FLASHSERVE_FUZZ)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
+endif()
+if(FLASHSERVE_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "FLASHSERVE_FUZZ needs clang (libFuzzer): CXX=clang++ CC=clang, or scripts/fuzz.sh")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)  # coverage for the fuzzers in every room they reach
 endif()
 
 # Repository root and the read-only shared folder (golden fixtures); tests skip when absent.

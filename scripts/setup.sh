@@ -12,6 +12,7 @@ packages=(
   libpcre2-dev libssl-dev liburing-dev libboost-dev libicu-dev
   libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev libexif-dev libstb-dev libcurl4-openssl-dev
   python3-pil python3-numpy
+  clang libclang-rt-dev
   curl
 )
 # Node.js + npm (only to fetch tokenizer data and run the OpenAI-SDK e2e tests). A machine may

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/, clang with ASan + UBSan) in build-fuzz and runs each on a
+# copy of its seed corpus. Usage: scripts/fuzz.sh [TOTAL_SECONDS] [TARGET...]; the seconds are
+# shared by the targets (default 60: what CI runs), e.g. scripts/fuzz.sh 7200 for hours.
+# Fails on any crash, sanitizer report, hang (10 s per input) or input over 2 GB of memory; the
+# input that did it is kept in build-fuzz/findings/. Needs clang and libclang-rt (scripts/setup.sh).
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+total="${1:-60}"
+shift || true
+build="${FLASHSERVE_FUZZ_BUILD_DIR:-$here/build-fuzz}"
+cc="$(command -v clang || command -v clang-14 || true)"
+cxx="$(command -v clang++ || command -v clang++-14 || true)"
+if [ -z "$cc" ] || [ -z "$cxx" ]; then
+  echo "fuzz: clang is not installed (scripts/setup.sh installs it)" >&2
+  exit 1
+fi
+cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$cc" \
+  -DCMAKE_CXX_COMPILER="$cxx" -DFLASHSERVE_FUZZ=ON -DFLASHSERVE_TESTS=OFF > /dev/null
+targets=("$@")
+if [ "${#targets[@]}" -eq 0 ]; then
+  for f in "$here"/fuzz/*_fuzz.cc; do targets+=("$(basename "$f" .cc)"); done
+fi
+cmake --build "$build" --target "${targets[@]}" -- -j "$(nproc)"
+per=$(( total / ${#targets[@]} ))
+[ "$per" -ge 1 ] || per=1
+mkdir -p "$build/findings"
+rc=0
+for t in "${targets[@]}"; do
+  name="${t%_fuzz}"
+  work="$(mktemp -d)"
+  cp -r "$here/fuzz/corpus/$name/." "$work/"
+  echo "fuzz: $t for ${per} s ($(ls "$work" | wc -l) seeds)"
+  if ! "$build/fuzz/$t" "$work" -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+       -artifact_prefix="$build/findings/$name-" 2> "$build/findings/$name.log"; then
+    echo "fuzz: $t FAILED; input and log in $build/findings/" >&2
+    tail -40 "$build/findings/$name.log" >&2
+    rc=1
+  else
+    grep -E "stat::number_of_executed_units|cov:" "$build/findings/$name.log" | tail -2 | sed 's/^/  /'
+  fi
+  rm -rf "$work"
+done
+exit "$rc"
