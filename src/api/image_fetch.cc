@@ -112,10 +112,11 @@ void ImageFetchStage::Fetch(const std::shared_ptr<Job>& job, size_t index) {
   auto& result = job->results[index];
   result = vision::FetchImage(job->remote[index].value->get_ref<const std::string&>(), policy_);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const char* outcome = result.ok() ? "ok"
-                        : result.error().code() == base::ErrorCode::kResourceExhausted ? "too_large"
-                        : result.error().message().find("--image-fetch") != std::string::npos ? "refused"
-                                                                                               : "failed";
+  const base::ErrorCode code = result.ok() ? base::ErrorCode::kOk : result.error().code();
+  const char* outcome = code == base::ErrorCode::kOk                  ? "ok"
+                        : code == base::ErrorCode::kResourceExhausted ? "too_large"
+                        : code == base::ErrorCode::kInvalidArgument   ? "refused"
+                                                                      : "failed";
   if (metrics_ != nullptr) metrics_->RecordImageFetch(outcome, result.ok() ? static_cast<int64_t>(result->size()) : 0, seconds);
   pending_.fetch_sub(1);
   if (job->left.fetch_sub(1) == 1) Finish(job);

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/huge_pages.h"
 #include "kernels/activation/softmax_row.h"
 #include "kernels/activation/swiglu.h"
 #include "kernels/gemm/dense.h"
@@ -68,7 +69,7 @@ VisionTower::VisionTower(const Model& model, base::ThreadPool& pool) : model_(mo
 // Grown, never shrunk or cleared: every element is written before it is read.
 void VisionTower::Scratch::Size(int n, int dim, int inter) {
   const auto grow = [](std::vector<float>& v, int64_t size) {
-    if (static_cast<int64_t>(v.size()) < size) kernels::GrowInHugePages(v, size);
+    if (static_cast<int64_t>(v.size()) < size) base::GrowInHugePages(v, static_cast<size_t>(size));
   };
   grow(normed, int64_t{n} * dim);
   grow(qkv, int64_t{n} * 3 * dim);
@@ -89,8 +90,8 @@ void VisionTower::Scratch::SizeAttention(int n, int head_dim) {
   const auto packed_keys = static_cast<size_t>(kernels::DensePackedSize(head_dim, n));
   const int64_t key_blocks = (n + kKeyBlock - 1) / kKeyBlock;
   const auto packed_values = static_cast<size_t>(key_blocks * kernels::DensePackedSize(kKeyBlock, head_dim));
-  if (keys.size() < packed_keys) kernels::GrowInHugePages(keys, static_cast<int64_t>(packed_keys));
-  if (values.size() < packed_values) kernels::GrowInHugePages(values, static_cast<int64_t>(packed_values));
+  if (keys.size() < packed_keys) base::GrowInHugePages(keys, packed_keys);
+  if (values.size() < packed_values) base::GrowInHugePages(values, packed_values);
 }
 
 // Full attention per head: the rotated keys packed once, the values in blocks of kKeyBlock keys;

@@ -20,6 +20,10 @@ namespace {
 using base::ErrorCode;
 
 base::Error Refused(std::string message) { return base::MakeError(ErrorCode::kInvalidArgument, std::move(message)); }
+base::Error Failed(std::string message) { return base::MakeError(ErrorCode::kUnavailable, std::move(message)); }
+base::Error TimedOut(double seconds) {
+  return base::MakeError(ErrorCode::kTimeout, fmt::format("fetching the image took longer than {} s", seconds));
+}
 
 std::string Lower(std::string_view text) {
   std::string out(text);
@@ -174,9 +178,11 @@ base::Result<std::vector<uint8_t>> FetchOnce(const std::string& url, const std::
     return base::MakeError(ErrorCode::kResourceExhausted,
                            fmt::format("the image at '{}' is over the limit of {} bytes", host, policy.max_bytes));
   }
-  if (rc == CURLE_OPERATION_TIMEDOUT)
-    return Refused(fmt::format("fetching the image from '{}' took longer than {} s", host, policy.timeout_seconds));
-  if (rc != CURLE_OK) return Refused(fmt::format("cannot fetch the image from '{}': {}", host, curl_easy_strerror(rc)));
+  if (rc == CURLE_OPERATION_TIMEDOUT) {
+    return base::MakeError(ErrorCode::kTimeout, fmt::format("fetching the image from '{}' took longer than {} s", host,
+                                                            policy.timeout_seconds));
+  }
+  if (rc != CURLE_OK) return Failed(fmt::format("cannot fetch the image from '{}': {}", host, curl_easy_strerror(rc)));
   long status = 0;
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
   if (status >= 300 && status < 400) {
@@ -187,7 +193,7 @@ base::Result<std::vector<uint8_t>> FetchOnce(const std::string& url, const std::
       return std::vector<uint8_t>();
     }
   }
-  if (status != 200) return Refused(fmt::format("the image URL on '{}' answered HTTP {}", host, status));
+  if (status != 200) return Failed(fmt::format("the image URL on '{}' answered HTTP {}", host, status));
   return std::move(t.body);
 }
 
@@ -222,7 +228,7 @@ base::Result<std::vector<uint8_t>> FetchImage(std::string_view url, const FetchP
   for (int hop = 0; hop <= policy.max_redirects; ++hop) {
     FS_ASSIGN_OR_RETURN(std::string host, CheckedHost(current, policy));
     const double left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) return Refused(fmt::format("fetching the image took longer than {} s", policy.timeout_seconds));
+    if (left <= 0) return TimedOut(policy.timeout_seconds);
     std::string redirect;
     FS_ASSIGN_OR_RETURN(std::vector<uint8_t> body, FetchOnce(current, host, policy, left, &redirect));
     if (redirect.empty()) return body;

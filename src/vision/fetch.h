@@ -36,8 +36,9 @@ std::string NonPublicReason(const sockaddr* address);
 // The refusal of a remote URL by a server that does not fetch them, saying how to enable it.
 base::Error RemoteFetchDisabled();
 
-// The body of a 200 answer to `url`. kInvalidArgument: refused by the policy, unreachable, timed
-// out, another status; kResourceExhausted: over max_bytes. Messages name the URL's host.
+// The body of a 200 answer to `url`. kInvalidArgument: refused by the policy (host, scheme,
+// address, redirects, not a URL); kUnavailable: unreachable or another status; kTimeout: over
+// the time limit; kResourceExhausted: over max_bytes. Messages name the URL's host.
 base::Result<std::vector<uint8_t>> FetchImage(std::string_view url, const FetchPolicy& policy);
 
 }  // namespace flashserve::vision

@@ -5,8 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include <sys/mman.h>
-
+#include "base/huge_pages.h"
 #include "kernels/gemm/dense_internal.h"
 #include "kernels/gemm/dense_tiles.h"
 #include "kernels/gemm/matmul.h"
@@ -51,13 +50,6 @@ struct Portable {
   }
 };
 
-
-}  // namespace
-
-internal::DenseKernel internal::DensePortable() { return internal::dense::Kernel<Portable, 4>(); }
-
-namespace {
-
 const internal::DenseKernel& Kernel() {
   static const internal::DenseKernel kernel = [] {
     switch (BestIsa()) {
@@ -89,15 +81,7 @@ void RowsAsFloats(const model::Matrix& w, int64_t r0, int64_t r1, float* out) {
 
 }  // namespace
 
-void GrowInHugePages(std::vector<float>& buffer, int64_t size) {
-  std::vector<float> grown;
-  grown.reserve(static_cast<size_t>(size));  // untouched: the advice decides the page size
-  const auto start = (reinterpret_cast<uintptr_t>(grown.data()) + (2u << 20) - 1) & ~uintptr_t{(2u << 20) - 1};
-  const auto end = reinterpret_cast<uintptr_t>(grown.data() + size) & ~uintptr_t{(2u << 20) - 1};
-  if (end > start) ::madvise(reinterpret_cast<void*>(start), end - start, MADV_HUGEPAGE);  // a hint only
-  grown.resize(static_cast<size_t>(size));
-  buffer.swap(grown);
-}
+internal::DenseKernel internal::DensePortable() { return internal::dense::Kernel<Portable, 4>(); }
 
 int64_t DensePackedSize(int64_t k, int64_t n) { return Panels(n) * Kernel().panel * k; }
 
@@ -139,7 +123,7 @@ void DenseProduct(const float* a, int64_t m, int64_t lda, const float* packed, i
 void DenseMatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                  std::vector<float>& packed, base::ThreadPool& pool) {
   const int64_t k = w.cols, nr = Kernel().panel;
-  if (static_cast<int64_t>(packed.size()) < DensePackedSize(k, w.rows)) GrowInHugePages(packed, DensePackedSize(k, w.rows));
+  if (static_cast<int64_t>(packed.size()) < DensePackedSize(k, w.rows)) base::GrowInHugePages(packed, static_cast<size_t>(DensePackedSize(k, w.rows)));
   pool.ParallelFor(Panels(w.rows), 1, [&](int64_t p0, int64_t p1) {
     thread_local std::vector<float> rows;
     if (static_cast<int64_t>(rows.size()) < nr * k) rows.resize(nr * k);
@@ -155,7 +139,5 @@ void DenseMatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ldx,
     DenseProduct(x + begin * ldx, end - begin, ldx, packed.data(), k, w.rows, y + begin * ldy, ldy, false);
   });
 }
-
-const char* DenseIsa() { return IsaName(BestIsa()); }
 
 }  // namespace flashserve::kernels

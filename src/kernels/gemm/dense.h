@@ -36,11 +36,4 @@ void DenseProduct(const float* a, int64_t m, int64_t lda, const float* packed, i
 void DenseMatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
                  std::vector<float>& packed, base::ThreadPool& pool);
 
-// Replaces `buffer` with `size` zeros in 2 MiB pages where the kernel allows (packed panels and
-// activations streamed by the products: fewer TLB misses).
-void GrowInHugePages(std::vector<float>& buffer, int64_t size);
-
-// The products' ISA ("avx512", "avx2" or "generic"), for benchmarks.
-const char* DenseIsa();
-
 }  // namespace flashserve::kernels

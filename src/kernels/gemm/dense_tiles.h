@@ -50,29 +50,27 @@ inline void Tile(const float* a, int64_t lda, const float* b, int64_t k, float* 
 }
 
 // Rows of A in blocks of kMc (in L2), columns in blocks of kNc; each MR rows of A meet the
-// block's panels in turn, over all of k at once. A last group of fewer than MR rows is copied,
-// zero-padded, so that tiles never read past A.
+// block's panels in turn, over all of k at once. A block's last group of fewer than MR rows is
+// copied once, zero-padded, so that tiles never read past A.
 template <class V, int MR>
 void Product(const float* a, int64_t m, int64_t lda, const float* packed, int64_t k, int64_t n, float* c, int64_t ldc,
              bool accumulate) {
   constexpr int64_t kNr = 2 * V::kLanes, kMc = 24 * MR, kNc = 256;
   thread_local std::vector<float> tail;
   for (int64_t i0 = 0; i0 < m; i0 += kMc) {
-    const int64_t mc = std::min(kMc, m - i0);
+    const int64_t mc = std::min(kMc, m - i0), whole = mc / MR * MR;
+    if (whole < mc) {
+      tail.assign(static_cast<size_t>(MR * k), 0.0f);
+      for (int64_t i = whole; i < mc; ++i) std::copy_n(a + (i0 + i) * lda, k, tail.data() + (i - whole) * k);
+    }
     for (int64_t n0 = 0; n0 < n; n0 += kNc) {
       for (int64_t r = 0; r < mc; r += MR) {
-        const int rows = static_cast<int>(std::min<int64_t>(MR, mc - r));
-        const float* rows_a = a + (i0 + r) * lda;
-        int64_t stride = lda;
-        if (rows < MR) {
-          tail.assign(static_cast<size_t>(MR * k), 0.0f);
-          for (int i = 0; i < rows; ++i) std::copy_n(rows_a + i * lda, k, tail.data() + i * k);
-          rows_a = tail.data();
-          stride = k;
-        }
+        const bool partial = r == whole;
+        const float* rows_a = partial ? tail.data() : a + (i0 + r) * lda;
         for (int64_t j0 = n0; j0 < std::min(n, n0 + kNc); j0 += kNr) {
-          Tile<V, MR>(rows_a, stride, packed + j0 * k, k, c + (i0 + r) * ldc + j0, ldc, rows,
-                      static_cast<int>(std::min(kNr, n - j0)), accumulate);
+          Tile<V, MR>(rows_a, partial ? k : lda, packed + j0 * k, k, c + (i0 + r) * ldc + j0, ldc,
+                      static_cast<int>(std::min<int64_t>(MR, mc - r)), static_cast<int>(std::min(kNr, n - j0)),
+                      accumulate);
         }
       }
     }
