@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "base/file_util.h"
@@ -46,6 +47,14 @@ base::Result<std::vector<int32_t>> TokensFromFlags(const std::string& tokens, co
   return ParseTokenList(text);
 }
 
+std::string DefaultPackedWeightsDir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return (std::filesystem::path(xdg) / "flashserve" / "packed").string();
+  const char* home = std::getenv("HOME");
+  if (home && *home) return (std::filesystem::path(home) / ".cache" / "flashserve" / "packed").string();
+  return "";
+}
+
 void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat) {
   cmd->add_flag("--no-qat", *no_qat,
                 "Turn off the quantization-aware-training emulation (FP8/FP4 round trips, the BF16 head input)");
@@ -59,6 +68,13 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
   cmd->add_flag_callback("--fp4-checkpoint-order", [options] { options->fp4_lane_pairs = false; },
                          "Decode FP4 experts from the checkpoint mapping, not from a copy repacked for the AVX-512 "
                          "decoders (saves their size in memory; slower experts)");
+  cmd->add_option("--packed-weights-dir", options->packed_weights_dir,
+                  "Where the repacked weights (FP4 experts in the AVX-512 layout, the output head) are kept: a "
+                  "file per checkpoint, written on the first start and mapped on later ones, one copy in memory "
+                  "shared by every process on the machine (default: ~/.cache/flashserve/packed)");
+  cmd->add_flag_callback("--no-packed-weights-file", [options] { options->packed_weights_file = false; },
+                         "Repack the weights in memory at every start instead of keeping a packed weights file "
+                         "(slower start, nothing written)");
   cmd->add_flag_callback("--no-amx", [options] { options->amx = false; },
                          "No AMX tiles for FP4/FP8 products: the AVX-512 paths' bits (as the CUDA kernels give), "
                          "slower prefill; the default uses AMX where the CPU has it");
@@ -91,6 +107,8 @@ std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const en
   load.head_in_huge_pages = options.head_in_huge_pages;
   load.preload_weights = options.preload_weights;
   load.fp4_lane_pairs = options.fp4_lane_pairs;
+  if (options.packed_weights_file)
+    load.packed_dir = options.packed_weights_dir.empty() ? DefaultPackedWeightsDir() : options.packed_weights_dir;
   kernels::SetAmx(options.amx);  // before the load logs which matrix products run
   auto model = engine::Model::Load(dir, load);
   if (!model.ok()) {
@@ -152,18 +170,19 @@ std::string FindDefaultTokenizer() {
 // Loads the tokenizer; when it lacks the V4 control tokens (the DeepSeek-V3 file used by demo
 // models), defines them on placeholder ids. Expected for the demo model; a warning otherwise.
 base::Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::string& path, bool demo) {
-  FS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::Load(path));
+  std::vector<std::string> defined;  // one load: what the file lacks is defined and reported
+  FS_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::Load(path, tokenizer::LoadOptions{.define_missing_v4_tokens = true,
+                                                                                         .defined_v4_tokens = &defined}));
+  if (defined.empty()) return tok;
   std::string missing;
-  for (std::string_view t : tokenizer::kV4ControlTokens)
-    if (!tok->TokenId(t)) missing += (missing.empty() ? "" : " ") + std::string(t);
-  if (missing.empty()) return tok;
+  for (const std::string& t : defined) missing += (missing.empty() ? "" : " ") + t;
   if (demo) {
     FS_LOG(kDebug, "demo tokenizer: V4 control tokens on placeholder ids: {}", missing);
   } else {
     FS_LOG(kWarning, "tokenizer {} lacks the DeepSeek-V4 control tokens {}; defining them on placeholder ids "
            "(right for generated demo models only)", path, missing);
   }
-  return tokenizer::Tokenizer::Load(path, tokenizer::LoadOptions{.define_missing_v4_tokens = true});
+  return tok;
 }
 
 base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file) {

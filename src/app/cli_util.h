@@ -28,10 +28,15 @@ base::Result<std::vector<int32_t>> TokensFromFlags(const std::string& tokens, co
 // Adds --no-qat, --reference and --threads to a command.
 void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat);
 
+// $XDG_CACHE_HOME/flashserve/packed, else ~/.cache/flashserve/packed ("" where neither is set:
+// the weights are then repacked in memory).
+std::string DefaultPackedWeightsDir();
+
 // Loads the model; on error prints it and returns null.
 // Loads a checkpoint; a V4.1 model with Engram layers also gets its token classes from
 // `tokenizer_path` (default: the checkpoint's tokenizer.json, else the installed one).
-// options: head_in_huge_pages (--no-huge-page-head), preload_weights (--no-preload-weights).
+// options: head_in_huge_pages (--no-huge-page-head), preload_weights (--no-preload-weights),
+// fp4_lane_pairs, packed_weights_file and packed_weights_dir (AddEngineFlags).
 std::unique_ptr<engine::Model> LoadModelOrPrint(const std::string& dir, const engine::EngineOptions& options,
                                                 const std::string& tokenizer_path = "");
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -214,9 +215,11 @@ int RunServe(ServeFlags f) {
     f.engine.head_in_huge_pages = false;
     f.engine.fp4_lane_pairs = false;
   }
+  // The tokenizer (a second or so for a 129k vocabulary) loads while the weights map.
+  auto tokenizer_loaded = std::async(std::launch::async, [&] { return LoadTokenizer(tokenizer_path, demo); });
   std::unique_ptr<engine::Model> model = LoadModelOrPrint(f.model, f.engine, tokenizer_path);
+  auto tok = tokenizer_loaded.get();
   if (!model) return 1;
-  auto tok = LoadTokenizer(tokenizer_path, demo);
   if (!tok.ok()) return PrintError(tok.error());
   // "auto": the prompt format of the checkpoint's family (DeepseekV41ForCausalLM -> v41).
   auto version = f.encoding == "auto" ? std::optional(model->config().is_v41() ? encoding::EncodingVersion::kV41

@@ -150,22 +150,49 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
 }
 
 int64_t MappedFile::Preload() const {
-  if (size_ == 0) return 0;
-  void* start = const_cast<uint8_t*>(data_);
-  (void)::madvise(start, size_, MADV_HUGEPAGE);  // advice only: fine to be refused
+  AdviseHugePages();
+  PopulateRange(0, size_);
+  return HugeMappedBytes();
+}
+
+void MappedFile::AdviseHugePages() const {
+  if (size_ > 0) (void)::madvise(const_cast<uint8_t*>(data_), size_, MADV_HUGEPAGE);  // advice only
+}
+
+void MappedFile::PopulateRange(size_t offset, size_t bytes) const {
+  offset = std::min(offset, size_);
+  bytes = std::min(bytes, size_ - offset);
+  if (bytes == 0) return;
+  const size_t begin = offset & ~size_t{4095};
+  const size_t end = std::min(size_, (offset + bytes + 4095) & ~size_t{4095});
+  void* start = const_cast<uint8_t*>(data_ + begin);
 #ifdef MADV_POPULATE_READ
   // EINVAL: a kernel before 5.14. Any other failure (an I/O error) is left to the reads that
   // need those pages, as without preloading: touching them here could raise SIGBUS.
-  const bool unsupported = ::madvise(start, size_, MADV_POPULATE_READ) != 0 && errno == EINVAL;
+  const bool unsupported = ::madvise(start, end - begin, MADV_POPULATE_READ) != 0 && errno == EINVAL;
 #else
   const bool unsupported = true;
 #endif
   if (unsupported) {
     volatile uint8_t sink = 0;
-    for (size_t i = 0; i < size_; i += 4096) sink = sink + data_[i];
-    sink = sink + data_[size_ - 1];
+    for (size_t i = begin; i < end; i += 4096) sink = sink + data_[i];
+    sink = sink + data_[end - 1];
   }
-  return HugeMappedBytes();
+}
+
+void MappedFile::ReleaseRange(size_t offset, size_t bytes) const {
+  offset = std::min(offset, size_);
+  bytes = std::min(bytes, size_ - offset);
+  const size_t begin = (offset + 4095) & ~size_t{4095};
+  const size_t end = (offset + bytes) & ~size_t{4095};
+  if (end > begin) (void)::madvise(const_cast<uint8_t*>(data_ + begin), end - begin, MADV_DONTNEED);
+}
+
+void DropCachedPages(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
 }
 
 int64_t MappedFile::HugeMappedBytes() const {

@@ -16,6 +16,11 @@ Result<std::string> ReadFileToString(const std::string& path);
 // Writes to "<path>.tmp.<pid>" then renames over path: readers never see a partial file.
 Status WriteFileAtomic(const std::string& path, std::string_view data);
 
+// Asks the kernel to drop the page cache of the file at `path` (clean pages only: call after
+// fsync). A written file's cache holds the write path's small folios; read back after this, it
+// comes in 2 MiB folios where the file system has them. Advice: fine where refused.
+void DropCachedPages(const std::string& path);
+
 class MappedFile {
  public:
   MappedFile() = default;
@@ -38,6 +43,15 @@ class MappedFile {
   // kernels before 5.14. Pages already cached keep their size. Returns the bytes this
   // mapping now maps with 2 MiB entries (/proc/self/smaps; 0 where unknown).
   int64_t Preload() const;
+  // The parts of Preload: MADV_HUGEPAGE over the whole mapping (before anything touches it, so
+  // that faults and readahead bring 2 MiB folios), and reading [offset, offset + bytes) in
+  // (rounded out to 4 KiB pages).
+  void AdviseHugePages() const;
+  void PopulateRange(size_t offset, size_t bytes) const;
+  // Drops this mapping's pages inside [offset, offset + bytes) (rounded in to 4 KiB pages):
+  // they leave the process's resident set, the page cache keeps them while memory allows, and a
+  // later read faults them back. For ranges whose contents are served from a copy.
+  void ReleaseRange(size_t offset, size_t bytes) const;
   // Bytes of this mapping mapped with 2 MiB entries (FilePmdMapped in /proc/self/smaps).
   int64_t HugeMappedBytes() const;
 

@@ -116,6 +116,18 @@ int64_t MappedFieldBytes(const void* begin, size_t bytes, const char* field) {
   return found ? kib * 1024 : -1;
 }
 
+ResidentBytes ProcessResidentBytes() {
+  std::ifstream status("/proc/self/status");
+  ResidentBytes r;
+  std::string line;
+  while (std::getline(status, line)) {
+    long long kib = 0;
+    if (std::sscanf(line.c_str(), "VmRSS: %lld kB", &kib) == 1) r.now = kib * 1024;
+    if (std::sscanf(line.c_str(), "VmHWM: %lld kB", &kib) == 1) r.peak = kib * 1024;
+  }
+  return r;
+}
+
 int64_t HugePageBuffer::HugeBytes() const {
   if (data_ == nullptr) return 0;
   return MappedFieldBytes(data_, size_, "AnonHugePages");

@@ -27,6 +27,13 @@ bool TransparentHugePagesAvailable();
 // leaves (base/cgroup_memory.h) where it has a memory limit; 0 where neither can be read.
 int64_t AvailableMemoryBytes();
 
+// The process's resident set now and at its peak (VmRSS, VmHWM of /proc/self/status), in
+// bytes; -1 where they cannot be read.
+struct ResidentBytes {
+  int64_t now = -1, peak = -1;
+};
+ResidentBytes ProcessResidentBytes();
+
 // The sum of one /proc/self/smaps field ("AnonHugePages", "FilePmdMapped", ...) over the
 // mappings that start in [begin, begin + bytes), in bytes; -1 where none is found.
 int64_t MappedFieldBytes(const void* begin, size_t bytes, const char* field);

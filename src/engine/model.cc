@@ -3,10 +3,8 @@
 
 #include <cstring>
 
-#include "base/clock.h"
 #include "base/huge_pages.h"
 #include "base/log.h"
-#include "base/thread_pool.h"
 #include "kernels/gemm/matmul.h"
 #include "kernels/simd/isa.h"
 
@@ -17,15 +15,6 @@ kernels::YarnScaling ToYarn(const model::YarnParams& y) {
   return kernels::YarnScaling{y.factor, y.original_max_position, y.beta_fast, y.beta_slow};
 }
 
-// Whether `bytes` fit in the available memory (true where that cannot be read); logs `fallback`
-// (what happens instead) where they do not.
-bool FitsInMemory(int64_t bytes, const char* what, const char* fallback) {
-  const int64_t available = base::AvailableMemoryBytes();
-  if (available <= 0 || bytes <= available) return true;
-  FS_LOG(kWarning, "{}: {} ({:.1f} GB) need more than the available memory ({:.1f} GB)", fallback, what, bytes / 1e9,
-         available / 1e9);
-  return false;
-}
 }  // namespace
 
 Model::Model(std::string dir, model::ModelConfig config, std::unique_ptr<model::Checkpoint> ckpt)
@@ -41,94 +30,22 @@ base::Result<std::unique_ptr<Model>> Model::Load(const std::string& dir, const M
   auto ckpt = model::Checkpoint::Open(dir);
   if (!ckpt.ok()) return ckpt.error().WithContext("opening checkpoint " + dir);
   std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(ckpt).value()));
-  if (options.preload_weights) m->PreloadWeights();  // before the loader reads small tensors in 4 KiB pages
+  if (options.preload_weights) m->checkpoint_->AdviseHugePages();  // before the loader reads small tensors
   auto weights = model::LoadModelWeights(*m->checkpoint_, m->config_, m->plan_);
   if (!weights.ok()) return weights.error().WithContext("loading weights from " + dir);
   m->weights_ = std::move(weights).value();
-  if (options.head_in_huge_pages) m->CopyHeadToHugePages();
-  if (options.fp4_lane_pairs && kernels::PrefersFp4LanePairs()) m->RepackFp4ToLanePairs();
+  PackPlan plan = m->PlanPacking(options);
+  if (!plan.entries.empty()) m->ServePacked(plan, options);
+  if (options.preload_weights) m->PreloadWeights(plan);  // all but the matrices served from a copy
   if (!m->config_.engram.layer_ids.empty()) m->engram_hasher_ = std::make_unique<model::EngramHasher>(m->config_);
-  FS_LOG(kInfo, "loaded {}: {} layers (+{} MTP), hidden {}, {} experts, {} tensors, {:.1f} MB", dir,
-         m->config_.num_layers, m->config_.num_mtp_layers, m->config_.hidden_size, m->config_.num_routed_experts,
-         m->weights_.num_tensors, m->weights_.total_bytes / 1e6);
+  const base::ResidentBytes rss = base::ProcessResidentBytes();
+  FS_LOG(kInfo, "loaded {}: {} layers (+{} MTP), hidden {}, {} experts, {} tensors, {:.1f} MB; resident {:.1f} MB (peak {:.1f})",
+         dir, m->config_.num_layers, m->config_.num_mtp_layers, m->config_.hidden_size, m->config_.num_routed_experts,
+         m->weights_.num_tensors, m->weights_.total_bytes / 1e6, rss.now / 1e6, rss.peak / 1e6);
   FS_LOG(kInfo, "matrix products: ISA {}, BF16 dot products {} (VDPBF16PS per FMA here: {:.2f}), AMX tiles {}",
          kernels::MatMulIsa(), kernels::Bf16PairsAvailable() ? "on" : "off", kernels::Bf16DotRateVsFma(),
          kernels::AmxOn() ? "on" : kernels::AmxSupported() ? "off (--no-amx)" : "off (not on this CPU)");
   return m;
-}
-
-void Model::PreloadWeights() {
-  if (!FitsInMemory(checkpoint_->file_bytes(), "the checkpoint's files", "weights are read on demand")) return;
-  const double t0 = base::MonotonicSeconds();
-  const model::Checkpoint::Preloaded p = checkpoint_->Preload();
-  FS_LOG(kInfo, "weights read into memory: {:.1f} MB in {:.2f} s, {:.1f} MB of it in 2 MiB pages", p.bytes / 1e6,
-         base::MonotonicSeconds() - t0, p.huge_bytes / 1e6);
-}
-
-void Model::CopyHeadToHugePages() {
-  model::Matrix& head = weights_.head;
-  if (!head.valid() || !base::TransparentHugePagesAvailable()) return;
-  auto copy = base::HugePageBuffer::CopyOf(head.data, static_cast<size_t>(head.rows * head.RowBytes()));
-  if (!copy.ok()) {
-    FS_LOG(kWarning, "output head stays in the checkpoint mapping: {}", copy.error().ToString());
-    return;
-  }
-  if (copy->HugeBytes() <= 0) {
-    FS_LOG(kInfo, "output head stays in the checkpoint mapping: the kernel gave no huge pages");
-    return;
-  }
-  head_copy_ = std::move(copy).value();
-  head.data = head_copy_.data();
-  FS_LOG(kInfo, "output head copied into huge pages ({:.1f} of {:.1f} MB)", head_copy_.HugeBytes() / 1e6,
-         head_copy_.size() / 1e6);
-}
-
-namespace {
-
-// Bytes of an FP4 matrix's repacked copy: its codes, then its scales, 64-byte aligned.
-int64_t RepackedBytes(const model::Matrix& m) {
-  return (m.rows * m.RowBytes() + m.NumScales() + 63) / 64 * 64;
-}
-
-}  // namespace
-
-void Model::RepackFp4ToLanePairs() {
-  std::vector<model::Matrix*> fp4;
-  int64_t bytes = 0;
-  for (model::LayerWeights& layer : weights_.layers) {
-    std::vector<model::ExpertWeights*> experts = {&layer.moe.shared};
-    for (model::ExpertWeights& e : layer.moe.experts) experts.push_back(&e);
-    for (model::ExpertWeights* e : experts)
-      for (model::Matrix* m : {&e->w1, &e->w2, &e->w3})
-        if (m->valid() && m->format == model::MatrixFormat::kFp4 && m->cols % 32 == 0 && m->tile_cols == 32 &&
-            m->rows % model::kFp4GroupRows == 0) {
-          fp4.push_back(m);
-          bytes += RepackedBytes(*m);
-        }
-  }
-  if (fp4.empty() || !FitsInMemory(bytes, "their repacked copy", "FP4 experts stay in checkpoint order")) return;
-  const double t0 = base::MonotonicSeconds();
-  std::vector<model::Matrix> packed(fp4.size());
-  std::vector<int64_t> offsets(fp4.size() + 1, 0);
-  for (size_t i = 0; i < fp4.size(); ++i) offsets[i + 1] = offsets[i] + RepackedBytes(*fp4[i]);
-  base::ThreadPool pool;  // all cores, for the load only
-  auto copy = base::HugePageBuffer::Filled(static_cast<size_t>(bytes), [&](uint8_t* dst) {
-    pool.ParallelFor(static_cast<int64_t>(fp4.size()), 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        // The scales follow the codes, in the same 2 MiB pages (from the checkpoint mapping's
-        // 4 KiB pages they cost the decoders TLB walks and prefetcher stops).
-        packed[i] = fp4[i]->RepackFp4LanePairs(dst + offsets[i]);
-      }
-    });
-  });
-  if (!copy.ok()) {
-    FS_LOG(kWarning, "FP4 experts stay in checkpoint order: {}", copy.error().ToString());
-    return;
-  }
-  fp4_copy_ = std::move(copy).value();
-  for (size_t i = 0; i < fp4.size(); ++i) *fp4[i] = packed[i];
-  FS_LOG(kInfo, "FP4 experts repacked for the AVX-512 decoders: {} matrices, {:.1f} MB in {:.2f} s ({:.1f} MB in 2 MiB pages)",
-         fp4.size(), bytes / 1e6, base::MonotonicSeconds() - t0, fp4_copy_.HugeBytes() / 1e6);
 }
 
 base::Status Model::SetEngramTokenMap(std::vector<int32_t> map, int64_t classes) {

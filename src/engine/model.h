@@ -5,7 +5,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "base/huge_pages.h"
 #include "base/result.h"
@@ -13,17 +16,17 @@
 #include "model/config.h"
 #include "model/engram_layout.h"
 #include "model/layer_plan.h"
+#include "model/packed_weights.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 
 namespace flashserve::engine {
 
 struct ModelLoadOptions {
-  // Copy the output head (vocab x hidden, read whole for every decode step) into anonymous
-  // memory in 2 MiB pages where transparent huge pages are available: the checkpoint mapping's
-  // 4 KiB pages cost TLB misses (a faster head at medium's decode batch 1). Costs a
-  // second copy of the head in memory (1.06 GB for V4-Flash, 1.85 GB for V4-Pro); kept only if
-  // the kernel backs it with huge pages.
+  // Serve the output head (vocab x hidden, read whole for every decode step) from the packed
+  // copy in 2 MiB pages (packed_dir) where transparent huge pages are available: the checkpoint
+  // mapping's 4 KiB pages cost TLB misses (a faster head at medium's decode batch 1). Its
+  // pages replace the checkpoint's.
   bool head_in_huge_pages = true;
   // Read the whole checkpoint into memory at load, in 2 MiB pages where the kernel gives them
   // (model::Checkpoint::Preload), instead of on demand in whatever pages the first touches
@@ -32,12 +35,25 @@ struct ModelLoadOptions {
   // where the shards are larger than the memory available.
   bool preload_weights = true;
   // Where the kernels decode FP4 faster from model::Fp4Layout::kLanePairs
-  // (kernels::PrefersFp4LanePairs: AVX-512), copy every FP4 matrix into that layout, in
-  // anonymous memory in 2 MiB pages where available (a one-time copy at load; decode batch 8's
-  // experts run faster, docs/benchmarks.md). The same logits. The copy
-  // replaces the mapping's pages in use (those stay in the page cache, reclaimable); skipped,
-  // with a log line, where the FP4 bytes exceed the memory available.
+  // (kernels::PrefersFp4LanePairs: AVX-512), serve every FP4 matrix in that layout (decode
+  // batch 8's experts run faster, docs/benchmarks.md). The same logits.
   bool fp4_lane_pairs = true;
+  // Where the repacked matrices (the lane-pair experts, the huge-page head) live: a packed
+  // weights file in this directory (model/packed_weights.h), built on the first start and mapped
+  // on later ones (shared by processes, ready without repacking); empty: repacked into anonymous
+  // memory at every start. Either way the checkpoint's pages of those matrices are released, so
+  // one copy of the weights is resident.
+  std::string packed_dir;
+  // Smaller repacked sets stay in anonymous memory (quick to repack; no files for test models).
+  int64_t packed_file_min_bytes = int64_t{64} << 20;
+};
+
+// How the repacked matrices are served (Model::packing).
+enum class PackedFrom : uint8_t {
+  kNone,         // nothing repacked: every matrix reads the checkpoint mapping
+  kMemory,       // repacked at load into anonymous memory
+  kFile,         // mapped from the packed weights file
+  kFileCopied,   // read from the packed weights file into anonymous 2 MiB pages (its own pages were small)
 };
 
 class Model {
@@ -68,16 +84,31 @@ class Model {
   }
   int64_t engram_pad_class() const { return engram_pad_class_; }
   const model::Checkpoint& checkpoint() const { return *checkpoint_; }
-  // Whether the output head is served from the huge-page copy (ModelLoadOptions).
-  bool head_in_huge_pages() const { return head_copy_.data() != nullptr; }
-  // Whether the FP4 matrices are served from the lane-pair copy (ModelLoadOptions).
-  bool fp4_lane_pairs() const { return fp4_copy_.data() != nullptr; }
+  // Whether the output head is served from a copy in 2 MiB pages (ModelLoadOptions).
+  bool head_in_huge_pages() const { return head_packed_; }
+  // Whether the FP4 matrices are served in the lane-pair layout (ModelLoadOptions).
+  bool fp4_lane_pairs() const { return fp4_packed_; }
+  PackedFrom packing() const { return packing_; }
+  // The repacked matrices' bytes in memory (the packed file's payload or the anonymous copy;
+  // empty where nothing is repacked): the largest resident region a benchmark may read.
+  std::span<const uint8_t> packed_region() const;
+  // The packed weights file this model reads or was built from ("" where none).
+  const std::string& packed_file_path() const { return packed_path_; }
 
  private:
   Model(std::string dir, model::ModelConfig config, std::unique_ptr<model::Checkpoint> ckpt);
-  void PreloadWeights();
-  void CopyHeadToHugePages();
-  void RepackFp4ToLanePairs();
+  // The matrices to serve from a repacked copy, and where each view goes (model_packing.cc).
+  struct PackPlan {
+    std::vector<model::PackEntry> entries;
+    std::vector<model::Matrix*> targets;
+    bool head = false, fp4 = false;
+  };
+  PackPlan PlanPacking(const ModelLoadOptions& options);
+  void ServePacked(const PackPlan& plan, const ModelLoadOptions& options);
+  bool ServeFromFile(const PackPlan& plan, const ModelLoadOptions& options);
+  void ServeFromMemory(const PackPlan& plan);
+  void ReleaseSources(const model::PackEntry& e) const;  // the checkpoint's pages of its matrix
+  void PreloadWeights(const PackPlan& plan);
 
   std::string dir_;
   model::ModelConfig config_;
@@ -89,8 +120,11 @@ class Model {
   std::unique_ptr<model::EngramHasher> engram_hasher_;
   std::vector<int32_t> engram_map_;
   int64_t engram_pad_class_ = 0;
-  base::HugePageBuffer head_copy_;  // the output head in 2 MiB pages (see Load)
-  base::HugePageBuffer fp4_copy_;   // every FP4 matrix in the lane-pair layout (see Load)
+  std::optional<model::PackedWeightsFile> packed_file_;  // PackedFrom::kFile
+  base::HugePageBuffer packed_copy_;                      // kMemory, kFileCopied: the entries' bytes
+  PackedFrom packing_ = PackedFrom::kNone;
+  std::string packed_path_;
+  bool head_packed_ = false, fp4_packed_ = false;
 };
 
 }  // namespace flashserve::engine

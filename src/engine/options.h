@@ -1,6 +1,8 @@
 // Engine options chosen at construction (validated by the caller that builds them).
 #pragma once
 
+#include <string>
+
 namespace flashserve::engine {
 
 struct EngineOptions {
@@ -20,6 +22,11 @@ struct EngineOptions {
   bool preload_weights = true;
   // Model loading: FP4 experts repacked for the AVX-512 decoders (ModelLoadOptions).
   bool fp4_lane_pairs = true;
+  // Model loading: keep the repacked matrices in a packed weights file (ModelLoadOptions::packed_dir)
+  // in packed_weights_dir (empty: app::DefaultPackedWeightsDir), or repack them in memory at
+  // every start (false).
+  bool packed_weights_file = true;
+  std::string packed_weights_dir;
   // FP4/FP8 products on AMX tiles where the CPU has them (kernels::SetAmx, process-wide, applied
   // by app::LoadModelOrPrint): faster, batch-invariant, but not the AVX-512 paths' bits.
   bool amx = true;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -72,6 +73,35 @@ std::vector<double> MemoryBandwidthWindows(base::ThreadPool& pool, int64_t bytes
 double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes, int passes) {
   const std::vector<double> rates = MemoryBandwidthWindows(pool, bytes, passes);
   return *std::max_element(rates.begin(), rates.end());
+}
+
+double MeasureReadBandwidth(base::ThreadPool& pool, std::span<const uint8_t> data, int passes) {
+  constexpr int64_t kChunkBytes = kChunkFloats * 4, kWindowBytes = kWindowChunks * kChunkBytes;
+  const int64_t num_windows = static_cast<int64_t>(data.size()) / kWindowBytes;
+  FS_CHECK(num_windows >= 2 && passes >= 1, "read probe: %zu bytes, %d passes", data.size(), passes);
+  std::vector<uint64_t> sinks(static_cast<size_t>(kWindowChunks));
+  double best = 0.0;
+  for (int64_t window = 0; window < passes * num_windows; ++window) {
+    const uint8_t* first = data.data() + (window % num_windows) * kWindowBytes;
+    const auto start = std::chrono::steady_clock::now();
+    pool.ParallelFor(kWindowChunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        uint64_t acc[8] = {};
+        const uint8_t* p = first + c * kChunkBytes;
+        for (int64_t i = 0; i < kChunkBytes; i += 64)
+          for (int k = 0; k < 8; ++k) {
+            uint64_t w;
+            std::memcpy(&w, p + i + 8 * k, 8);
+            acc[k] ^= w;
+          }
+        sinks[static_cast<size_t>(c)] = acc[0] ^ acc[1] ^ acc[2] ^ acc[3] ^ acc[4] ^ acc[5] ^ acc[6] ^ acc[7];
+      }
+    });
+    best = std::max(best, static_cast<double>(kWindowBytes) / Seconds(start) * 1e-9);
+  }
+  volatile uint64_t sink = 0;
+  for (uint64_t v : sinks) sink = sink ^ v;
+  return best;
 }
 
 FmaProbe ProbeFma(base::ThreadPool& pool, int passes) {

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -32,6 +33,12 @@ double MeasureMemoryBandwidth(base::ThreadPool& pool, int64_t bytes = int64_t{51
 // windows). bench/bandwidth_bench prints their spread over a longer time: on a shared host the
 // best window can be well above what the machine sustains.
 std::vector<double> MemoryBandwidthWindows(base::ThreadPool& pool, int64_t bytes, int passes);
+
+// The same probe over memory the caller already holds (e.g. a model's weights: no buffer of its
+// own, so a benchmark's peak memory stays the model's, and the pages read are the ones the
+// weights live in). Reads 64-bit words; `data` must span at least two 64 MiB windows. The best
+// window, GB/s.
+double MeasureReadBandwidth(base::ThreadPool& pool, std::span<const uint8_t> data, int passes = 2);
 
 // f32 FMA throughput in GFLOP/s (an FMA counts 2 flops per lane), all pool threads, with the
 // vector ISA of BestIsa() (the generic build: separate multiply and add).

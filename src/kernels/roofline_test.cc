@@ -33,6 +33,19 @@ TEST(RooflineTest, BandwidthWindowsAreOnePerWindowAndPass) {
   }
 }
 
+// The probe over memory the caller holds reads it all (a wrong window stride would read a
+// fraction and report a rate far above the buffer probe's).
+TEST(RooflineTest, ReadProbeOverCallerMemoryIsAPlausibleRate) {
+  base::ThreadPool pool(2);
+  std::vector<uint8_t> region(size_t{192} << 20, 1);
+  const double gbs = MeasureReadBandwidth(pool, region, 1);
+  EXPECT_TRUE(std::isfinite(gbs));
+  EXPECT_GT(gbs, 0.1);
+  EXPECT_LT(gbs, 1e5);
+  const double own = MeasureMemoryBandwidth(pool, int64_t{192} << 20, 1);
+  EXPECT_LT(gbs, 4 * own) << "own buffer " << own;
+}
+
 TEST(RooflineTest, FmaPeakIsAPlausibleRate) {
   base::ThreadPool pool(2);
   const double gflops = MeasureFmaPeak(pool, 1);

@@ -2,13 +2,18 @@
 #include "model/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "base/bytes.h"
+#include "base/huge_pages.h"
 
 namespace flashserve::model {
 
@@ -173,6 +178,89 @@ Checkpoint::Preloaded Checkpoint::Preload() const {
     p.bytes += static_cast<int64_t>(f->file().size());
   }
   return p;
+}
+
+Checkpoint::Preloaded Checkpoint::Preload(const std::vector<std::span<const uint8_t>>& skip) const {
+  if (skip.empty()) return Preload();
+  Preloaded p;
+  for (const auto& f : files_) {
+    const base::MappedFile& file = f->file();
+    std::vector<std::pair<size_t, size_t>> holes;  // [begin, end) offsets in this shard
+    for (std::span<const uint8_t> s : skip)
+      if (!s.empty() && s.data() >= file.data() && s.data() + s.size() <= file.data() + file.size())
+        holes.emplace_back(s.data() - file.data(), s.data() - file.data() + s.size());
+    std::sort(holes.begin(), holes.end());
+    file.AdviseHugePages();
+    size_t at = 0;
+    for (const auto& [begin, end] : holes) {
+      if (begin > at) file.PopulateRange(at, begin - at);
+      at = std::max(at, end);
+    }
+    if (at < file.size()) file.PopulateRange(at, file.size() - at);
+    p.huge_bytes += file.HugeMappedBytes();
+    p.bytes += static_cast<int64_t>(file.size());
+  }
+  return p;
+}
+
+void Checkpoint::AdviseHugePages() const {
+  for (const auto& f : files_) f->file().AdviseHugePages();
+}
+
+const base::MappedFile* Checkpoint::ShardOf(const uint8_t* p) const {
+  for (const auto& f : files_)
+    if (p >= f->file().data() && p < f->file().data() + f->file().size()) return &f->file();
+  return nullptr;
+}
+
+void Checkpoint::Release(std::span<const uint8_t> range) const {
+  if (range.empty()) return;
+  if (const base::MappedFile* file = ShardOf(range.data()))
+    file->ReleaseRange(static_cast<size_t>(range.data() - file->data()), range.size());
+}
+
+base::Result<std::string> Checkpoint::ReadPrefix(const TensorInfo& t, size_t n) const {
+  const base::MappedFile* shard = ShardOf(t.data);
+  if (shard == nullptr) return Error(ErrorCode::kInvalidArgument, "tensor '" + t.name + "' is not in this checkpoint");
+  std::string out(std::min(n, t.num_bytes), '\0');
+  const int fd = ::open(shard->path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Error(ErrorCode::kIoError, "cannot open " + shard->path() + ": " + std::strerror(errno));
+  const ssize_t got = ::pread(fd, out.data(), out.size(), static_cast<off_t>(t.data - shard->data()));
+  const int saved = errno;
+  ::close(fd);
+  if (got != static_cast<ssize_t>(out.size()))
+    return Error(ErrorCode::kIoError, "cannot read tensor '" + t.name + "' from " + shard->path() + ": " +
+                                          (got < 0 ? std::strerror(saved) : "short read"));
+  return out;
+}
+
+int64_t Checkpoint::ResidentBytes() const {
+  int64_t total = 0;
+  for (const auto& f : files_) {
+    const int64_t rss = base::MappedFieldBytes(f->file().data(), f->file().size(), "Rss");
+    if (rss < 0) return -1;
+    total += rss;
+  }
+  return total;
+}
+
+uint64_t Checkpoint::Fingerprint() const {
+  base::Checksum64Stream h;
+  for (const auto& f : files_) {
+    const base::MappedFile& file = f->file();
+    struct stat st {};
+    const int64_t mtime_ns = ::stat(file.path().c_str(), &st) == 0
+                                 ? int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec
+                                 : -1;
+    uint64_t header_len = 0;
+    std::memcpy(&header_len, file.data(), 8);  // validated at Open
+    const std::string name = std::filesystem::path(file.path()).filename().string();
+    const uint64_t fields[] = {name.size(), file.size(), static_cast<uint64_t>(mtime_ns),
+                               base::Checksum64({reinterpret_cast<const char*>(file.data()), 8 + header_len})};
+    h.Update(name);
+    h.Update({reinterpret_cast<const char*>(fields), sizeof fields});
+  }
+  return h.Finish();
 }
 
 int64_t Checkpoint::file_bytes() const {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,28 @@ class Checkpoint {
     int64_t bytes = 0, huge_bytes = 0;
   };
   Preloaded Preload() const;
+  // The same, leaving out the byte ranges in `skip` (inside the shards: tensors served from a
+  // copy), whose pages are then not read unless they share a page with a kept tensor.
+  Preloaded Preload(const std::vector<std::span<const uint8_t>>& skip) const;
+  // MADV_HUGEPAGE over every shard, before anything reads them (base::MappedFile).
+  void AdviseHugePages() const;
+  // Drops the process's pages of `range` (inside one shard; base::MappedFile::ReleaseRange).
+  void Release(std::span<const uint8_t> range) const;
+  // The first min(n, size) bytes of a tensor, read from its file (pread), not through the
+  // mapping: pages of matrices served from a packed copy stay out of the resident set.
+  base::Result<std::string> ReadPrefix(const TensorInfo& t, size_t n) const;
+  // Bytes of the shards' mappings resident in this process (Rss of /proc/self/smaps; -1 where
+  // unknown).
+  int64_t ResidentBytes() const;
+  // Identity of the files: each shard's name, size, modification time and header checksum.
+  // A copy derived from the checkpoint is stale when this changes.
+  uint64_t Fingerprint() const;
   int64_t file_bytes() const;  // the shards' sizes
 
  private:
+  // The shard holding `p`, or nullptr.
+  const base::MappedFile* ShardOf(const uint8_t* p) const;
+
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, const TensorInfo*> index_;
 };

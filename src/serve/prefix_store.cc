@@ -167,7 +167,11 @@ std::string ModelFingerprint(const engine::Model& model, const engine::EngineOpt
   for (const std::string& name : ckpt.Names()) {
     const model::TensorInfo* t = ckpt.Find(name);
     digest_input += "|" + name + ":" + std::string(model::DTypeName(t->dtype)) + t->ShapeString();
-    digest_input.append(reinterpret_cast<const char*>(t->data), std::min<size_t>(t->num_bytes, 32));
+    // Read from the file, not the mapping: the pages of matrices served from the packed copy
+    // (engine/model_packing.cc) stay out of the resident set.
+    base::Result<std::string> prefix = ckpt.ReadPrefix(*t, 32);
+    if (prefix.ok()) digest_input += *prefix;
+    else digest_input.append(reinterpret_cast<const char*>(t->data), std::min<size_t>(t->num_bytes, 32));
   }
   return kv::ToHex(kv::Sha256(digest_input));
 }

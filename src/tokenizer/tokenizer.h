@@ -22,6 +22,9 @@ struct LoadOptions {
   // the lowest-numbered unused `<｜place▁holder▁no▁N｜>` added token, in kV4ControlTokens order
   // (N ascending, skipping placeholders that are already renamed). Real checkpoints leave it off.
   bool define_missing_v4_tokens = false;
+  // Where given, receives the names define_missing_v4_tokens put on placeholders (one load tells
+  // the caller what the file lacked).
+  std::vector<std::string>* defined_v4_tokens = nullptr;
 };
 
 // The DeepSeek-V4 control tokens, in the order LoadOptions::define_missing_v4_tokens assigns them.

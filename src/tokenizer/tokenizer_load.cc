@@ -238,7 +238,8 @@ base::Result<std::vector<AddedToken>> ParseAddedTokens(const Json* list, const B
 
 // Demo models: gives each V4 control token that is not an added token the lowest-numbered
 // remaining `<｜place▁holder▁no▁N｜>` (or its vocab id when the vocab already has the text).
-base::Status DefineMissingV4Tokens(const BpeConfig& config, std::vector<AddedToken>* added) {
+base::Status DefineMissingV4Tokens(const BpeConfig& config, std::vector<AddedToken>* added,
+                                   std::vector<std::string>* defined) {
   constexpr std::string_view kPrefix = "<｜place▁holder▁no▁";
   constexpr std::string_view kSuffix = "｜>";
   std::map<int64_t, size_t> placeholders;  // N -> index into *added
@@ -266,6 +267,7 @@ base::Status DefineMissingV4Tokens(const BpeConfig& config, std::vector<AddedTok
     AddedToken& slot = (*added)[next_placeholder->second];
     ++next_placeholder;
     slot = AddedToken{std::string(name), slot.id, false, false, false, false, true};
+    if (defined != nullptr) defined->emplace_back(name);
   }
   return base::Status::Ok();
 }
@@ -318,7 +320,7 @@ base::Result<std::unique_ptr<TokenizerParts>> ParseTokenizerJson(std::string_vie
     if (pre != nullptr && !pre->is_null()) FS_RETURN_IF_ERROR(ParsePreTokenizer(*pre, &specs, &saw_byte_level));
     if (!saw_byte_level) return Bad("the pre-tokenizer must end with ByteLevel (byte-level BPE only)");
     FS_ASSIGN_OR_RETURN(std::vector<AddedToken> added, ParseAddedTokens(Field(doc, "added_tokens"), config));
-    if (options.define_missing_v4_tokens) FS_RETURN_IF_ERROR(DefineMissingV4Tokens(config, &added));
+    if (options.define_missing_v4_tokens) FS_RETURN_IF_ERROR(DefineMissingV4Tokens(config, &added, options.defined_v4_tokens));
 
     auto parts = std::make_unique<TokenizerParts>();
     FS_ASSIGN_OR_RETURN(parts->bpe, BpeModel::Build(config));

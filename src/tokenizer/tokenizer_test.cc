@@ -258,7 +258,11 @@ TEST(DemoTokensTest, MissingControlTokensTakePlaceholdersByNumber) {
   for (int i = 0; i < 12; ++i) added.push_back(Added(259 + i, "<｜place▁holder▁no▁" + std::to_string(i + 2) + "｜>"));
   auto plain = MustLoad(TinyDoc({}, {}, added));
   EXPECT_FALSE(plain->TokenId("</think>").has_value());
-  auto demo = MustLoad(TinyDoc({}, {}, added), LoadOptions{.define_missing_v4_tokens = true});
+  std::vector<std::string> defined;
+  auto demo = MustLoad(TinyDoc({}, {}, added), LoadOptions{.define_missing_v4_tokens = true, .defined_v4_tokens = &defined});
+  ASSERT_EQ(defined.size(), std::size(kV4ControlTokens) - 1);  // all but <think>, in order
+  EXPECT_EQ(defined.front(), "</think>");
+  EXPECT_EQ(defined.back(), "<｜read_url｜>");
   EXPECT_EQ(demo->TokenId("<think>"), 258);      // already in the file: kept
   EXPECT_EQ(demo->TokenId("</think>"), 257);     // placeholder 0
   EXPECT_EQ(demo->TokenId("<｜latest_reminder｜>"), 256);  // placeholder 1

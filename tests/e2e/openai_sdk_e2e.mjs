@@ -316,10 +316,21 @@ async function main() {
     checkUsage(r.usage);
     assert.equal(await stopServer(server), 0);
     assert.ok(existsSync(join(cache, 'flashserve', 'demo-tiny-v41-1m', 'config.json')));
-    assert.deepEqual(readdirSync(join(cache, 'flashserve')).sort(), ['demo-tiny-v41-1m', 'reasoning-seal.key']);  // no temporary left
+    // No temporary left; the repacked weights (where this CPU repacks any) in one packed file.
+    const entries = readdirSync(join(cache, 'flashserve')).sort();
+    const packed = entries.includes('packed');
+    assert.deepEqual(entries.filter((e) => e !== 'packed'), ['demo-tiny-v41-1m', 'reasoning-seal.key']);
+    if (packed) {
+      const files = readdirSync(join(cache, 'flashserve', 'packed'));
+      assert.equal(files.length, 1, `packed: ${files}`);
+      assert.match(files[0], /^demo-tiny-v41-1m-[0-9a-f]{16}\.fspack$/);
+      assert.match(first.output(), /packing .*once for this checkpoint/);
+    }
     const second = await startServer(['--tokenizer', args.tokenizer], env);
     server = second.proc;
     assert.doesNotMatch(second.output(), /first start/);
+    if (packed) assert.match(second.output(), /packed weights mapped from|packed weights .* read into 2 MiB pages/);
+    if (packed) assert.doesNotMatch(second.output(), /packing /);
     assert.equal(await stopServer(server), 0);
     server = null;
   });
