@@ -36,11 +36,19 @@ void ApplyAdjustments(const SamplingParams& p, const TokenHistory& h, std::span<
       x[id] -= p.frequency_penalty * static_cast<float>(count) + (count > 0 ? p.presence_penalty : 0.0f);
 }
 
+// The lowest id of the largest value: its value in a branch-free pass (vector max), then the
+// first id holding it (a greedy step over 129k logits per row is a few microseconds).
 int32_t Argmax(const float* x, int64_t vocab) {
-  int32_t best = 0;
-  for (int32_t i = 1; i < vocab; ++i)
-    if (x[i] > x[best]) best = i;
-  return best;
+  float m = x[0];
+  for (int64_t i = 1; i < vocab; ++i) m = x[i] > m ? x[i] : m;
+  for (int64_t i = 0; i < vocab; ++i)
+    if (x[i] == m) return static_cast<int32_t>(i);
+  return 0;  // x[0] is NaN
+}
+
+bool Adjusts(const SamplingParams& p, std::span<const uint32_t> allowed) {
+  return !allowed.empty() || !p.logit_bias.empty() || p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+         p.frequency_penalty != 0.0f;
 }
 
 void FillLogprobs(const SamplingParams& p, const float* x, int64_t vocab, int32_t token, SampleResult* out) {
@@ -130,9 +138,12 @@ base::Status ValidateSamplingParams(const SamplingParams& p, int64_t vocab) {
 SampleResult Sample(std::span<const float> logits, const SamplingParams& p, const TokenHistory& h, int64_t position,
                     std::span<const uint32_t> allowed, std::vector<float>* scratch) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
-  scratch->assign(logits.begin(), logits.end());
-  float* x = scratch->data();
-  ApplyAdjustments(p, h, allowed, x, vocab);
+  const float* x = logits.data();
+  if (Adjusts(p, allowed)) {  // on a copy; plain rows read the logits where they are
+    scratch->assign(logits.begin(), logits.end());
+    ApplyAdjustments(p, h, allowed, scratch->data(), vocab);
+    x = scratch->data();
+  }
   SampleResult out;
   if (p.temperature == 0.0f || p.top_k == 1) {
     out.token = Argmax(x, vocab);

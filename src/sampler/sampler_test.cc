@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <random>
 #include <set>
 
 #include "sampler/philox.h"
@@ -48,6 +49,29 @@ TEST(SamplerTest, GreedyPicksArgmaxWithLowestIdOnTies) {
   p.temperature = 1;
   p.top_k = 1;
   EXPECT_EQ(Draw({1, 3, 2, 3}, p, 5).token, 1);
+}
+
+// Greedy over a real vocabulary: the lowest id of the maximum, on the logits as they are and on
+// the adjusted copy (a bias of zero takes that path) alike; logprobs the same either way.
+TEST(SamplerTest, GreedyOnAFullVocabularyMatchesTheNaiveArgmax) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 4.0f);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> logits(129280);
+    for (float& v : logits) v = std::round(d(rng) * 8) / 8;  // coarse values: ties happen
+    int32_t naive = 0;
+    for (int32_t i = 1; i < static_cast<int32_t>(logits.size()); ++i)
+      if (logits[i] > logits[naive]) naive = i;
+    SamplingParams plain;
+    plain.temperature = 0;
+    plain.logprobs = true;
+    SamplingParams adjusted = plain;
+    adjusted.logit_bias = {{7, 0.0f}};
+    const SampleResult a = Draw(logits, plain, trial), b = Draw(logits, adjusted, trial);
+    EXPECT_EQ(a.token, naive);
+    EXPECT_EQ(b.token, naive);
+    EXPECT_EQ(a.logprob, b.logprob);
+  }
 }
 
 TEST(SamplerTest, SameSeedAndPositionGiveTheSameToken) {
