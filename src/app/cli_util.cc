@@ -70,8 +70,9 @@ void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat)
                          "decoders (saves their size in memory; slower experts)");
   cmd->add_option("--packed-weights-dir", options->packed_weights_dir,
                   "Where the repacked weights (FP4 experts in the AVX-512 layout, the output head) are kept: a "
-                  "file per checkpoint, written on the first start and mapped on later ones, one copy in memory "
-                  "shared by every process on the machine (default: ~/.cache/flashserve/packed)");
+                  "file per checkpoint, written on the first start and mapped on later ones, shared by the "
+                  "processes of the machine that map it (default: $XDG_CACHE_HOME/flashserve/packed, else "
+                  "~/.cache/flashserve/packed)");
   cmd->add_flag_callback("--no-packed-weights-file", [options] { options->packed_weights_file = false; },
                          "Repack the weights in memory at every start instead of keeping a packed weights file "
                          "(slower start, nothing written)");

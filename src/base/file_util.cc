@@ -159,12 +159,23 @@ void MappedFile::AdviseHugePages() const {
   if (size_ > 0) (void)::madvise(const_cast<uint8_t*>(data_), size_, MADV_HUGEPAGE);  // advice only
 }
 
+namespace {
+size_t PageBytes() {
+  static const size_t page = [] {
+    const long p = ::sysconf(_SC_PAGESIZE);
+    return p > 0 ? static_cast<size_t>(p) : size_t{4096};
+  }();
+  return page;
+}
+}  // namespace
+
 void MappedFile::PopulateRange(size_t offset, size_t bytes) const {
   offset = std::min(offset, size_);
   bytes = std::min(bytes, size_ - offset);
   if (bytes == 0) return;
-  const size_t begin = offset & ~size_t{4095};
-  const size_t end = std::min(size_, (offset + bytes + 4095) & ~size_t{4095});
+  const size_t page = PageBytes();
+  const size_t begin = offset / page * page;
+  const size_t end = std::min(size_, (offset + bytes + page - 1) / page * page);
   void* start = const_cast<uint8_t*>(data_ + begin);
 #ifdef MADV_POPULATE_READ
   // EINVAL: a kernel before 5.14. Any other failure (an I/O error) is left to the reads that
@@ -175,7 +186,7 @@ void MappedFile::PopulateRange(size_t offset, size_t bytes) const {
 #endif
   if (unsupported) {
     volatile uint8_t sink = 0;
-    for (size_t i = begin; i < end; i += 4096) sink = sink + data_[i];
+    for (size_t i = begin; i < end; i += page) sink = sink + data_[i];
     sink = sink + data_[end - 1];
   }
 }
@@ -183,17 +194,12 @@ void MappedFile::PopulateRange(size_t offset, size_t bytes) const {
 void MappedFile::ReleaseRange(size_t offset, size_t bytes) const {
   offset = std::min(offset, size_);
   bytes = std::min(bytes, size_ - offset);
-  const size_t begin = (offset + 4095) & ~size_t{4095};
-  const size_t end = (offset + bytes) & ~size_t{4095};
+  const size_t page = PageBytes();
+  const size_t begin = (offset + page - 1) / page * page;
+  const size_t end = (offset + bytes) / page * page;
   if (end > begin) (void)::madvise(const_cast<uint8_t*>(data_ + begin), end - begin, MADV_DONTNEED);
 }
 
-void DropCachedPages(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-}
 
 int64_t MappedFile::HugeMappedBytes() const {
   if (size_ == 0) return 0;

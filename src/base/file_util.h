@@ -16,11 +16,6 @@ Result<std::string> ReadFileToString(const std::string& path);
 // Writes to "<path>.tmp.<pid>" then renames over path: readers never see a partial file.
 Status WriteFileAtomic(const std::string& path, std::string_view data);
 
-// Asks the kernel to drop the page cache of the file at `path` (clean pages only: call after
-// fsync). A written file's cache holds the write path's small folios; read back after this, it
-// comes in 2 MiB folios where the file system has them. Advice: fine where refused.
-void DropCachedPages(const std::string& path);
-
 class MappedFile {
  public:
   MappedFile() = default;
@@ -48,7 +43,7 @@ class MappedFile {
   // (rounded out to 4 KiB pages).
   void AdviseHugePages() const;
   void PopulateRange(size_t offset, size_t bytes) const;
-  // Drops this mapping's pages inside [offset, offset + bytes) (rounded in to 4 KiB pages):
+  // Drops this mapping's pages inside [offset, offset + bytes) (rounded in to pages):
   // they leave the process's resident set, the page cache keeps them while memory allows, and a
   // later read faults them back. For ranges whose contents are served from a copy.
   void ReleaseRange(size_t offset, size_t bytes) const;

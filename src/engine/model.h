@@ -84,7 +84,8 @@ class Model {
   }
   int64_t engram_pad_class() const { return engram_pad_class_; }
   const model::Checkpoint& checkpoint() const { return *checkpoint_; }
-  // Whether the output head is served from a copy in 2 MiB pages (ModelLoadOptions).
+  // Whether the output head is served from the packed copy (in 2 MiB pages where the kernel
+  // gives them; ModelLoadOptions).
   bool head_in_huge_pages() const { return head_packed_; }
   // Whether the FP4 matrices are served in the lane-pair layout (ModelLoadOptions).
   bool fp4_lane_pairs() const { return fp4_packed_; }

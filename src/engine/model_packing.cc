@@ -47,10 +47,19 @@ std::vector<std::span<const uint8_t>> SourceRanges(const model::Matrix& m) {
   return r;
 }
 
-// "<dir's name>-<hash of its canonical path>.fspack" in `packed_dir`.
-std::string PackedFilePath(const std::string& packed_dir, const std::string& canonical_dir) {
-  const uint64_t h = base::Checksum64(canonical_dir);
-  return (fs::path(packed_dir) / fmt::format("{}-{:016x}.fspack", fs::path(canonical_dir).filename().string(), h)).string();
+// "<dir's name>-<hash of its canonical path and of the entries' names and kinds>.fspack" in
+// `packed_dir`: two packing sets of one checkpoint (another CPU, --no-huge-page-head) keep a
+// file each instead of rewriting one.
+std::string PackedFilePath(const std::string& packed_dir, const std::string& canonical_dir,
+                           const std::vector<model::PackEntry>& entries) {
+  base::Checksum64Stream h;
+  h.Update(canonical_dir);
+  for (const model::PackEntry& e : entries) {
+    h.Update(e.name);
+    h.Update(std::string(1, static_cast<char>(e.kind)) + "|");
+  }
+  return (fs::path(packed_dir) / fmt::format("{}-{:016x}.fspack", fs::path(canonical_dir).filename().string(), h.Finish()))
+      .string();
 }
 
 std::string What(bool head, bool fp4) {
@@ -104,19 +113,31 @@ void Model::ServePacked(const PackPlan& plan, const ModelLoadOptions& options) {
   fp4_packed_ = plan.fp4;
 }
 
+namespace {
+
+// The packed file opened, read in (where asked and it fits) and checked against its checksums.
+base::Result<model::PackedWeightsFile> OpenChecked(const std::string& path, const model::PackSource& source,
+                                                  const std::vector<model::PackEntry>& entries, bool preload,
+                                                  base::ThreadPool& pool, bool* preloaded) {
+  FS_ASSIGN_OR_RETURN(model::PackedWeightsFile file, model::PackedWeightsFile::Open(path, source, entries));
+  *preloaded = preload && FitsInMemory(static_cast<int64_t>(file.payload_bytes()), "the packed weights",
+                                       "they are read on demand");
+  if (*preloaded) file.Preload();
+  FS_RETURN_IF_ERROR(file.Verify(pool));
+  return file;
+}
+
+}  // namespace
+
 bool Model::ServeFromFile(const PackPlan& plan, const ModelLoadOptions& options) {
   std::error_code ec;
   const std::string canonical = fs::weakly_canonical(dir_, ec).string();
   const model::PackSource source{canonical.empty() ? dir_ : canonical, checkpoint_->Fingerprint()};
-  const std::string path = PackedFilePath(options.packed_dir, source.checkpoint_dir);
+  const std::string path = PackedFilePath(options.packed_dir, source.checkpoint_dir, plan.entries);
   base::ThreadPool pool;  // all cores, for the load only
   const double t0 = base::MonotonicSeconds();
-  auto opened = model::PackedWeightsFile::Open(path, source, plan.entries);
-  if (opened.ok()) {
-    if (FitsInMemory(static_cast<int64_t>(opened->payload_bytes()), "the packed weights", "they are read on demand"))
-      opened->Preload();
-    if (base::Status v = opened->Verify(pool); !v.ok()) opened = v.error();
-  }
+  bool preloaded = false;
+  auto opened = OpenChecked(path, source, plan.entries, options.preload_weights, pool, &preloaded);
   if (!opened.ok()) {
     const bool first = opened.error().code() == base::ErrorCode::kNotFound;
     FS_LOG(kInfo, "{} {}: {} ({:.1f} MB, {} matrices); {}", first ? "packing" : "repacking", path,
@@ -133,23 +154,19 @@ bool Model::ServeFromFile(const PackPlan& plan, const ModelLoadOptions& options)
           last_tenth = std::max(last_tenth, tenth);
         },
         [&](size_t i) { ReleaseSources(plan.entries[i]); });
-    if (!w.ok()) {
-      FS_LOG(kWarning, "cannot write the packed weights file ({}); repacking in memory instead", w.error().ToString());
-      return false;
-    }
-    opened = model::PackedWeightsFile::Open(path, source, plan.entries);
-    if (opened.ok()) opened->Preload();
-    if (!opened.ok()) {
-      FS_LOG(kWarning, "cannot map the packed weights file just written ({}); repacking in memory instead",
-             opened.error().ToString());
+    if (w.ok()) opened = OpenChecked(path, source, plan.entries, options.preload_weights, pool, &preloaded);
+    if (!w.ok() || !opened.ok()) {
+      FS_LOG(kWarning, "cannot {} the packed weights file ({}); repacking in memory instead",
+             w.ok() ? "read back" : "write", (w.ok() ? opened.error() : w.error()).ToString());
       return false;
     }
   }
   packed_path_ = path;
   const int64_t huge = opened->file().HugeMappedBytes();
   const int64_t payload = static_cast<int64_t>(opened->payload_bytes());
-  if (huge * 2 < payload && base::TransparentHugePagesAvailable()) {
-    // This file system maps the file in 4 KiB pages: the copy in 2 MiB pages decodes faster.
+  if (preloaded && huge * 2 < payload && base::TransparentHugePagesAvailable()) {
+    // This file system maps the file in 4 KiB pages: the copy in 2 MiB pages decodes faster
+    // (it fits: the preload asked).
     auto copy = base::HugePageBuffer::CopyOf(opened->payload_begin(), opened->payload_bytes());
     if (copy.ok() && copy->HugeBytes() > 0) {
       packed_copy_ = std::move(copy).value();

@@ -14,6 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <new>
+#include <random>
+
+#include <fmt/format.h>
 
 #include "base/bytes.h"
 
@@ -98,12 +102,15 @@ Result<Header> Decode(std::string_view bytes, const std::string& path) {
   if (h.version != kPackFormatVersion)
     return Error(ErrorCode::kFailedPrecondition, path + ": format version " + std::to_string(h.version) + ", not " +
                                                      std::to_string(kPackFormatVersion));
-  if (!r.Get(&n) || n > bytes.size() / 40) return corrupt("bad entry count");
-  h.entries.resize(n);
-  for (Header::Entry& e : h.entries)
+  constexpr uint64_t kMinEntryBytes = 4 + 1 + 1 + 8 * 5;  // an entry with an empty name
+  if (!r.Get(&n) || n > r.remaining() / kMinEntryBytes) return corrupt("bad entry count");
+  h.entries.reserve(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    Header::Entry& e = h.entries.emplace_back();
     if (!GetString(r, &e.name, 1 << 12) || !r.Get(&e.kind) || !r.Get(&e.format) || !r.Get(&e.rows) || !r.Get(&e.cols) ||
         !r.Get(&e.offset) || !r.Get(&e.bytes) || !r.Get(&e.checksum))
       return corrupt("truncated header");
+  }
   const size_t covered = bytes.size() - r.remaining();
   uint64_t checksum = 0;
   if (!r.Get(&checksum) || checksum != base::Checksum64(bytes.substr(0, covered))) return corrupt("header checksum mismatch");
@@ -147,15 +154,29 @@ Status PwriteAll(int fd, const uint8_t* data, size_t n, uint64_t offset, const s
   return Status::Ok();
 }
 
-// Entry e packed into `out` (PackedBytes(e) bytes).
-void PackInto(const PackEntry& e, uint8_t* out) {
+// Writes entry e at `offset` of `fd` and returns its checksum: a verbatim entry straight from
+// the checkpoint, a repacked one through a buffer of its own size, freed on return (nothing of
+// the packing stays resident after the load).
+Result<uint64_t> WriteEntry(int fd, const PackEntry& e, uint64_t offset, const std::string& path) {
+  const Matrix& m = e.source;
+  const size_t data_bytes = static_cast<size_t>(m.rows * m.RowBytes());
   if (e.kind == PackKind::kFp4LanePairs) {
-    e.source.RepackFp4LanePairs(out);
-    return;
+    const size_t bytes = static_cast<size_t>(PackedBytes(e));
+    std::unique_ptr<uint8_t[]> buffer(new (std::nothrow) uint8_t[bytes]);
+    if (!buffer) return Error(ErrorCode::kResourceExhausted, "no memory to pack '" + e.name + "'");
+    m.RepackFp4LanePairs(buffer.get());
+    FS_RETURN_IF_ERROR(PwriteAll(fd, buffer.get(), bytes, offset, path));
+    return base::Checksum64({reinterpret_cast<const char*>(buffer.get()), bytes});
   }
-  const size_t data_bytes = static_cast<size_t>(e.source.rows * e.source.RowBytes());
-  std::memcpy(out, e.source.data, data_bytes);
-  if (e.source.NumScales() > 0) std::memcpy(out + data_bytes, e.source.scale, static_cast<size_t>(e.source.NumScales()));
+  base::Checksum64Stream sum;
+  sum.Update({reinterpret_cast<const char*>(m.data), data_bytes});
+  FS_RETURN_IF_ERROR(PwriteAll(fd, m.data, data_bytes, offset, path));
+  if (m.NumScales() > 0) {
+    const size_t scale_bytes = static_cast<size_t>(m.NumScales());
+    sum.Update({reinterpret_cast<const char*>(m.scale), scale_bytes});
+    FS_RETURN_IF_ERROR(PwriteAll(fd, m.scale, scale_bytes, offset + data_bytes, path));
+  }
+  return sum.Finish();
 }
 
 // The header of a file to write: offsets laid out, checksums still zero.
@@ -188,11 +209,9 @@ Status PackEntries(int fd, Header& h, const std::vector<PackEntry>& entries, bas
   pool.ParallelTasks(static_cast<int64_t>(entries.size()), [&](int64_t i, int64_t) {
     if (failed.load(std::memory_order_relaxed)) return;
     Header::Entry& s = h.entries[static_cast<size_t>(i)];
-    thread_local std::vector<uint8_t> buffer;
-    buffer.resize(s.bytes);
-    PackInto(entries[static_cast<size_t>(i)], buffer.data());
-    s.checksum = base::Checksum64({reinterpret_cast<const char*>(buffer.data()), buffer.size()});
-    Status st = PwriteAll(fd, buffer.data(), buffer.size(), s.offset, path);
+    Result<uint64_t> sum = WriteEntry(fd, entries[static_cast<size_t>(i)], s.offset, path);
+    Status st = sum.ok() ? Status::Ok() : Status(sum.error());
+    if (sum.ok()) s.checksum = *sum;
     std::lock_guard<std::mutex> lock(mu);
     if (!st.ok()) {
       if (!failed.exchange(true)) first_error = std::move(st);
@@ -207,7 +226,17 @@ Status PackEntries(int fd, Header& h, const std::vector<PackEntry>& entries, bas
 bool ProcessAlive(const std::string& pid) {
   std::error_code ec;
   return !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos &&
-         std::filesystem::exists("/proc/" + pid, ec);
+         (std::filesystem::exists("/proc/" + pid, ec) || ec);
+}
+
+// "<name>.fspack.tmp.<pid>.<hex>": the writing process's id, or "" for any other name.
+std::string TemporaryOwner(const std::string& name) {
+  const std::string mark = std::string(kExtension) + ".tmp.";
+  const size_t at = name.find(mark);
+  if (at == std::string::npos) return "";
+  const std::string rest = name.substr(at + mark.size());
+  const size_t dot = rest.find('.');
+  return dot == std::string::npos ? "" : rest.substr(0, dot);
 }
 
 }  // namespace
@@ -248,8 +277,12 @@ Status PackedWeightsFile::Write(const std::string& path, const PackSource& sourc
     if (!e.source.valid() || (e.kind == PackKind::kFp4LanePairs && e.source.fp4_layout != Fp4Layout::kCheckpoint))
       return Error(ErrorCode::kInvalidArgument, "cannot pack '" + e.name + "': " + e.source.Describe());
   Header h = Plan(source, entries);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A name no other writer (another process, container or host sharing the directory) takes,
+  // created exclusively and never through a link.
+  std::random_device random;
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
+                          fmt::format("{:08x}{:08x}", random(), random());
+  const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) return Errno(ErrorCode::kIoError, "cannot create", tmp);
   const auto fail = [&](Status st) {
     ::close(fd);
@@ -267,7 +300,7 @@ Status PackedWeightsFile::Write(const std::string& path, const PackSource& sourc
   if (Status st = PwriteAll(fd, reinterpret_cast<const uint8_t*>(header.data()), header.size(), 0, tmp); !st.ok())
     return fail(std::move(st));
   if (::fdatasync(fd) != 0) return fail(Errno(ErrorCode::kIoError, "cannot flush", tmp));
-  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // read back in 2 MiB folios (base::DropCachedPages)
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // read back in 2 MiB folios (advice)
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     Error e = Errno(ErrorCode::kIoError, "cannot rename into", path);
@@ -310,22 +343,26 @@ int RemoveOrphanedPackedFiles(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
   int removed = 0;
-  for (const fs::directory_entry& f : fs::directory_iterator(dir, ec)) {
-    const std::string name = f.path().filename().string();
-    const size_t tmp = name.rfind(".tmp.");
+  fs::directory_iterator it(dir, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const fs::path path = it->path();
+    const std::string owner = TemporaryOwner(path.filename().string());
     bool orphan = false;
-    if (tmp != std::string::npos && name.find(kExtension) != std::string::npos) {
-      orphan = !ProcessAlive(name.substr(tmp + 5));
-    } else if (f.path().extension() == kExtension) {
-      std::ifstream in(f.path(), std::ios::binary);
+    if (!owner.empty()) {
+      orphan = !ProcessAlive(owner);
+    } else if (path.extension() == kExtension) {
+      std::ifstream in(path, std::ios::binary);
       std::string head(1 << 17, '\0');
       in.read(head.data(), static_cast<std::streamsize>(head.size()));
       head.resize(static_cast<size_t>(in.gcount()));
       base::ByteReader r(head);
       Header h;
-      orphan = DecodeSource(r, &h) && !h.dir.empty() && !fs::exists(h.dir, ec);
+      std::error_code missing;
+      // Only a directory known to be gone: an unreadable or unmounted one keeps its file.
+      orphan = DecodeSource(r, &h) && !h.dir.empty() && !fs::exists(h.dir, missing) && !missing;
     }
-    if (orphan && fs::remove(f.path(), ec)) ++removed;
+    std::error_code rm;
+    if (orphan && fs::remove(path, rm)) ++removed;
   }
   return removed;
 }

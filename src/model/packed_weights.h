@@ -45,10 +45,11 @@ class PackedWeightsFile {
   // or its header is corrupt. Payload checksums are Verify's.
   static base::Result<PackedWeightsFile> Open(const std::string& path, const PackSource& source,
                                               const std::vector<PackEntry>& entries);
-  // Writes the file: a temporary next to `path`, space reserved up front (a full disk fails
-  // before any packing), entries packed on `pool` and written in place, the header last, then
-  // renamed over `path`; its page cache is dropped so that the first mapping reads it back in
-  // 2 MiB folios. `progress(done_bytes, total_bytes)` runs on pool threads, one call at a time;
+  // Writes the file: a temporary next to `path` (a unique name, created exclusively), space
+  // reserved up front (a full disk fails before any packing), entries packed on `pool` and
+  // written in place (verbatim ones straight from the checkpoint), the header last, then renamed
+  // over `path`; its page cache is dropped so that the first mapping reads it back in 2 MiB
+  // folios. `progress(done_bytes, total_bytes)` runs on pool threads, one call at a time;
   // `packed(i)` after entry i is on disk (on a pool thread). Nothing is left behind on error.
   static base::Status Write(const std::string& path, const PackSource& source, const std::vector<PackEntry>& entries,
                             base::ThreadPool& pool, const std::function<void(int64_t, int64_t)>& progress,
@@ -72,7 +73,7 @@ class PackedWeightsFile {
 
  private:
   struct Stored {
-    Matrix view;  // the entry's matrix with data and scale pointing into the file (offsets below)
+    Matrix view;  // the entry's matrix as packed (layout, shape, scale ranges); View() points it at the bytes
     uint64_t offset = 0, bytes = 0, checksum = 0;
   };
   base::MappedFile file_;

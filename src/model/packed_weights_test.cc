@@ -80,7 +80,7 @@ TEST_F(PackedWeightsTest, MappedMatricesEqualTheOnesPackedInMemory) {
   EXPECT_EQ(packed_in_order.size(), 2u);
   ASSERT_EQ(progress.size(), 2u);
   EXPECT_EQ(progress.back(), PackedBytes(entries_[0]) + PackedBytes(entries_[1]));
-  EXPECT_FALSE(fs::exists(path_ + ".tmp." + std::to_string(::getpid())));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()), 1);  // no temporary left
   auto file = PackedWeightsFile::Open(path_, source_, entries_);
   ASSERT_TRUE(file.ok()) << file.error().ToString();
   file->Preload();
@@ -170,14 +170,21 @@ TEST_F(PackedWeightsTest, OrphanedFilesAndDeadTemporariesAreRemoved) {
   source_.checkpoint_dir = (dir_ / "deleted-ckpt").string();
   path_ = (dir_ / "b.fspack").string();
   ASSERT_TRUE(Write().ok());
-  std::ofstream((dir_ / "c.fspack.tmp.999999999").string()) << "x";                      // no such process
-  std::ofstream((dir_ / ("d.fspack.tmp." + std::to_string(::getpid()))).string()) << "x";  // a live writer
+  // A checkpoint whose name looks like a temporary's keeps its file.
+  source_.checkpoint_dir = live_ckpt.string();
+  path_ = (dir_ / "x.tmp.1-0123456789abcdef.fspack").string();
+  ASSERT_TRUE(Write().ok());
+  const std::string dead_tmp = (dir_ / "c.fspack.tmp.999999999.ab12cd34").string();               // no such process
+  const std::string live_tmp = (dir_ / ("d.fspack.tmp." + std::to_string(::getpid()) + ".ef56")).string();  // a writer
+  std::ofstream(dead_tmp) << "x";
+  std::ofstream(live_tmp) << "x";
   std::ofstream((dir_ / "notes.txt").string()) << "x";
   EXPECT_EQ(RemoveOrphanedPackedFiles(dir_.string()), 2);
   EXPECT_TRUE(fs::exists(kept));
-  EXPECT_FALSE(fs::exists(path_));
-  EXPECT_FALSE(fs::exists(dir_ / "c.fspack.tmp.999999999"));
-  EXPECT_TRUE(fs::exists(dir_ / ("d.fspack.tmp." + std::to_string(::getpid()))));
+  EXPECT_TRUE(fs::exists(path_));
+  EXPECT_FALSE(fs::exists(dir_ / "b.fspack"));
+  EXPECT_FALSE(fs::exists(dead_tmp));
+  EXPECT_TRUE(fs::exists(live_tmp));
   EXPECT_TRUE(fs::exists(dir_ / "notes.txt"));
   EXPECT_EQ(RemoveOrphanedPackedFiles((dir_ / "nonexistent").string()), 0);
 }

@@ -219,18 +219,31 @@ void Checkpoint::Release(std::span<const uint8_t> range) const {
     file->ReleaseRange(static_cast<size_t>(range.data() - file->data()), range.size());
 }
 
-base::Result<std::string> Checkpoint::ReadPrefix(const TensorInfo& t, size_t n) const {
-  const base::MappedFile* shard = ShardOf(t.data);
-  if (shard == nullptr) return Error(ErrorCode::kInvalidArgument, "tensor '" + t.name + "' is not in this checkpoint");
-  std::string out(std::min(n, t.num_bytes), '\0');
-  const int fd = ::open(shard->path().c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Error(ErrorCode::kIoError, "cannot open " + shard->path() + ": " + std::strerror(errno));
-  const ssize_t got = ::pread(fd, out.data(), out.size(), static_cast<off_t>(t.data - shard->data()));
-  const int saved = errno;
-  ::close(fd);
-  if (got != static_cast<ssize_t>(out.size()))
-    return Error(ErrorCode::kIoError, "cannot read tensor '" + t.name + "' from " + shard->path() + ": " +
-                                          (got < 0 ? std::strerror(saved) : "short read"));
+base::Result<std::vector<std::string>> Checkpoint::ReadPrefixes(std::span<const TensorInfo* const> tensors,
+                                                               size_t n) const {
+  std::map<const base::MappedFile*, int> fds;
+  const auto close_all = [&] {
+    for (const auto& [shard, fd] : fds) ::close(fd);
+  };
+  std::vector<std::string> out;
+  for (const TensorInfo* t : tensors) {
+    const base::MappedFile* shard = ShardOf(t->data);
+    if (shard == nullptr) {
+      close_all();
+      return Error(ErrorCode::kInvalidArgument, "tensor '" + t->name + "' is not in this checkpoint");
+    }
+    auto [it, fresh] = fds.emplace(shard, -1);
+    if (fresh) it->second = ::open(shard->path().c_str(), O_RDONLY | O_CLOEXEC);
+    std::string bytes(std::min(n, t->num_bytes), '\0');
+    const ssize_t got = it->second < 0 ? -1 : ::pread(it->second, bytes.data(), bytes.size(), static_cast<off_t>(t->data - shard->data()));
+    if (got != static_cast<ssize_t>(bytes.size())) {
+      const std::string why = got < 0 ? std::strerror(errno) : "short read";
+      close_all();
+      return Error(ErrorCode::kIoError, "cannot read tensor '" + t->name + "' from " + shard->path() + ": " + why);
+    }
+    out.push_back(std::move(bytes));
+  }
+  close_all();
   return out;
 }
 

@@ -63,9 +63,10 @@ class Checkpoint {
   void AdviseHugePages() const;
   // Drops the process's pages of `range` (inside one shard; base::MappedFile::ReleaseRange).
   void Release(std::span<const uint8_t> range) const;
-  // The first min(n, size) bytes of a tensor, read from its file (pread), not through the
-  // mapping: pages of matrices served from a packed copy stay out of the resident set.
-  base::Result<std::string> ReadPrefix(const TensorInfo& t, size_t n) const;
+  // The first min(n, size) bytes of each tensor, read from the files (pread, each shard opened
+  // once), not through the mapping: pages of matrices served from a packed copy stay out of the
+  // resident set.
+  base::Result<std::vector<std::string>> ReadPrefixes(std::span<const TensorInfo* const> tensors, size_t n) const;
   // Bytes of the shards' mappings resident in this process (Rss of /proc/self/smaps; -1 where
   // unknown).
   int64_t ResidentBytes() const;

@@ -162,6 +162,38 @@ TEST_F(WeightsTest, ShardedCheckpointWithIndexLoads) {
   ASSERT_TRUE(s.ok()) << s.ToString();
 }
 
+// Tensor prefixes read from the shard files equal the mapped bytes; the fingerprint changes
+// with a shard's modification time and not otherwise.
+TEST_F(WeightsTest, PrefixesAndFingerprintOfAShardedCheckpoint) {
+  RandomCheckpointOptions opt;
+  opt.shard_bytes = 4 << 20;
+  ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, opt, pool_).ok());
+  auto ckpt = Checkpoint::Open(dir_).value();
+  std::vector<const TensorInfo*> tensors;
+  for (const std::string& name : ckpt->Names()) tensors.push_back(ckpt->Find(name));
+  auto prefixes = ckpt->ReadPrefixes(tensors, 32);
+  ASSERT_TRUE(prefixes.ok()) << prefixes.error().ToString();
+  ASSERT_EQ(prefixes->size(), tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const size_t n = std::min<size_t>(32, tensors[i]->num_bytes);
+    ASSERT_EQ((*prefixes)[i], std::string(reinterpret_cast<const char*>(tensors[i]->data), n)) << tensors[i]->name;
+  }
+  TensorInfo stranger = *tensors[0];
+  const uint8_t outside[4] = {};
+  stranger.data = outside;
+  const TensorInfo* bad[] = {&stranger};
+  EXPECT_EQ(ckpt->ReadPrefixes(bad, 4).error().code(), base::ErrorCode::kInvalidArgument);
+
+  const uint64_t fingerprint = ckpt->Fingerprint();
+  EXPECT_EQ(Checkpoint::Open(dir_).value()->Fingerprint(), fingerprint);
+  for (const auto& e : fs::directory_iterator(dir_))
+    if (e.path().extension() == ".safetensors") {
+      fs::last_write_time(e.path(), fs::last_write_time(e.path()) + std::chrono::seconds(3));
+      break;
+    }
+  EXPECT_NE(Checkpoint::Open(dir_).value()->Fingerprint(), fingerprint);
+}
+
 TEST_F(WeightsTest, GenerationIsDeterministicPerSeed) {
   RandomCheckpointOptions opt;
   ASSERT_TRUE(WriteRandomCheckpoint(SmallConfig(), dir_, opt, pool_).ok());

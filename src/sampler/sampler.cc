@@ -36,8 +36,8 @@ void ApplyAdjustments(const SamplingParams& p, const TokenHistory& h, std::span<
       x[id] -= p.frequency_penalty * static_cast<float>(count) + (count > 0 ? p.presence_penalty : 0.0f);
 }
 
-// The lowest id of the largest value: its value in a branch-free pass (vector max), then the
-// first id holding it (a greedy step over 129k logits per row is a few microseconds).
+// The lowest id of the largest value: its value in a branch-free pass, then the first id
+// holding it (no copy, no data-dependent branch in the long pass).
 int32_t Argmax(const float* x, int64_t vocab) {
   float m = x[0];
   for (int64_t i = 1; i < vocab; ++i) m = x[i] > m ? x[i] : m;

@@ -164,13 +164,15 @@ std::string ModelFingerprint(const engine::Model& model, const engine::EngineOpt
     digest_input += "|object-v" + std::to_string(kvstore::kObjectFormatVersion);
   }
   const model::Checkpoint& ckpt = model.checkpoint();
-  for (const std::string& name : ckpt.Names()) {
-    const model::TensorInfo* t = ckpt.Find(name);
-    digest_input += "|" + name + ":" + std::string(model::DTypeName(t->dtype)) + t->ShapeString();
-    // Read from the file, not the mapping: the pages of matrices served from the packed copy
-    // (engine/model_packing.cc) stay out of the resident set.
-    base::Result<std::string> prefix = ckpt.ReadPrefix(*t, 32);
-    if (prefix.ok()) digest_input += *prefix;
+  std::vector<const model::TensorInfo*> tensors;
+  for (const std::string& name : ckpt.Names()) tensors.push_back(ckpt.Find(name));
+  // Read from the files, not the mapping: the pages of matrices served from the packed copy
+  // (engine/model_packing.cc) stay out of the resident set.
+  const base::Result<std::vector<std::string>> prefixes = ckpt.ReadPrefixes(tensors, 32);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const model::TensorInfo* t = tensors[i];
+    digest_input += "|" + t->name + ":" + std::string(model::DTypeName(t->dtype)) + t->ShapeString();
+    if (prefixes.ok()) digest_input += (*prefixes)[i];
     else digest_input.append(reinterpret_cast<const char*>(t->data), std::min<size_t>(t->num_bytes, 32));
   }
   return kv::ToHex(kv::Sha256(digest_input));
