@@ -2,7 +2,6 @@
 // (FP4 experts in lane pairs, the output head in 2 MiB pages), the copy mapped from a packed
 // weights file or built in anonymous memory, the checkpoint's pages of those matrices released,
 // and the rest of the checkpoint read in. Load's thread only.
-#include <cstring>
 #include <filesystem>
 
 #include "base/bytes.h"
@@ -197,17 +196,8 @@ void Model::ServeFromMemory(const PackPlan& plan) {
     pool.ParallelFor(static_cast<int64_t>(plan.entries.size()), 1, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         const model::PackEntry& e = plan.entries[static_cast<size_t>(i)];
-        uint8_t* out = dst + offsets[static_cast<size_t>(i)];
-        if (e.kind == model::PackKind::kFp4LanePairs) {
-          packed[static_cast<size_t>(i)] = e.source.RepackFp4LanePairs(out);  // codes, then scales, in the same 2 MiB pages
-        } else {
-          model::Matrix m = e.source;
-          std::memcpy(out, m.data, static_cast<size_t>(m.rows * m.RowBytes()));
-          if (m.NumScales() > 0) std::memcpy(out + m.rows * m.RowBytes(), m.scale, static_cast<size_t>(m.NumScales()));
-          m.data = out;
-          m.scale = m.NumScales() > 0 ? out + m.rows * m.RowBytes() : nullptr;
-          packed[static_cast<size_t>(i)] = m;
-        }
+        // Codes, then scales, in the same 2 MiB pages.
+        packed[static_cast<size_t>(i)] = model::PackInto(e, dst + offsets[static_cast<size_t>(i)]);
         ReleaseSources(e);
       }
     });

@@ -164,7 +164,7 @@ Result<uint64_t> WriteEntry(int fd, const PackEntry& e, uint64_t offset, const s
     const size_t bytes = static_cast<size_t>(PackedBytes(e));
     std::unique_ptr<uint8_t[]> buffer(new (std::nothrow) uint8_t[bytes]);
     if (!buffer) return Error(ErrorCode::kResourceExhausted, "no memory to pack '" + e.name + "'");
-    m.RepackFp4LanePairs(buffer.get());
+    PackInto(e, buffer.get());
     FS_RETURN_IF_ERROR(PwriteAll(fd, buffer.get(), bytes, offset, path));
     return base::Checksum64({reinterpret_cast<const char*>(buffer.get()), bytes});
   }
@@ -242,6 +242,17 @@ std::string TemporaryOwner(const std::string& name) {
 }  // namespace
 
 int64_t PackedBytes(const PackEntry& e) { return e.source.StoredBytes(); }
+
+Matrix PackInto(const PackEntry& e, uint8_t* out) {
+  if (e.kind == PackKind::kFp4LanePairs) return e.source.RepackFp4LanePairs(out);
+  Matrix m = e.source;
+  const size_t data_bytes = static_cast<size_t>(m.rows * m.RowBytes());
+  std::memcpy(out, m.data, data_bytes);
+  if (m.NumScales() > 0) std::memcpy(out + data_bytes, m.scale, static_cast<size_t>(m.NumScales()));
+  m.data = out;
+  m.scale = m.NumScales() > 0 ? out + data_bytes : nullptr;
+  return m;
+}
 
 Result<PackedWeightsFile> PackedWeightsFile::Open(const std::string& path, const PackSource& source,
                                                   const std::vector<PackEntry>& entries) {

@@ -84,6 +84,10 @@ class PackedWeightsFile {
 // Bytes of an entry's packed copy (its codes or elements, then its scales).
 int64_t PackedBytes(const PackEntry& e);
 
+// Entry e packed into `out` (PackedBytes(e) bytes: the file's layout, in memory); returns the
+// matrix reading it there.
+Matrix PackInto(const PackEntry& e, uint8_t* out);
+
 // The directory's packed files whose checkpoint no longer exists, and temporaries left by
 // processes that are gone, removed; returns how many. Files it cannot read are left alone.
 int RemoveOrphanedPackedFiles(const std::string& dir);
