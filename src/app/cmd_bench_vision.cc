@@ -89,7 +89,7 @@ int RunBenchVision(const VisionBenchFlags& f) {
   const TowerFlops flops = CountFlops(c, vit_h, vit_w);
   const double floor_ms = 1e3 * flops.total() / (peak * 1e9);
   std::printf("machine: %d threads, ISA %s (AMX %s), FMA peak %.1f GFLOP/s (before / after the runs: %.1f / %.1f)\n",
-              f.options.num_threads, kernels::MatMulIsa(), kernels::AmxOn() ? "on" : "off", peak, peak_before,
+              pool.num_threads(), kernels::MatMulIsa(), kernels::AmxOn() ? "on" : "off", peak, peak_before,
               peak);
   std::printf("tower: %d layers, width %d, %d heads, SwiGLU %d; picture %dx%d patches -> %d tokens (%dx%d)\n",
               c.vision.num_layers, c.vision.dim, c.vision.num_heads, c.vision.inter_dim, vit_h, vit_w,

@@ -31,9 +31,9 @@ bool SameBits(float x, float y) { return std::memcmp(&x, &y, sizeof(float)) == 0
 
 TEST(Dense, EveryOutputFollowsTheDocumentedOrder) {
   std::mt19937 rng(3);
-  for (int64_t m : {1, 5, 13, 50, 200}) {
-    for (int64_t n : {1, 7, 16, 33, 64, 100}) {
-      for (int64_t k : {1, 64, 255, 256, 257, 600}) {
+  for (int64_t m : {1, 5, 13, 50, 200, 350}) {
+    for (int64_t n : {1, 7, 16, 33, 64, 100, 161}) {
+      for (int64_t k : {1, 64, 255, 256, 257, 600, 1100}) {
         const std::vector<float> a = RandomVector(m * k, rng), b = RandomVector(k * n, rng);
         std::vector<float> bt(static_cast<size_t>(n * k));  // B as n rows of k
         for (int64_t kk = 0; kk < k; ++kk)
@@ -82,7 +82,7 @@ TEST(Dense, MatMulIsBatchAndThreadInvariantAndNearFp64) {
 
 TEST(Dense, EveryIsaGivesTheSameBits) {
   std::mt19937 rng(5);
-  const int64_t m = 29, n = 45, k = 530;
+  const int64_t m = 29, n = 145, k = 1100;
   const std::vector<float> a = RandomVector(m * k, rng), b = RandomVector(k * n, rng);
   std::vector<internal::DenseKernel> kernels = {internal::DensePortable()};
   if (IsaSupported(Isa::kAvx2)) kernels.push_back(internal::DenseAvx2());
