@@ -2,13 +2,15 @@
 // sections 3-5 (whole sequence at once, no state, fp64 arithmetic on the dequantized weights)
 // against the engine with QAT off, on tiny-v41 with its Engram layer: the sequence is long
 // enough that the top-k prunes on both ratios and the candidate blocks prune (40 tokens:
-// 40 ratio-1 entries > 4 blocks of 8 > index_topk 16).
+// 40 ratio-1 entries > 4 blocks of 8 > index_topk 16). With a picture's span (the tower's rows
+// in place of token embeddings, bias_vl routing, the Engram pad) the logits match it too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
+#include "engine/test_image_prompt.h"
 #include "engine/test_model.h"
 #include "model/checkpoint_specs.h"
 
@@ -26,6 +28,14 @@ struct Reference {
   std::vector<Rows> entries, keys;                      // per KV-source layer
   std::vector<std::vector<std::vector<int>>> selected;  // per index-source layer, per token
   std::vector<std::vector<std::vector<bool>>> candidates;
+  // Pictures: positions whose input is an embedding row instead of a token's (empty: none).
+  std::vector<bool> image;
+  Rows embedded;
+  mutable int vl_routing_changed = 0;  // image positions whose experts bias_vl chose differently than bias
+
+  bool IsImage(int64_t t) const { return !image.empty() && image[static_cast<size_t>(t)]; }
+  // The synthetic token map the test models bind (id % 1000), not the model's own lookup.
+  static int64_t EngramClass(int64_t token) { return token % 1000; }
 
   Rows Mul(const model::Matrix& w, const Rows& x) const {
     Rows y(x.size(), Vec(static_cast<size_t>(w.rows)));
@@ -125,7 +135,9 @@ struct Reference {
     Rows gathered(static_cast<size_t>(T), Vec(static_cast<size_t>(cols) * hd));
     for (int64_t t = 0; t < T; ++t) {
       std::vector<int64_t> grams;
-      for (int k = 0; k <= back; ++k) grams.push_back(t - k < 0 ? model.engram_pad_class() : model.EngramClass(tokens[t - k]));
+      for (int k = 0; k <= back; ++k) {  // the pad before the start and across pictures
+        grams.push_back(t - k < 0 || IsImage(t - k) ? EngramClass(c.engram.pad_id) : EngramClass(tokens[t - k]));
+      }
       std::vector<int64_t> rows(static_cast<size_t>(cols));
       model.engram_hasher()->RowIds(e, grams, rows.data());
       for (int col = 0; col < cols; ++col)
@@ -301,9 +313,18 @@ struct Reference {
         const double x = logits[t][e] / c.gate_temp;
         s[e] = std::sqrt(x > 20 ? x : std::log1p(std::exp(x)));
       }
-      std::vector<int> order(static_cast<size_t>(E));
-      std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s[a] + w.gate_bias[a] > s[b] + w.gate_bias[b]; });
+      const auto top = [&](const std::vector<float>& bias) {
+        std::vector<int> order(static_cast<size_t>(E));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s[a] + bias[a] > s[b] + bias[b]; });
+        return order;
+      };
+      std::vector<int> order = top(w.gate_bias);
+      if (IsImage(t) && !w.gate_bias_vl.empty()) {
+        std::vector<int> vl = top(w.gate_bias_vl);
+        vl_routing_changed += !std::equal(vl.begin(), vl.begin() + k, order.begin());
+        order = vl;
+      }
       double total = 0;
       for (int i = 0; i < k; ++i) total += s[order[i]];
       for (int i = 0; i < k; ++i) {
@@ -324,7 +345,7 @@ struct Reference {
     Rows x(static_cast<size_t>(T), Vec(static_cast<size_t>(c.hc_dim())));
     for (int64_t t = 0; t < T; ++t)
       for (int i = 0; i < c.hc_mult; ++i)
-        for (int64_t k = 0; k < d; ++k) x[t][i * d + k] = model.weights().embed.At(tokens[t], k);
+        for (int64_t k = 0; k < d; ++k) x[t][i * d + k] = IsImage(t) ? embedded[t][k] : model.weights().embed.At(tokens[t], k);
     Rows lagged(static_cast<size_t>(T), Vec(static_cast<size_t>(c.hc_mult), 0));
     for (auto& p : lagged) p[0] = 1;
     for (int layer = 0; layer < c.num_layers; ++layer) {
@@ -375,6 +396,40 @@ TEST(V41ReferenceTest, EngineMatchesAStraightFromTheSpecForward) {
   int kept = 0;
   for (bool k : ref.candidates[4][39]) kept += k;
   EXPECT_EQ(kept, 4);                                // 4 of 5 blocks of 8 ratio-1 entries
+}
+
+// A picture's span between text: its rows replace the token embeddings, its positions route
+// with bias_vl and are the pad to Engram; the logits of every position (the last one's decide
+// the first token) match the reference.
+TEST(V41ReferenceTest, PicturesMatchTheReferenceToo) {
+  const Model& model = testing::VisionModel();
+  const testing::ImagePrompt prompt = testing::MakePrompt(model, 1);
+  const int64_t d = model.config().hidden_size, T = static_cast<int64_t>(prompt.tokens.size());
+  Reference ref{model, model.config(), prompt.tokens, T, {}, {}, {}, {}};
+  ref.image.assign(static_cast<size_t>(T), false);
+  ref.embedded.assign(static_cast<size_t>(T), {});
+  for (size_t i = 0; i < prompt.embedded_rows.size(); ++i) {
+    const int32_t t = prompt.embedded_rows[i];
+    ref.image[t] = true;
+    ref.embedded[t] = Vec(prompt.embeddings.begin() + static_cast<int64_t>(i) * d,
+                          prompt.embeddings.begin() + static_cast<int64_t>(i + 1) * d);
+  }
+  Rows expected = ref.Logits();
+  EngineOptions opt;
+  opt.qat = false;
+  Engine engine(model, opt);
+  std::vector<float> got = testing::RunPrompt(engine, prompt, {1000});
+  std::vector<float> want;
+  for (const Vec& row : expected)
+    for (double v : row) want.push_back(static_cast<float>(v));
+  EXPECT_GT(testing::MinRowCosine(got, want), 0.99999);
+  for (int64_t t = 0; t < T; ++t) {
+    auto row = got.begin() + t * 1280, wrow = want.begin() + t * 1280;
+    EXPECT_EQ(std::max_element(row, row + 1280) - row, std::max_element(wrow, wrow + 1280) - wrow) << "position " << t;
+  }
+  // What the check rests on: the span is there, and bias_vl chose other experts somewhere.
+  EXPECT_EQ(prompt.embedded_rows.size(), 17u);
+  EXPECT_GT(ref.vl_routing_changed, 0);
 }
 
 }  // namespace
