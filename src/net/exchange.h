@@ -46,7 +46,8 @@ class Exchange {
   // Runs `task` on this exchange's strand (thread-safe; used by engine-thread sinks).
   virtual void Post(std::function<void()> task) = 0;
   // Runs `task` on the strand after `seconds` (keep-alive ticks). The task runs even when the
-  // exchange has ended meanwhile; it checks closed() itself.
+  // exchange has ended meanwhile; it checks closed() itself. A task still waiting when the
+  // server stops is dropped without running.
   virtual void PostAfter(double seconds, std::function<void()> task) = 0;
   // Called once, on the strand, when the client disconnects before the exchange ended.
   virtual void SetCloseHandler(std::function<void()> handler) = 0;

@@ -141,7 +141,7 @@ void HttpServer::Stop() {
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
     for (auto& w : impl_->sessions)
-      if (auto s = w.lock()) s->Close();
+      if (auto s = w.lock()) s->Shutdown();
     impl_->sessions.clear();
   }
   impl_->work.reset();

@@ -57,7 +57,13 @@ class SessionExchange final : public Exchange {
   void PostAfter(double seconds, std::function<void()> task) override {
     auto timer = std::make_shared<asio::steady_timer>(executor_, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                      std::chrono::duration<double>(seconds)));
-    timer->async_wait([timer, task = std::move(task)](const boost::system::error_code&) { task(); });
+    asio::dispatch(executor_, [session = session_, timer, task = std::move(task)]() mutable {
+      std::erase_if(session->timers_, [](const std::weak_ptr<asio::steady_timer>& t) { return t.expired(); });
+      session->timers_.push_back(timer);
+      timer->async_wait([timer, task = std::move(task)](const boost::system::error_code& ec) {
+        if (ec != asio::error::operation_aborted) task();
+      });
+    });
   }
   void SetCloseHandler(std::function<void()> handler) override { on_close_ = std::move(handler); }
   double start_seconds() const override { return start_; }
@@ -101,6 +107,16 @@ void Session::Run() {
 
 void Session::Close() {
   asio::post(stream_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
+}
+
+void Session::Shutdown() {
+  asio::post(stream_.get_executor(), [self = shared_from_this()] {
+    for (const std::weak_ptr<asio::steady_timer>& weak : self->timers_) {
+      if (auto timer = weak.lock()) timer->cancel();
+    }
+    self->timers_.clear();
+    self->DoClose();
+  });
 }
 
 void Session::ReadHeader() {

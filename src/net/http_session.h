@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "net/api_error.h"
 #include "net/exchange.h"
@@ -37,6 +38,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void Run();
   void Close();  // any thread
+  // Any thread: Close(), and drop the PostAfter tasks still waiting (the server stops: they
+  // would otherwise hold their exchanges, and through them the context, forever).
+  void Shutdown();
 
  private:
   friend class SessionExchange;
@@ -76,6 +80,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closing_ = false;          // no more requests on this connection
   bool closed_ = false;
   std::shared_ptr<SessionExchange> exchange_;  // the current request
+  std::vector<std::weak_ptr<asio::steady_timer>> timers_;  // PostAfter tasks' timers (strand)
 };
 
 }  // namespace flashserve::net
