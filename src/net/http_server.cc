@@ -52,6 +52,7 @@ struct HttpServer::Impl {
         auto session = std::make_shared<Session>(std::move(socket), ioc, config, handler, on_rejected, open_exchanges);
         {
           std::lock_guard<std::mutex> lock(mu);
+          if (shutting_down) return;  // accepted while Stop ran: closed with the unstarted session
           sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
           sessions.push_back(session);
         }
@@ -72,8 +73,9 @@ struct HttpServer::Impl {
   static constexpr std::chrono::milliseconds kAcceptRetry{50};
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> threads;
-  std::mutex mu;  // guards sessions
+  std::mutex mu;  // guards sessions and shutting_down
   std::list<std::weak_ptr<Session>> sessions;
+  bool shutting_down = false;  // Stop began: accepted connections are closed, not served
   std::shared_ptr<std::atomic<int64_t>> open_exchanges = std::make_shared<std::atomic<int64_t>>(0);
   int port = 0;
   bool stopped = false;
@@ -140,6 +142,7 @@ void HttpServer::Stop() {
   StopAccepting();
   {
     std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->shutting_down = true;
     for (auto& w : impl_->sessions)
       if (auto s = w.lock()) s->Shutdown();
     impl_->sessions.clear();

@@ -57,7 +57,9 @@ class SessionExchange final : public Exchange {
   void PostAfter(double seconds, std::function<void()> task) override {
     auto timer = std::make_shared<asio::steady_timer>(executor_, std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                                      std::chrono::duration<double>(seconds)));
-    asio::dispatch(executor_, [session = session_, timer, task = std::move(task)]() mutable {
+    asio::dispatch(executor_, [weak = std::weak_ptr<Session>(session_), timer, task = std::move(task)]() mutable {
+      const std::shared_ptr<Session> session = weak.lock();
+      if (!session || session->shut_down_) return;  // the server stopped: dropped
       std::erase_if(session->timers_, [](const std::weak_ptr<asio::steady_timer>& t) { return t.expired(); });
       session->timers_.push_back(timer);
       timer->async_wait([timer, task = std::move(task)](const boost::system::error_code& ec) {
@@ -105,12 +107,9 @@ void Session::Run() {
   asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
 }
 
-void Session::Close() {
-  asio::post(stream_.get_executor(), [self = shared_from_this()] { self->DoClose(); });
-}
-
 void Session::Shutdown() {
   asio::post(stream_.get_executor(), [self = shared_from_this()] {
+    self->shut_down_ = true;
     for (const std::weak_ptr<asio::steady_timer>& weak : self->timers_) {
       if (auto timer = weak.lock()) timer->cancel();
     }

@@ -1,6 +1,6 @@
 // One HTTP/1.1 connection (internal to the HTTP server): reads requests one at a time, writes
 // responses from a queue, and watches the socket while a response is pending so a client that
-// leaves cancels its request. Runs on the connection's strand; Close() may be called from any thread.
+// leaves cancels its request. Runs on the connection's strand; Shutdown() may be called from any thread.
 #pragma once
 
 #include <utility>  // before asio: boost 1.74 awaitable.hpp uses std::exchange without it
@@ -37,9 +37,9 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session();
 
   void Run();
-  void Close();  // any thread
-  // Any thread: Close(), and drop the PostAfter tasks still waiting (the server stops: they
-  // would otherwise hold their exchanges, and through them the context, forever).
+  // Any thread: closes the connection and drops the PostAfter tasks still waiting or asked for
+  // later (the server stops: they would otherwise hold their exchanges, and through them the
+  // context, forever).
   void Shutdown();
 
  private:
@@ -81,6 +81,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   std::shared_ptr<SessionExchange> exchange_;  // the current request
   std::vector<std::weak_ptr<asio::steady_timer>> timers_;  // PostAfter tasks' timers (strand)
+  bool shut_down_ = false;                                  // Shutdown ran (strand)
 };
 
 }  // namespace flashserve::net

@@ -34,7 +34,8 @@ TEST(Dense, EveryOutputFollowsTheDocumentedOrder) {
   for (int64_t m : {1, 5, 13, 50, 200, 350}) {
     for (int64_t n : {1, 7, 16, 33, 64, 100, 161}) {
       for (int64_t k : {1, 64, 255, 256, 257, 600, 1100}) {
-        const std::vector<float> a = RandomVector(m * k, rng), b = RandomVector(k * n, rng);
+        const int64_t lda = k + 5;  // rows apart, as attention's score rows are
+        const std::vector<float> a = RandomVector(m * lda, rng), b = RandomVector(k * n, rng);
         std::vector<float> bt(static_cast<size_t>(n * k));  // B as n rows of k
         for (int64_t kk = 0; kk < k; ++kk)
           for (int64_t j = 0; j < n; ++j) bt[j * k + kk] = b[kk * n + j];
@@ -47,15 +48,18 @@ TEST(Dense, EveryOutputFollowsTheDocumentedOrder) {
         ASSERT_EQ(std::count(p1.begin(), p1.end(), -7.0f), 0);
         const int64_t ldc = n + 3;
         std::vector<float> c(static_cast<size_t>(m * ldc), 0.5f), acc = c;
-        DenseProduct(a.data(), m, k, p1.data(), k, n, c.data(), ldc, false);
-        DenseProduct(a.data(), m, k, p1.data(), k, n, acc.data(), ldc, true);
+        DenseProduct(a.data(), m, lda, p1.data(), k, n, c.data(), ldc, false);
+        DenseProduct(a.data(), m, lda, p1.data(), k, n, acc.data(), ldc, true);
         for (int64_t i = 0; i < m; ++i) {
           for (int64_t j = 0; j < n; ++j) {
-            ASSERT_TRUE(SameBits(c[i * ldc + j], ScalarOrder(&a[i * k], b.data(), k, n, j, 0.0f, false)))
+            ASSERT_TRUE(SameBits(c[i * ldc + j], ScalarOrder(&a[i * lda], b.data(), k, n, j, 0.0f, false)))
                 << m << "x" << n << "x" << k << " at " << i << "," << j;
-            ASSERT_TRUE(SameBits(acc[i * ldc + j], ScalarOrder(&a[i * k], b.data(), k, n, j, 0.5f, true)));
+            ASSERT_TRUE(SameBits(acc[i * ldc + j], ScalarOrder(&a[i * lda], b.data(), k, n, j, 0.5f, true)));
           }
-          for (int64_t j = n; j < ldc; ++j) ASSERT_EQ(c[i * ldc + j], 0.5f) << "wrote past the columns";
+          for (int64_t j = n; j < ldc; ++j) {
+            ASSERT_EQ(c[i * ldc + j], 0.5f) << "wrote past the columns";
+            ASSERT_EQ(acc[i * ldc + j], 0.5f) << "wrote past the columns";
+          }
         }
       }
     }

@@ -79,8 +79,8 @@ inline void Tile(const float* a, int64_t row_step, int64_t k_step, const float* 
   }
 }
 
-// Rows [i0, i0 + mc) of A, columns [k0, k0 + kc), into MR-row tiles laid out [tile][kc][MR],
-// rows past mc zero.
+// The mc rows of A from `a` (row stride lda), columns [k0, k0 + kc), into MR-row tiles laid out
+// [tile][kc][MR], rows past mc zero.
 template <int MR>
 void PackRows(const float* a, int64_t lda, int64_t mc, int64_t k0, int64_t kc, float* packed) {
   for (int64_t t = 0; t * MR < mc; ++t) {
@@ -146,7 +146,7 @@ void Product(const float* a, int64_t m, int64_t lda, const float* packed, int64_
         a_packed.resize(static_cast<size_t>(packed_tiles * MR * kc));
       }
       const int64_t packed_from = pack ? 0 : whole * MR;
-      PackRows<MR>(a + (i0 + packed_from) * lda, lda, mc - packed_from, k0, kc, a_packed.data());
+      if (packed_tiles > 0) PackRows<MR>(a + (i0 + packed_from) * lda, lda, mc - packed_from, k0, kc, a_packed.data());
       for (int64_t j0 = 0; j0 < n; j0 += kNr) {
         const float* panel = packed + j0 * k + k0 * kNr;
         const int cols = static_cast<int>(std::min(kNr, n - j0));
