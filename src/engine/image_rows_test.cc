@@ -1,8 +1,8 @@
 // Images through the V4.1 engine: the tower's span embeddings replace the placeholders' token
 // embeddings, and the logits then still do not depend on chunking (chunks cut through the span);
 // the same picture gives the same logits, another picture other logits; a placeholder without
-// its embedding is refused with the state untouched; image tokens route with bias_vl and look
-// like the pad to Engram.
+// its embedding is refused with the state untouched; image tokens route with bias_vl (on hash
+// layers too) and look like the pad to Engram.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -74,6 +74,38 @@ TEST(VisionEngine, ImageTokensRouteWithBiasVlAndHashAsPad) {
   RouteRow(c, w, false, kImageToken, logits.data(), image.data(), weights.data());
   for (int32_t e : text) EXPECT_LT(e, c.num_experts_per_token);
   for (int32_t e : image) EXPECT_GE(e, c.num_routed_experts - c.num_experts_per_token);
+}
+
+// Vision-Exp (V4): on hash layers an image position skips tid2eid and takes the top-k of its
+// scores plus bias_vl, weighted by the unbiased scores; text keeps its table row, and a
+// checkpoint without bias_vl (text-only V4) hashes every id.
+TEST(VisionEngine, ImageTokensSkipTheHashTableWithBiasVl) {
+  model::ModelConfig c = model::TinyPreset();
+  c.vocab_size = 1280;
+  c.image_token_id = kImageToken;
+  const int k = c.num_experts_per_token, experts = c.num_routed_experts;
+  model::MoeWeights w;
+  w.tid2eid.resize(static_cast<size_t>(c.vocab_size * k));
+  for (size_t i = 0; i < w.tid2eid.size(); ++i) w.tid2eid[i] = static_cast<int32_t>(i % k);  // experts 0..k-1
+  w.gate_bias_vl.assign(static_cast<size_t>(experts), 0.0f);
+  for (int e = 0; e < k; ++e) w.gate_bias_vl[static_cast<size_t>(experts - 1 - e)] = 100.0f;  // the last k
+  std::vector<float> logits(static_cast<size_t>(experts));
+  for (int e = 0; e < experts; ++e) logits[static_cast<size_t>(e)] = 0.1f * static_cast<float>(e % 5);
+  std::vector<int32_t> text(static_cast<size_t>(k)), image(text.size()), plain(text.size());
+  std::vector<float> text_w(text.size()), image_w(text.size()), plain_w(text.size());
+  RouteRow(c, w, true, 7, logits.data(), text.data(), text_w.data());
+  RouteRow(c, w, true, kImageToken, logits.data(), image.data(), image_w.data());
+  for (int i = 0; i < k; ++i) EXPECT_EQ(text[static_cast<size_t>(i)], i);
+  float total = 0.0f;
+  for (size_t i = 0; i < image.size(); ++i) {
+    EXPECT_GE(image[i], experts - k);
+    total += image_w[i];
+  }
+  EXPECT_NEAR(total, c.routed_scaling_factor, 1e-5);  // unbiased scores, renormalised, scaled
+  EXPECT_NE(image_w.front(), image_w.back());        // by the scores, not by the bias
+  w.gate_bias_vl.clear();
+  RouteRow(c, w, true, kImageToken, logits.data(), plain.data(), plain_w.data());
+  for (int i = 0; i < k; ++i) EXPECT_EQ(plain[static_cast<size_t>(i)], i);
 }
 
 }  // namespace

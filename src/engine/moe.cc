@@ -115,14 +115,15 @@ void RouteRow(const model::ModelConfig& c, const model::MoeWeights& w, bool hash
   float* sc = score_buffer.data();
   const float temp = static_cast<float>(c.gate_temp);  // V4.1 gate temperature (1 = none)
   for (int e = 0; e < num_experts; ++e) sc[e] = SqrtSoftplus(temp == 1.0f ? logits[e] : logits[e] / temp);
-  if (hash) {
+  // Image-span positions select with their own bias (bias_vl), on hash layers too (Vision-Exp:
+  // they skip tid2eid there).
+  const bool image = !w.gate_bias_vl.empty() && c.image_token_id >= 0 && token_id == c.image_token_id;
+  if (hash && !image) {
     std::memcpy(experts, w.tid2eid.data() + static_cast<int64_t>(token_id) * k, sizeof(int32_t) * k);
   } else {
     // Top-k of score + bias; ties go to the lower expert id.
     std::vector<int32_t> order(static_cast<size_t>(num_experts));
     std::iota(order.begin(), order.end(), 0);
-    // V4.1: image-span tokens select with their own bias (bias_vl).
-    const bool image = !w.gate_bias_vl.empty() && c.image_token_id >= 0 && token_id == c.image_token_id;
     const std::vector<float>& bias = image ? w.gate_bias_vl : w.gate_bias;
     auto key = [&](int32_t e) { return sc[e] + bias[static_cast<size_t>(e)]; };
     std::partial_sort(order.begin(), order.begin() + k, order.end(),

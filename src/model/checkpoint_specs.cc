@@ -114,7 +114,7 @@ struct Builder {
     } else {
       F32(p + "gate.bias", {c.num_routed_experts}, 0.1f);
     }
-    if (c.is_v41()) F32(p + "gate.bias_vl", {c.num_routed_experts}, 0.1f);
+    if (c.is_v41() || c.vision.present()) F32(p + "gate.bias_vl", {c.num_routed_experts}, 0.1f);
     for (int e = 0; e < c.num_routed_experts; ++e) {
       const std::string ep = p + "experts." + std::to_string(e) + ".";
       Linear(ep + "w1", TensorRole::kExpertLinear, f, d);

@@ -99,7 +99,7 @@ struct Loader {
     } else {
       FS_ASSIGN_OR_RETURN(w->gate_bias, r.Floats(p + "gate.bias", {c.num_routed_experts}));
     }
-    if (c.is_v41() && r.Has(p + "gate.bias_vl")) {
+    if (r.Has(p + "gate.bias_vl")) {  // V4.1, and Vision-Exp on every layer (hash layers too)
       FS_ASSIGN_OR_RETURN(w->gate_bias_vl, r.Floats(p + "gate.bias_vl", {c.num_routed_experts}));
     }
     w->experts.resize(static_cast<size_t>(c.num_routed_experts));

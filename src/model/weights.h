@@ -43,7 +43,7 @@ struct ExpertWeights {
 struct MoeWeights {
   Matrix gate;                       // [E, d]
   std::vector<float> gate_bias;      // [E], score-routed layers
-  std::vector<float> gate_bias_vl;   // [E], V4.1 image-span tokens (optional)
+  std::vector<float> gate_bias_vl;   // [E], image-span tokens (V4.1; Vision-Exp, hash layers too)
   std::vector<int32_t> tid2eid;      // [vocab * k], hash layers
   std::vector<ExpertWeights> experts;
   ExpertWeights shared;
