@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds test binaries with AddressSanitizer + UndefinedBehaviorSanitizer in build-asan and runs
 # them. Usage: scripts/sanitize.sh [TEST_TARGET...]; the default, what CI runs, is every unit test
-# of the base, net, protocol and vision rooms (HTTP sessions, request bodies, the picture path).
+# of the base, net, protocol, vision, tokenizer and encoding rooms (HTTP sessions, request
+# bodies, the picture path, tokenizing and prompt encoding).
 # Any sanitizer report fails the test that raised it (UBSan does not recover; ASan checks leaks).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${FLASHSERVE_ASAN_BUILD_DIR:-$here/build-asan}"
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then  # every unit test of the rooms below
-  for room in base net protocol vision; do
+  for room in base net protocol vision tokenizer encoding; do
     for f in "$here/src/$room"/*_test.cc; do targets+=("$(basename "$f" .cc)"); done
   done
 fi
