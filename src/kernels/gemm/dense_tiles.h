@@ -145,8 +145,10 @@ void Product(const float* a, int64_t m, int64_t lda, const float* packed, int64_
       if (static_cast<int64_t>(a_packed.size()) < packed_tiles * MR * kc) {
         a_packed.resize(static_cast<size_t>(packed_tiles * MR * kc));
       }
-      const int64_t packed_from = pack ? 0 : whole * MR;
-      if (packed_tiles > 0) PackRows<MR>(a + (i0 + packed_from) * lda, lda, mc - packed_from, k0, kc, a_packed.data());
+      const int64_t first_packed = pack ? 0 : whole;  // the tile a_packed starts with
+      if (packed_tiles > 0) {
+        PackRows<MR>(a + (i0 + first_packed * MR) * lda, lda, mc - first_packed * MR, k0, kc, a_packed.data());
+      }
       for (int64_t j0 = 0; j0 < n; j0 += kNr) {
         const float* panel = packed + j0 * k + k0 * kNr;
         const int cols = static_cast<int>(std::min(kNr, n - j0));
@@ -155,7 +157,7 @@ void Product(const float* a, int64_t m, int64_t lda, const float* packed, int64_
                                           c + (i0 + t * MR) * ldc + j0, ldc);
           const int rows = static_cast<int>(std::min<int64_t>(MR, mc - t * MR));
           if (pack || t == whole) {
-            Tile<V, MR>(a_packed.data() + (t - packed_from / MR) * MR * kc, 1, MR, panel, kc, ends, rows, cols);
+            Tile<V, MR>(a_packed.data() + (t - first_packed) * MR * kc, 1, MR, panel, kc, ends, rows, cols);
           } else {
             Tile<V, MR>(a + (i0 + t * MR) * lda + k0, lda, 1, panel, kc, ends, rows, cols);
           }
