@@ -78,7 +78,8 @@ void RunCompressors(Ops& ops, const Model& model, int layer, const RowBatch& bat
 
 // Key lists per row: the compressed entries of the layer's KV source (those selected by its
 // index source, or all visible ones on HCA) ascending, then the raw window in position order
-// (ring for positions before the batch, this batch's kv after).
+// (ring for positions before the batch, this batch's kv after); a row of a bidirectional span
+// also takes the rest of its span, which is all in this batch.
 void BuildKeyLists(const Model& model, int layer, const RowBatch& batch, AttentionScratch* s) {
   const model::ModelConfig& c = model.config();
   const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
@@ -99,7 +100,12 @@ void BuildKeyLists(const Model& model, int layer, const RowBatch& batch, Attenti
         const int64_t visible = (t + 1) / spec.compress_ratio;
         for (int64_t e = 0; e < visible; ++e) s->keys.push_back(entries + e * c.head_dim);
       }
-      for (int64_t p = std::max<int64_t>(0, t - c.sliding_window + 1); p <= t; ++p) {
+      int64_t first = std::max<int64_t>(0, t - c.sliding_window + 1), last = t;
+      if (!batch.span_last.empty() && batch.span_last[static_cast<size_t>(r)] >= 0) {
+        first = std::min(first, batch.span_first[static_cast<size_t>(r)]);
+        last = batch.span_last[static_cast<size_t>(r)];
+      }
+      for (int64_t p = first; p <= last; ++p) {
         s->keys.push_back(p >= seq.start_pos ? s->kv.data() + (seq.row_begin + p - seq.start_pos) * c.head_dim
                                              : ls.ring.data() + (p % ls.window) * c.head_dim);
       }

@@ -1,6 +1,7 @@
 // Forward pass orchestration (engine/engine.h).
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 
@@ -50,6 +51,20 @@ Status ValidateEmbeddings(const model::ModelConfig& c, const ForwardRequest& r, 
   return Status::Ok();
 }
 
+// Bidirectional spans: increasing, disjoint, non-empty and inside the call's tokens.
+Status ValidateSpans(const ForwardRequest& r, const std::string& where) {
+  int32_t previous_end = 0;
+  for (const TokenRange& span : r.bidirectional) {
+    if (span.begin < previous_end || span.end <= span.begin || span.end > static_cast<int32_t>(r.tokens.size()))
+      return Error(ErrorCode::kInvalidArgument,
+                   where + "bidirectional span [" + std::to_string(span.begin) + ", " + std::to_string(span.end) +
+                       ") is not an increasing, disjoint range of this call's " + std::to_string(r.tokens.size()) +
+                       " tokens (a span is computed whole, in one call)");
+    previous_end = span.end;
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Engine::Validate(std::span<const ForwardRequest> batch) const {
@@ -76,6 +91,7 @@ Status Engine::Validate(std::span<const ForwardRequest> batch) const {
         return Error(ErrorCode::kInvalidArgument, where + "token id " + std::to_string(t) + " outside the vocabulary [0, " +
                                                       std::to_string(c.vocab_size) + ")");
     FS_RETURN_IF_ERROR(ValidateEmbeddings(c, r, where));
+    FS_RETURN_IF_ERROR(ValidateSpans(r, where));
     if (r.state->position() + static_cast<int64_t>(r.tokens.size()) > c.max_position)
       return Error(ErrorCode::kContextOverflow, where + "sequence would reach " +
                                                     std::to_string(r.state->position() + r.tokens.size()) +
@@ -84,12 +100,29 @@ Status Engine::Validate(std::span<const ForwardRequest> batch) const {
   return Status::Ok();
 }
 
+namespace {
+// Each row's bidirectional span bounds (absolute positions), -1 for causal rows.
+void AddSpanBounds(const ForwardRequest& r, const SeqRows& seq, RowBatch* rows) {
+  rows->span_first.resize(static_cast<size_t>(seq.row_end), -1);
+  rows->span_last.resize(static_cast<size_t>(seq.row_end), -1);
+  for (const TokenRange& span : r.bidirectional) {
+    for (int32_t i = span.begin; i < span.end; ++i) {
+      rows->span_first[static_cast<size_t>(seq.row_begin + i)] = seq.start_pos + span.begin;
+      rows->span_last[static_cast<size_t>(seq.row_begin + i)] = seq.start_pos + span.end - 1;
+    }
+  }
+}
+}  // namespace
+
 void Engine::BuildRows(std::span<const ForwardRequest> batch, RowBatch* rows) const {
   rows->ids.clear();
   rows->pos.clear();
   rows->seqs.clear();
   rows->embedding.clear();
+  rows->span_first.clear();
+  rows->span_last.clear();
   const int64_t d = model_.config().hidden_size;
+  const bool any_span = std::any_of(batch.begin(), batch.end(), [](const ForwardRequest& r) { return !r.bidirectional.empty(); });
   for (const ForwardRequest& r : batch) {
     SeqRows seq;
     seq.row_begin = rows->num_rows();
@@ -103,6 +136,7 @@ void Engine::BuildRows(std::span<const ForwardRequest> batch, RowBatch* rows) co
       rows->embedding.push_back(given ? r.embeddings.data() + static_cast<int64_t>(next++) * d : nullptr);
     }
     seq.row_end = rows->num_rows();
+    if (any_span) AddSpanBounds(r, seq, rows);
     rows->seqs.push_back(seq);
   }
   rows->main_angles.Compute(model_.rope(model::RopeTable::kMain), rows->pos);

@@ -21,6 +21,11 @@ namespace flashserve::engine {
 
 enum class LogitsMode { kNone, kLast, kAll };
 
+// Offsets [begin, end) into a request's tokens.
+struct TokenRange {
+  int32_t begin = 0, end = 0;
+};
+
 struct ForwardRequest {
   SequenceState* state = nullptr;
   std::span<const int32_t> tokens;   // appended at state->position()
@@ -34,6 +39,10 @@ struct ForwardRequest {
   // image_token_id) must be embedded.
   std::span<const int32_t> embedded_rows = {};
   std::span<const float> embeddings = {};
+  // Picture spans whose raw sliding window is bidirectional (Vision-Exp, START to END): each of
+  // their rows also sees every later row of its span. Increasing, disjoint, inside `tokens`: a
+  // span is computed in one call, never cut. The compressed entries stay causal.
+  std::span<const TokenRange> bidirectional = {};
 };
 
 struct ForwardResult {

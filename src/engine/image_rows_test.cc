@@ -2,7 +2,9 @@
 // embeddings, and the logits then still do not depend on chunking (chunks cut through the span);
 // the same picture gives the same logits, another picture other logits; a placeholder without
 // its embedding is refused with the state untouched; image tokens route with bias_vl (on hash
-// layers too) and look like the pad to Engram.
+// layers too) and look like the pad to Engram. On Vision-Exp (V4) a picture's START..END span is
+// bidirectional: later span rows change earlier ones, chunks around the span and batching leave
+// the logits as they are, and a call that cuts the span is refused.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -106,6 +108,89 @@ TEST(VisionEngine, ImageTokensSkipTheHashTableWithBiasVl) {
   w.gate_bias_vl.clear();
   RouteRow(c, w, true, kImageToken, logits.data(), plain.data(), plain_w.data());
   for (int i = 0; i < k; ++i) EXPECT_EQ(plain[static_cast<size_t>(i)], i);
+}
+
+testing::PictureShape VisionExpShape() {
+  testing::PictureShape shape;
+  shape.layout = vision::SpanLayout::kVisionExp;
+  shape.bidirectional = true;
+  shape.vit_h = 14;
+  shape.vit_w = 23;  // 5 x 8 aligner grid, longer than the model's 16-token window
+  shape.text_before = 41;
+  return shape;
+}
+
+TEST(VisionExpEngine, ChunksAroundTheSpanAndBatchingKeepTheLogits) {
+  const Model& m = testing::VisionExpModel();
+  Engine engine(m, EngineOptions{});
+  const ImagePrompt prompt = MakePrompt(m, 1, VisionExpShape());
+  ASSERT_EQ(prompt.spans.size(), 1u);
+  const int32_t begin = prompt.spans[0].begin, len = prompt.spans[0].end - begin;
+  EXPECT_EQ(begin % 4, 3);  // lead pads put START at 3 mod 4 (41 + 2 pads)
+  EXPECT_GT(len, m.config().sliding_window);
+  const std::vector<float> one_shot = RunPrompt(engine, prompt, {1000});
+  EXPECT_TRUE(BitEqual(one_shot, RunPrompt(engine, prompt, {begin, len, 1})));
+  EXPECT_TRUE(BitEqual(one_shot, RunPrompt(engine, prompt, {7, begin - 7 + len + 5, 3})));
+  // Batched beside a text-only sequence, each row's logits are its own.
+  auto state = engine.NewSequence(), other = engine.NewSequence();
+  const std::vector<int32_t> text = testing::RandomTokens(60, 5);
+  const std::vector<float> alone = testing::RunChunked(engine, other.get(), text, {60});
+  other = engine.NewSequence();
+  ForwardRequest reqs[2] = {{state.get(), prompt.tokens, LogitsMode::kAll}, {other.get(), text, LogitsMode::kAll}};
+  reqs[0].embedded_rows = prompt.embedded_rows;
+  reqs[0].embeddings = prompt.embeddings;
+  reqs[0].bidirectional = prompt.spans;
+  auto r = engine.Forward(reqs);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  const int64_t v = m.config().vocab_size;
+  EXPECT_TRUE(std::equal(one_shot.begin(), one_shot.end(), r->logits.begin()));
+  EXPECT_TRUE(std::equal(alone.begin(), alone.end(), r->logits.begin() + static_cast<int64_t>(prompt.tokens.size()) * v));
+}
+
+TEST(VisionExpEngine, LaterSpanRowsReachEarlierOnesOnlyInsideTheSpan) {
+  const Model& m = testing::VisionExpModel();
+  Engine engine(m, EngineOptions{});
+  const int64_t v = m.config().vocab_size, d = m.config().hidden_size;
+  ImagePrompt a = MakePrompt(m, 1, VisionExpShape());
+  ImagePrompt b = a;
+  const int32_t start = a.spans[0].begin, end = a.spans[0].end;
+  // Another last picture row (the END delimiter's is fixed; change the row before it).
+  const size_t changed = a.embedded_rows.size() - 2;
+  ASSERT_EQ(a.embedded_rows[changed], end - 2);
+  for (int64_t k = 0; k < d; ++k) b.embeddings[changed * d + k] += 0.5f;
+  const std::vector<float> la = RunPrompt(engine, a, {1000}), lb = RunPrompt(engine, b, {1000});
+  // Before START (text and the lead pads): identical. START itself: already different.
+  EXPECT_TRUE(std::equal(la.begin(), la.begin() + start * v, lb.begin()));
+  EXPECT_FALSE(std::equal(la.begin() + start * v, la.begin() + (start + 1) * v, lb.begin() + start * v));
+  // Causal (no bidirectional span): START does not see the change.
+  a.spans.clear();
+  b.spans.clear();
+  const std::vector<float> ca = RunPrompt(engine, a, {1000}), cb = RunPrompt(engine, b, {1000});
+  EXPECT_TRUE(std::equal(ca.begin(), ca.begin() + (end - 2) * v, cb.begin()));
+  EXPECT_FALSE(BitEqual(la, ca));
+}
+
+TEST(VisionExpEngine, ACallThatCutsTheSpanIsRefused) {
+  const Model& m = testing::VisionExpModel();
+  Engine engine(m, EngineOptions{});
+  const ImagePrompt prompt = MakePrompt(m, 1, VisionExpShape());
+  auto state = engine.NewSequence();
+  const int32_t cut = prompt.spans[0].begin + 5;
+  ForwardRequest req{state.get(), std::span<const int32_t>(prompt.tokens.data(), cut), LogitsMode::kLast};
+  std::vector<int32_t> rows;
+  for (int32_t r : prompt.embedded_rows)
+    if (r < cut) rows.push_back(r);
+  req.embedded_rows = rows;
+  req.embeddings = std::span<const float>(prompt.embeddings.data(), rows.size() * m.config().hidden_size);
+  const TokenRange past_the_end{prompt.spans[0].begin, prompt.spans[0].end};
+  req.bidirectional = {&past_the_end, 1};
+  auto r = engine.Forward({&req, 1});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("computed whole, in one call"), std::string::npos) << r.error().message();
+  EXPECT_EQ(state->position(), 0);
+  const TokenRange backwards[2] = {{50, 52}, {45, 47}};
+  req.bidirectional = backwards;
+  EXPECT_FALSE(engine.Forward({&req, 1}).ok());
 }
 
 }  // namespace

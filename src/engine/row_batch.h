@@ -32,6 +32,9 @@ struct RowBatch {
   std::vector<const float*> embedding;  // per row: a given input embedding, or nullptr (look up)
   std::vector<int64_t> pos;
   std::vector<SeqRows> seqs;
+  // Per row, the first and last positions of its bidirectional span (-1: causal); empty when
+  // every row is causal. The raw window of such a row is [min(first, t - W + 1), last].
+  std::vector<int64_t> span_first, span_last;
   RowAngles main_angles, compress_angles;
   int64_t num_rows() const { return static_cast<int64_t>(ids.size()); }
   const RowAngles& angles(bool compress) const { return compress ? compress_angles : main_angles; }

@@ -1,6 +1,6 @@
-// Test-only: tiny-v41 with its Engram layer and a small vision tower, and prompts of text, one
-// picture's span (the tower's rows for random patches) and more text, run through the engine
-// with the span embeddings in chunks of given sizes.
+// Test-only: tiny-v41 with its Engram layer and a small vision tower (and tiny V4 with one, as
+// Vision-Exp), and prompts of text, one picture's span (the tower's rows for random patches) and
+// more text, run through the engine with the span embeddings in chunks of given sizes.
 #pragma once
 
 #include <algorithm>
@@ -16,52 +16,87 @@ namespace flashserve::engine::testing {
 
 inline constexpr int32_t kImageToken = 1264;
 
+// tiny-v41 with its Engram layer, the small tower and a raw window of `window` tokens.
+inline std::unique_ptr<Model> LoadV41Vision(int window, const std::string& tag) {
+  model::ModelConfig c = TinyV41EngramConfig();
+  c.image_token_id = kImageToken;
+  c.sliding_window = window;
+  return WithSyntheticEngramMap(WriteAndLoad(c, false, tag));
+}
+
 inline const Model& VisionModel() {
   static std::unique_ptr<Model> m;
+  if (!m) m = LoadV41Vision(128, "_v41_vision");
+  return *m;
+}
+
+// tiny (V4) with the small tower, as a DeepSeek-V4-Flash-Vision-Exp checkpoint has it (bias_vl on
+// every layer, the image_pad vector), and a 16-token raw window so that pictures outgrow it.
+inline const Model& VisionExpModel() {
+  static std::unique_ptr<Model> m;
   if (!m) {
-    model::ModelConfig c = TinyV41EngramConfig();
+    model::ModelConfig c = model::TinyPreset();
+    c.vision = model::TinyVisionTower();
     c.image_token_id = kImageToken;
-    m = WriteAndLoad(c, false, "_v41_vision");
-    std::vector<int32_t> map(1280);
-    for (size_t i = 0; i < map.size(); ++i) map[i] = static_cast<int32_t>(i % 1000);
-    base::Status s = m->SetEngramTokenMap(std::move(map), 1000);
-    FS_CHECK(s.ok(), "%s", s.ToString().c_str());
+    c.sliding_window = 16;
+    m = WriteAndLoad(c, false, "_v4_vision_exp");
   }
   return *m;
 }
 
-// A prompt of text, one picture's span (random patches on a 7 x 11 patch grid: a 3 x 4 aligner
-// grid with edge padding), then more text; `embeddings` rows for every span position.
+// tiny-v41's vision model with a 16-token raw window (pictures outgrow it).
+inline const Model& NarrowWindowVisionModel() {
+  static std::unique_ptr<Model> m;
+  if (!m) m = LoadV41Vision(16, "_v41_vision_w16");
+  return *m;
+}
+
+// A prompt of text, one picture's span (random patches on a vit_h x vit_w patch grid; 7 x 11
+// gives a 3 x 4 aligner grid with edge padding), then more text; `embeddings` rows for every
+// span position. With `bidirectional`, `spans` holds the picture's START..END positions.
 struct ImagePrompt {
   std::vector<int32_t> tokens;
   std::vector<int32_t> embedded_rows;
   std::vector<float> embeddings;
+  std::vector<TokenRange> spans;  // absolute positions
 };
 
-inline ImagePrompt MakePrompt(const Model& model, uint32_t picture_seed) {
+struct PictureShape {
+  vision::SpanLayout layout = vision::SpanLayout::kV41;
+  bool bidirectional = false;
+  int vit_h = 7, vit_w = 11;
+  int text_before = 40;
+};
+
+inline ImagePrompt MakePrompt(const Model& model, uint32_t picture_seed, const PictureShape& shape = {}) {
   base::ThreadPool pool(2);
   VisionTower tower(model, pool);
-  const int p = model.config().vision.patch_size, vit_h = 7, vit_w = 11;
+  const int p = model.config().vision.patch_size, ratio = model.config().vision.downsample_ratio;
   std::mt19937 rng(picture_seed);
   std::uniform_real_distribution<float> level(-1.0f, 1.0f);
-  std::vector<float> patches(static_cast<size_t>(vit_h * vit_w * 3 * p * p));
+  std::vector<float> patches(static_cast<size_t>(shape.vit_h * shape.vit_w * 3 * p * p));
   for (float& v : patches) v = level(rng);
-  auto rows = tower.Encode(patches, vit_h, vit_w);
+  auto rows = tower.Encode(patches, shape.vit_h, shape.vit_w);
   FS_CHECK(rows.ok(), "%s", rows.error().ToString().c_str());
   vision::ImagePlan plan;
-  plan.llm_h = 3;
-  plan.llm_w = 4;
-  const vision::ImageSpan span = vision::BuildSpan(plan, vision::SpanLayout::kV41, 0);
+  plan.llm_h = (shape.vit_h + ratio - 1) / ratio;
+  plan.llm_w = (shape.vit_w + ratio - 1) / ratio;
+  const vision::ImageSpan span = vision::BuildSpan(plan, shape.layout, shape.text_before);
   std::vector<uint8_t> roles;
   for (vision::SpanRole r : span.roles) roles.push_back(static_cast<uint8_t>(r));
   auto embeddings = tower.SpanEmbeddings(roles, span.image_rows, *rows);
   FS_CHECK(embeddings.ok(), "%s", embeddings.error().ToString().c_str());
   ImagePrompt out;
-  for (int32_t t : RandomTokens(40, 11)) out.tokens.push_back(t == kImageToken ? 5 : t);
+  for (int32_t t : RandomTokens(shape.text_before, 11)) out.tokens.push_back(t == kImageToken ? 5 : t);
+  TokenRange bidirectional{-1, -1};
   for (size_t i = 0; i < roles.size(); ++i) {
+    const auto role = static_cast<vision::SpanRole>(roles[i]);
+    if (role == vision::SpanRole::kStart) bidirectional.begin = static_cast<int32_t>(out.tokens.size());
+    if (role == vision::SpanRole::kEnd) bidirectional.end = static_cast<int32_t>(out.tokens.size()) + 1;
     out.embedded_rows.push_back(static_cast<int32_t>(out.tokens.size()));
     out.tokens.push_back(kImageToken);
   }
+  if (shape.bidirectional) out.spans.push_back(bidirectional);
   out.embeddings = std::move(embeddings).value();
   for (int32_t t : RandomTokens(30, 12)) out.tokens.push_back(t == kImageToken ? 5 : t);
   return out;
@@ -79,8 +114,16 @@ inline std::vector<float> RunPrompt(Engine& engine, const ImagePrompt& prompt, c
     while (next < prompt.embedded_rows.size() && static_cast<size_t>(prompt.embedded_rows[next]) < done + n) {
       rows.push_back(prompt.embedded_rows[next++] - static_cast<int32_t>(done));
     }
+    std::vector<TokenRange> spans;
+    for (const TokenRange& span : prompt.spans) {
+      if (span.end <= static_cast<int32_t>(done) || span.begin >= static_cast<int32_t>(done + n)) continue;
+      FS_CHECK(span.begin >= static_cast<int32_t>(done) && span.end <= static_cast<int32_t>(done + n),
+               "a chunk cuts the picture's span");
+      spans.push_back({span.begin - static_cast<int32_t>(done), span.end - static_cast<int32_t>(done)});
+    }
     ForwardRequest req{state.get(), std::span<const int32_t>(prompt.tokens.data() + done, n), LogitsMode::kAll};
     req.embedded_rows = rows;
+    req.bidirectional = spans;
     req.embeddings = std::span<const float>(prompt.embeddings.data() + first * d, (next - first) * d);
     auto r = engine.Forward({&req, 1});
     FS_CHECK(r.ok(), "%s", r.error().ToString().c_str());

@@ -55,15 +55,18 @@ inline model::ModelConfig TinyV41EngramConfig() {
   return c;
 }
 
+// A loaded TinyV41EngramConfig model completed with the synthetic token map (id % 1000).
+inline std::unique_ptr<Model> WithSyntheticEngramMap(std::unique_ptr<Model> m) {
+  std::vector<int32_t> map(1280);
+  for (size_t i = 0; i < map.size(); ++i) map[i] = static_cast<int32_t>(i % 1000);
+  base::Status s = m->SetEngramTokenMap(std::move(map), 1000);
+  FS_CHECK(s.ok(), "%s", s.ToString().c_str());
+  return m;
+}
+
 inline const Model& TestModelV41Engram() {
   static std::unique_ptr<Model> m;
-  if (!m) {
-    m = WriteAndLoad(TinyV41EngramConfig(), false, "_v41_engram");
-    std::vector<int32_t> map(1280);
-    for (size_t i = 0; i < map.size(); ++i) map[i] = static_cast<int32_t>(i % 1000);
-    base::Status s = m->SetEngramTokenMap(std::move(map), 1000);
-    FS_CHECK(s.ok(), "%s", s.ToString().c_str());
-  }
+  if (!m) m = WithSyntheticEngramMap(WriteAndLoad(TinyV41EngramConfig(), false, "_v41_engram"));
   return *m;
 }
 

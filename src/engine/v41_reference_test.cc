@@ -32,6 +32,7 @@ struct Reference {
   std::vector<bool> image;
   Rows embedded;
   mutable int vl_routing_changed = 0;  // (image position, layer) pairs where bias_vl chose other experts
+  std::vector<TokenRange> spans;      // bidirectional picture spans (absolute positions)
 
   bool IsImage(int64_t t) const { return !image.empty() && image[static_cast<size_t>(t)]; }
   // The synthetic token map the test models bind (id % 1000), not the model's own lookup.
@@ -262,7 +263,15 @@ struct Reference {
       std::vector<const Vec*> keyset;
       if (compress)
         for (int e : selected[spec.index_source][t]) keyset.push_back(&entries[spec.kv_source][e]);
-      for (int64_t p = std::max<int64_t>(0, t - c.sliding_window + 1); p <= t; ++p) keyset.push_back(&kv[p]);
+      // The raw window; inside a bidirectional span it also reaches back to the span's start
+      // and on to its end.
+      int64_t first = std::max<int64_t>(0, t - c.sliding_window + 1), last = t;
+      for (const TokenRange& span : spans) {
+        if (t < span.begin || t >= span.end) continue;
+        first = std::min<int64_t>(first, span.begin);
+        last = span.end - 1;
+      }
+      for (int64_t p = first; p <= last; ++p) keyset.push_back(&kv[p]);
       for (int hd = 0; hd < H; ++hd) {
         const double* qh = q[t].data() + hd * D;
         Vec logits;
@@ -377,7 +386,7 @@ struct Reference {
 TEST(V41ReferenceTest, EngineMatchesAStraightFromTheSpecForward) {
   const Model& model = testing::TestModelV41Engram();
   std::vector<int32_t> tokens = testing::RandomTokens(40, 2024);
-  Reference ref{model, model.config(), tokens, static_cast<int64_t>(tokens.size()), {}, {}, {}, {}, {}, {}, 0};
+  Reference ref{model, model.config(), tokens, static_cast<int64_t>(tokens.size()), {}, {}, {}, {}, {}, {}, 0, {}};
   Rows expected = ref.Logits();
   EngineOptions opt;
   opt.qat = false;  // the reference has no QAT rounding
@@ -401,14 +410,11 @@ TEST(V41ReferenceTest, EngineMatchesAStraightFromTheSpecForward) {
   EXPECT_EQ(kept, 4);                                // 4 of 5 blocks of 8 ratio-1 entries
 }
 
-// A picture's span between text: its rows replace the token embeddings, its positions route
-// with bias_vl and are the pad to Engram; the logits of every position (the last one's decide
-// the first token) match the reference.
-TEST(V41ReferenceTest, PicturesMatchTheReferenceToo) {
-  const Model& model = testing::VisionModel();
-  const testing::ImagePrompt prompt = testing::MakePrompt(model, 1);
+// The reference over a picture prompt: its rows in place of the token embeddings, its
+// bidirectional spans.
+Reference PictureReference(const Model& model, const testing::ImagePrompt& prompt) {
   const int64_t d = model.config().hidden_size, T = static_cast<int64_t>(prompt.tokens.size());
-  Reference ref{model, model.config(), prompt.tokens, T, {}, {}, {}, {}, {}, {}, 0};
+  Reference ref{model, model.config(), prompt.tokens, T, {}, {}, {}, {}, {}, {}, 0, prompt.spans};
   ref.image.assign(static_cast<size_t>(T), false);
   ref.embedded.assign(static_cast<size_t>(T), {});
   for (size_t i = 0; i < prompt.embedded_rows.size(); ++i) {
@@ -417,22 +423,66 @@ TEST(V41ReferenceTest, PicturesMatchTheReferenceToo) {
     ref.embedded[t] = Vec(prompt.embeddings.begin() + static_cast<int64_t>(i) * d,
                           prompt.embeddings.begin() + static_cast<int64_t>(i + 1) * d);
   }
-  Rows expected = ref.Logits();
-  EngineOptions opt;
-  opt.qat = false;
-  Engine engine(model, opt);
-  std::vector<float> got = testing::RunPrompt(engine, prompt, {1000});
-  std::vector<float> want;
-  for (const Vec& row : expected)
-    for (double v : row) want.push_back(static_cast<float>(v));
+  return ref;
+}
+
+std::vector<float> Flatten(const Rows& rows) {
+  std::vector<float> out;
+  for (const Vec& row : rows)
+    for (double v : row) out.push_back(static_cast<float>(v));
+  return out;
+}
+
+// Every position's logits within cosine 0.99999 of the reference's, with the same argmax.
+void ExpectMatches(const std::vector<float>& got, const std::vector<float>& want) {
   EXPECT_GT(testing::MinRowCosine(got, want), 0.99999);
-  for (int64_t t = 0; t < T; ++t) {
+  for (size_t t = 0; t * 1280 < got.size(); ++t) {
     auto row = got.begin() + t * 1280, wrow = want.begin() + t * 1280;
     EXPECT_EQ(std::max_element(row, row + 1280) - row, std::max_element(wrow, wrow + 1280) - wrow) << "position " << t;
   }
+}
+
+// A picture's span between text: its rows replace the token embeddings, its positions route
+// with bias_vl and are the pad to Engram; the logits of every position (the last one's decide
+// the first token) match the reference.
+TEST(V41ReferenceTest, PicturesMatchTheReferenceToo) {
+  const Model& model = testing::VisionModel();
+  const testing::ImagePrompt prompt = testing::MakePrompt(model, 1);
+  Reference ref = PictureReference(model, prompt);
+  EngineOptions opt;
+  opt.qat = false;
+  Engine engine(model, opt);
+  ExpectMatches(testing::RunPrompt(engine, prompt, {1000}), Flatten(ref.Logits()));
   // What the check rests on: the span is there, and bias_vl chose other experts somewhere.
   EXPECT_EQ(prompt.embedded_rows.size(), 17u);
   EXPECT_GT(ref.vl_routing_changed, 0);
+}
+
+// A bidirectional picture span (Vision-Exp's attention rule; the raw-window code is shared by
+// V4 and V4.1) longer than the raw window: each span row sees its whole span and its usual
+// window, text stays causal. One call or chunks around the span, the engine matches the
+// reference, and the rule changes the logits (the causal reference is far from them).
+TEST(V41ReferenceTest, BidirectionalSpansMatchTheReference) {
+  const Model& model = testing::NarrowWindowVisionModel();
+  testing::PictureShape shape;
+  shape.bidirectional = true;
+  shape.vit_h = 14;
+  shape.vit_w = 23;  // 5 x 8 aligner grid: a 47-token span, the window 16
+  const testing::ImagePrompt prompt = testing::MakePrompt(model, 3, shape);
+  ASSERT_EQ(prompt.spans.size(), 1u);
+  ASSERT_EQ(prompt.spans[0].end - prompt.spans[0].begin, 47);
+  Reference ref = PictureReference(model, prompt);
+  const std::vector<float> want = Flatten(ref.Logits());
+  EngineOptions opt;
+  opt.qat = false;
+  Engine engine(model, opt);
+  const std::vector<float> one_call = testing::RunPrompt(engine, prompt, {1000});
+  ExpectMatches(one_call, want);
+  EXPECT_TRUE(testing::BitEqual(one_call, testing::RunPrompt(engine, prompt, {40, 47, 7})));
+  ref.spans.clear();
+  const std::vector<float> causal = Flatten(ref.Logits());
+  EXPECT_LT(testing::MinRowCosine(one_call, causal), 0.999);
+  EXPECT_TRUE(std::equal(want.begin(), want.begin() + 40 * 1280, causal.begin()));  // text before it
 }
 
 }  // namespace

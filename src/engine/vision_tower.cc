@@ -269,4 +269,13 @@ base::Result<std::vector<float>> SpanEmbeddings(const Model& model, std::span<co
   return out;
 }
 
+std::optional<std::pair<int64_t, int64_t>> BidirectionalPart(const Model& model, std::span<const uint8_t> roles) {
+  const model::ModelConfig& c = model.config();
+  if (!c.vision.present() || c.is_v41()) return std::nullopt;
+  const auto start = std::find(roles.begin(), roles.end(), uint8_t{0});
+  const auto end = std::find(start, roles.end(), uint8_t{4});
+  if (end == roles.end()) return std::nullopt;
+  return std::pair<int64_t, int64_t>(start - roles.begin(), end - roles.begin() + 1);
+}
+
 }  // namespace flashserve::engine

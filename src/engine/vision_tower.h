@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -22,6 +24,11 @@ namespace flashserve::engine {
 base::Result<std::vector<float>> SpanEmbeddings(const Model& model, std::span<const uint8_t> roles,
                                                 std::span<const int32_t> image_rows,
                                                 std::span<const float> aligner_rows);
+
+// The part of a span computed with a bidirectional raw window, as offsets [first, second) into
+// it: START to END on models with Vision-Exp's layout (V4 with a tower), nothing on V4.1 (or
+// when the roles hold no START..END). Any thread.
+std::optional<std::pair<int64_t, int64_t>> BidirectionalPart(const Model& model, std::span<const uint8_t> roles);
 
 class VisionTower {
  public:

@@ -27,11 +27,7 @@ const engine::Model& VisionModel() {
   if (!m) {
     model::ModelConfig c = engine::testing::TinyV41EngramConfig();
     c.image_token_id = kImageToken;
-    m = engine::testing::WriteAndLoad(c, false, "_v41_vision_serve");
-    std::vector<int32_t> map(1280);
-    for (size_t i = 0; i < map.size(); ++i) map[i] = static_cast<int32_t>(i % 1000);
-    base::Status s = m->SetEngramTokenMap(std::move(map), 1000);
-    FS_CHECK(s.ok(), "%s", s.ToString().c_str());
+    m = engine::testing::WithSyntheticEngramMap(engine::testing::WriteAndLoad(c, false, "_v41_vision_serve"));
   }
   return *m;
 }
