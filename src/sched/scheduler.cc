@@ -58,27 +58,52 @@ bool Scheduler::Remove(Sequence* seq) {
   return true;
 }
 
+namespace {
+// A snapshot point inside an atomic range moved back to the block boundary before the range (no
+// snapshot can sit inside one).
+int64_t PointOutsideRanges(const Sequence& s, int64_t point, int64_t block) {
+  for (const auto& [first, last] : s.atomic_ranges)
+    if (first < point && point < last) point = first / block * block;
+  return point;
+}
+}  // namespace
+
 int64_t Scheduler::NextPersistPoint(const Sequence& s) const {
   const int64_t block = config_.block_tokens, total = static_cast<int64_t>(s.tokens.size());
   int64_t next = total;
+  const auto consider = [&](int64_t point) {
+    point = PointOutsideRanges(s, point, block);
+    if (point > s.num_computed) next = std::min(next, point);
+  };
   // End of input: the last block boundary before the final prompt token (which must be fed).
-  const int64_t end_of_input = ((s.num_prompt - 1) / block) * block;
-  if (end_of_input > s.num_computed) next = std::min(next, end_of_input);
-  if (s.input_limit < s.num_prompt) {  // the text before a picture still encoding is a prefix worth keeping
-    const int64_t before_input = (s.input_limit / block) * block;
-    if (before_input > s.num_computed) next = std::min(next, before_input);
-  }
+  consider(((s.num_prompt - 1) / block) * block);
+  if (s.input_limit < s.num_prompt) consider((s.input_limit / block) * block);  // the text before a picture still encoding
   if (config_.persist_every_blocks > 0) {
     const int64_t every = config_.persist_every_blocks * block;
-    const int64_t periodic = (s.num_computed / every + 1) * every;
-    if (periodic < s.num_prompt) next = std::min(next, periodic);
+    int64_t periodic = (s.num_computed / every + 1) * every;
+    while (periodic < s.num_prompt && PointOutsideRanges(s, periodic, block) <= s.num_computed) periodic += every;
+    if (periodic < s.num_prompt) consider(periodic);
   }
   return next;
 }
 
+namespace {
+// The end of a chunk [from, end) moved out of any atomic range it would cut: back to the range's
+// start, or (when the chunk starts there) on to its end.
+int64_t ChunkEndOutsideRanges(const Sequence& s, int64_t from, int64_t end) {
+  for (const auto& [first, last] : s.atomic_ranges) {
+    if (first >= end) break;
+    if (end < last && from < last) return first > from ? first : last;
+  }
+  return end;
+}
+}  // namespace
+
 int64_t Scheduler::ChunkLength(const Sequence& s, int64_t budget) const {
   const int64_t remaining = static_cast<int64_t>(s.tokens.size()) - s.num_computed;
-  return std::min({remaining, budget, NextPersistPoint(s) - s.num_computed, s.input_limit - s.num_computed});
+  const int64_t len = std::min({remaining, budget, NextPersistPoint(s) - s.num_computed, s.input_limit - s.num_computed});
+  if (len <= 0 || s.atomic_ranges.empty()) return len;
+  return ChunkEndOutsideRanges(s, s.num_computed, s.num_computed + len) - s.num_computed;
 }
 
 bool Scheduler::InPlan(const StepPlan& plan, const Sequence* s) {
@@ -151,8 +176,11 @@ void Scheduler::ScheduleRunning(StepPlan* plan) {
 // the generation), whatever the index answers.
 int64_t Scheduler::CachedTokens(const kv::ResumeIndex* cache, const Sequence& s) const {
   if (cache == nullptr || s.skip_cache) return 0;
-  const int64_t tokens = cache->Lookup(s.cache_seed, s.tokens, s.images).tokens();
-  return std::min(tokens, kv::MaxResumeBlocks(static_cast<int64_t>(s.tokens.size())) * kv::kBlockTokens);
+  const int64_t tokens = std::min(cache->Lookup(s.cache_seed, s.tokens, s.images).tokens(),
+                                  kv::MaxResumeBlocks(static_cast<int64_t>(s.tokens.size())) * kv::kBlockTokens);
+  for (const auto& [first, last] : s.atomic_ranges)
+    if (first < tokens && tokens < last) return 0;  // a span's rows saw rows after the cut
+  return tokens;
 }
 
 void Scheduler::AdmitWaiting(const kv::ResumeIndex* cache, StepPlan* plan) {

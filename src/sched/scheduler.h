@@ -2,7 +2,7 @@
 // step and which tokens each feeds. Decode tokens of running sequences go first (streams keep
 // flowing), then chunks of unfinished prefills, then newly admitted requests, all within a
 // per-step token budget; prefill chunks end at persist points (block boundaries where the
-// loop snapshots state into the prefix cache). Admission asks the prefix cache (kv::ResumeIndex)
+// loop snapshots state into the prefix cache) and never inside an atomic range. Admission asks the prefix cache (kv::ResumeIndex)
 // how much of a sequence it can restore. Sequence state memory is accounted in a bounded pool;
 // when a step would exceed it, the most recently admitted running sequence is preempted (its
 // state freed, its tokens kept, resumed later by recompute). Plain data, no engine types;
@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -44,6 +45,11 @@ struct Sequence {
   // Tokens whose input the caller has (pictures still encoding: the first one's start); chunks
   // stop there, and a sequence that reached it waits without holding up the others.
   int64_t input_limit = INT64_MAX;
+  // Prompt ranges [first, second) one chunk must hold whole (bidirectional picture spans),
+  // increasing: a chunk that would end inside one ends before it, or takes it whole when it
+  // starts there (over the step's budget if need be). A cached prefix ending inside one is not
+  // resumed.
+  std::vector<std::pair<int64_t, int64_t>> atomic_ranges;
   int64_t num_computed = 0;      // tokens already in the engine state
   SeqStatus status = SeqStatus::kWaiting;
   int64_t admitted_order = 0;    // larger = admitted later

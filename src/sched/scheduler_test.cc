@@ -314,5 +314,71 @@ TEST(SchedulerTest, AWaitingSequenceWithoutInputLetsOthersIn) {
   EXPECT_TRUE(std::any_of(plan.items.begin(), plan.items.end(), [](const StepItem& i) { return i.seq->id == 1u && i.end == 40; }));
 }
 
+std::vector<std::pair<int64_t, int64_t>> Chunks(Scheduler& sched, Sequence* s) {
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  while (s->num_computed < s->num_prompt) {
+    StepPlan plan = sched.Plan(NoCache());
+    for (const StepItem& item : plan.items) chunks.emplace_back(item.begin, item.end);
+    RunPlan(sched, plan);
+  }
+  return chunks;
+}
+
+// A bidirectional picture span is computed in one chunk: a chunk that would end inside it ends
+// before it, the next takes it whole even past the step's budget; persist points inside it move
+// to the block boundary before it, or (periodic ones) to the next one after it.
+TEST(SchedulerTest, ChunksNeverCutAnAtomicRange) {
+  SchedConfig cfg;
+  cfg.max_step_tokens = 100;
+  cfg.persist_every_blocks = 0;
+  Scheduler sched(cfg, [](int64_t p) { return p; });
+  Sequences seqs;
+  Sequence* s = seqs.New(1, 600);
+  s->atomic_ranges = {{130, 330}, {400, 450}};
+  sched.Add(s);
+  using Chunk = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(Chunks(sched, s), (std::vector<Chunk>{{0, 100}, {100, 130}, {130, 330}, {330, 400}, {400, 500},
+                                                  {500, 512}, {512, 600}}));
+  cfg.max_step_tokens = 1000;
+  cfg.persist_every_blocks = 1;
+  Scheduler persisting(cfg, [](int64_t p) { return p; });
+  Sequence* t = seqs.New(2, 600);
+  t->atomic_ranges = {{100, 300}};
+  persisting.Add(t);
+  EXPECT_EQ(Chunks(persisting, t), (std::vector<Chunk>{{0, 384}, {384, 512}, {512, 600}}));
+  // The snapshot at the end of the input falls inside a range: it moves to the block before it.
+  cfg.persist_every_blocks = 0;
+  Scheduler tail(cfg, [](int64_t p) { return p; });
+  Sequence* u = seqs.New(3, 530);
+  u->atomic_ranges = {{300, 520}};
+  tail.Add(u);
+  StepPlan plan = tail.Plan(NoCache());
+  ASSERT_EQ(plan.items.size(), 1u);
+  EXPECT_EQ(plan.items[0].end, 256);
+  EXPECT_TRUE(plan.items[0].persist);
+  RunPlan(tail, plan);
+  EXPECT_EQ(Chunks(tail, u), (std::vector<Chunk>{{256, 530}}));
+}
+
+// A cached prefix that ends inside an atomic range is not resumed (its rows would have seen the
+// rows after the cut); one that ends before it is.
+TEST(SchedulerTest, ACachedPrefixInsideAnAtomicRangeIsNotResumed) {
+  SchedConfig cfg;
+  cfg.max_step_tokens = 1000;
+  for (const auto& [range, begin] : std::vector<std::pair<std::pair<int64_t, int64_t>, int64_t>>{
+           {{200, 300}, 0}, {{256, 300}, 256}, {{100, 256}, 256}, {{300, 400}, 256}}) {
+    Scheduler sched(cfg, [](int64_t p) { return p; });
+    Sequences seqs;
+    Sequence* s = seqs.New(1, 500);
+    s->atomic_ranges = {range};
+    sched.Add(s);
+    FixedCache cache(256);
+    StepPlan plan = sched.Plan(&cache);
+    ASSERT_EQ(plan.items.size(), 1u);
+    EXPECT_EQ(plan.items[0].begin, begin) << "range [" << range.first << ", " << range.second << ")";
+    EXPECT_EQ(plan.items[0].restore, begin > 0);
+  }
+}
+
 }  // namespace
 }  // namespace flashserve::sched
