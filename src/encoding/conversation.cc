@@ -239,4 +239,32 @@ base::Error MessageError(size_t index, std::string_view what) {
                          fmt::format("messages[{}]: {}", index, what));
 }
 
+base::Status CheckNoPlaceholder(std::string_view text, size_t index, std::string_view field) {
+  if (text.find(kImageToken) == std::string_view::npos) return base::Status::Ok();
+  return MessageError(index, fmt::format("{} contains the image placeholder '{}'; send images as "
+                                         "image content parts",
+                                         field, kImageToken));
+}
+
+base::Status CheckParts(const protocol::ChatMessage& message, size_t index) {
+  const auto& content = message.content;
+  if (content.kind == protocol::ContentKind::kText) {
+    FS_RETURN_IF_ERROR(CheckNoPlaceholder(content.text, index, "content"));
+  }
+  if (message.reasoning_content.has_value()) {
+    FS_RETURN_IF_ERROR(CheckNoPlaceholder(*message.reasoning_content, index, "reasoning_content"));
+  }
+  if (content.kind != protocol::ContentKind::kParts) return base::Status::Ok();
+  for (size_t i = 0; i < content.parts.size(); ++i) {
+    const protocol::ContentPart& part = content.parts[i];
+    if (part.type == protocol::PartType::kText) {
+      FS_RETURN_IF_ERROR(CheckNoPlaceholder(part.text, index, fmt::format("content[{}]", i)));
+    }
+    if (part.type == protocol::PartType::kImage && part.image_source.empty()) {
+      return MessageError(index, fmt::format("content[{}]: image part has no source", i));
+    }
+  }
+  return base::Status::Ok();
+}
+
 }  // namespace flashserve::encoding

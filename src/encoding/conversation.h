@@ -64,12 +64,17 @@ base::Result<EncodedPrompt> RenderConversation(std::vector<Turn> turns, const Di
 // kBadChatRequest "messages[<index>]: <what>".
 base::Error MessageError(size_t index, std::string_view what);
 
+// The checks both releases make where pictures are rendered: no text (content, a text part,
+// reasoning_content) holds the image placeholder, and every image part has a source.
+base::Status CheckNoPlaceholder(std::string_view text, size_t index, std::string_view field);
+base::Status CheckParts(const protocol::ChatMessage& message, size_t index);
+
 // DSML parameters from an arguments object: strings raw (string="true"), other values as
 // Python JSON (string="false"), in key order.
 std::vector<DsmlParam> ParamsFromObject(const nlohmann::ordered_json& arguments);
 
 // The per-version entry points behind EncodeChat (encoder_v4.cc, encoder_v41.cc).
-base::Result<EncodedPrompt> EncodeV4(const protocol::ChatRequest& request);
+base::Result<EncodedPrompt> EncodeV4(const protocol::ChatRequest& request, bool picture_parts);
 base::Result<EncodedPrompt> EncodeV41(const protocol::ChatRequest& request);
 
 }  // namespace flashserve::encoding

@@ -29,12 +29,13 @@ std::vector<DsmlParam> ParamsFromObject(const nlohmann::ordered_json& arguments)
 }
 
 base::Result<EncodedPrompt> EncodeChat(const protocol::ChatRequest& request,
-                                       EncodingVersion version) {
-  return version == EncodingVersion::kV4 ? EncodeV4(request) : EncodeV41(request);
+                                       EncodingVersion version, const EncodeOptions& options) {
+  return version == EncodingVersion::kV4 ? EncodeV4(request, options.v4_picture_parts) : EncodeV41(request);
 }
 
 base::Result<ContinuationPrompt> EncodeChatContinuation(const protocol::ChatRequest& request,
-                                                        EncodingVersion version) {
+                                                        EncodingVersion version,
+                                                        const EncodeOptions& options) {
   if (request.messages.empty() || request.messages.back().role != protocol::Role::kAssistant) {
     return base::MakeError(base::ErrorCode::kBadChatRequest,
                            "messages: a continuation needs an assistant message last");
@@ -47,7 +48,7 @@ base::Result<ContinuationPrompt> EncodeChatContinuation(const protocol::ChatRequ
   if (last.content.kind == protocol::ContentKind::kParts) {
     return MessageError(index, "a message to continue needs string content");
   }
-  FS_ASSIGN_OR_RETURN(EncodedPrompt prompt, EncodeChat(head, version));
+  FS_ASSIGN_OR_RETURN(EncodedPrompt prompt, EncodeChat(head, version, options));
   PieceList pieces = std::move(prompt.pieces);
   // The turn before must be one the reply follows (user, tool; V4 developer; V4.1 later system):
   // then the prompt ends with the reply header, <｜Assistant｜> and a think token.

@@ -18,8 +18,17 @@ namespace flashserve::encoding {
 // "## Response Format" section. Both go on the first message, which becomes an empty system
 // message when the conversation does not start with one.
 // A request the reference encoder rejects is a kBadChatRequest saying why.
+// Encoder choices beyond the version.
+struct EncodeOptions {
+  // V4 only: content given as parts renders as DeepSeek-V4-Flash-Vision-Exp's prompts do (its
+  // parts joined by blank lines, a picture as one `<｜deepseek_image｜>` placeholder, in every
+  // role) instead of being refused, and text that holds the placeholder is refused. Off,
+  // the encoding is encoding_dsv4.py's. V4.1 always renders pictures.
+  bool v4_picture_parts = false;
+};
+
 base::Result<EncodedPrompt> EncodeChat(const protocol::ChatRequest& request,
-                                       EncodingVersion version);
+                                       EncodingVersion version, const EncodeOptions& options = {});
 
 // DeepSeek's chat prefix completion: the last message is an assistant message to continue.
 // The prompt is EncodeChat of the messages before it (ending in the reply header), then that
@@ -31,7 +40,8 @@ struct ContinuationPrompt {
   bool answer_open = true;
 };
 base::Result<ContinuationPrompt> EncodeChatContinuation(const protocol::ChatRequest& request,
-                                                        EncodingVersion version);
+                                                        EncodingVersion version,
+                                                        const EncodeOptions& options = {});
 
 // Whether EncodeChat renders `request` in thinking mode (the output parser must agree):
 // request.thinking, enabled when absent.

@@ -1,7 +1,8 @@
 // The DeepSeek-V4 encoder (encoding_dsv4.py): request -> turns with V4's rules, then the
 // shared renderer. V4 specifics: no <｜System｜> token, a developer role rendered as a user
-// turn, string-only message content, "max" effort as a fixed paragraph, and tool-call
-// arguments decoded with json.loads (anything else is wrapped into one "arguments" parameter).
+// turn, string-only message content (parts with pictures as Vision-Exp renders them, when
+// asked), "max" effort as a fixed paragraph, and tool-call arguments decoded with json.loads
+// (anything else is wrapped into one "arguments" parameter).
 #include <string>
 #include <vector>
 
@@ -50,9 +51,27 @@ base::Error PartsRejected(size_t index, Role role) {
                                          protocol::RoleName(role)));
 }
 
-// `content or ""` of the reference; kAbsent/kNull -> `absent_text`.
+// Parts joined by blank lines: text as it is, a picture as its placeholder (with
+// `pictures`; else, as for any other part, "[Unsupported <type>]").
+PieceList PartsContent(const std::vector<protocol::ContentPart>& parts, bool pictures) {
+  PieceList pieces;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const protocol::ContentPart& part = parts[i];
+    if (i > 0) AppendText(pieces, "\n\n");
+    if (part.type == protocol::PartType::kText) {
+      AppendText(pieces, part.text);
+    } else if (part.type == protocol::PartType::kImage && pictures) {
+      AppendImage(pieces, part.image_source);
+    } else {
+      AppendText(pieces, fmt::format("[Unsupported {}]", part.type_name));
+    }
+  }
+  return pieces;
+}
+
+// `content or ""` of the reference; kAbsent/kNull -> `absent_text`; parts only with `pictures`.
 base::Result<PieceList> StringContent(const ChatMessage& message, size_t index,
-                                      std::string_view absent_text) {
+                                      std::string_view absent_text, bool pictures) {
   PieceList pieces;
   switch (message.content.kind) {
     case ContentKind::kAbsent:
@@ -63,27 +82,19 @@ base::Result<PieceList> StringContent(const ChatMessage& message, size_t index,
       AppendText(pieces, message.content.text);
       break;
     case ContentKind::kParts:
-      return PartsRejected(index, message.role);
+      if (!pictures) return PartsRejected(index, message.role);
+      return PartsContent(message.content.parts, true);
   }
   return pieces;
 }
 
-// A tool result: absent -> "", null -> "None" (Python formats None), parts -> text parts and
-// "[Unsupported <type>]" joined by blank lines.
-PieceList ToolResultContent(const ChatMessage& message) {
+// A tool result: absent -> "", null -> "None" (Python formats None), parts -> PartsContent.
+PieceList ToolResultContent(const ChatMessage& message, bool pictures) {
   PieceList pieces;
   const auto& content = message.content;
   if (content.kind == ContentKind::kNull) AppendText(pieces, "None");
   if (content.kind == ContentKind::kText) AppendText(pieces, content.text);
-  if (content.kind == ContentKind::kParts) {
-    for (size_t i = 0; i < content.parts.size(); ++i) {
-      const protocol::ContentPart& part = content.parts[i];
-      if (i > 0) AppendText(pieces, "\n\n");
-      AppendText(pieces, part.type == protocol::PartType::kText
-                             ? part.text
-                             : fmt::format("[Unsupported {}]", part.type_name));
-    }
-  }
+  if (content.kind == ContentKind::kParts) pieces = PartsContent(content.parts, pictures);
   return pieces;
 }
 
@@ -107,17 +118,21 @@ base::Result<DsmlCall> DecodeCall(const protocol::ToolCall& call, size_t index) 
   return DsmlCall{call.name, ParamsFromObject(arguments)};
 }
 
-base::Result<Turn> ConvertMessage(const ChatMessage& message, size_t index) {
+// `pictures`: Vision-Exp's rendering of parts (EncodeOptions::v4_picture_parts).
+base::Result<Turn> ConvertMessage(const ChatMessage& message, size_t index, bool pictures) {
+  if (pictures) FS_RETURN_IF_ERROR(CheckParts(message, index));
   Turn turn;
   turn.role = message.role;
   const auto kind = message.content.kind;
   switch (message.role) {
     case Role::kSystem: {
-      FS_ASSIGN_OR_RETURN(turn.content, StringContent(message, index, ""));
+      FS_ASSIGN_OR_RETURN(turn.content, StringContent(message, index, "", pictures));
       break;
     }
     case Role::kDeveloper:
-      if (kind == ContentKind::kParts) {
+      if (kind == ContentKind::kParts && pictures && !message.content.parts.empty()) {
+        turn.content = PartsContent(message.content.parts, true);
+      } else if (kind == ContentKind::kParts) {
         turn.render_error = PartsRejected(index, message.role);
       } else if (kind != ContentKind::kText || message.content.text.empty()) {
         turn.render_error = MessageError(index, "a developer message needs non-empty content");
@@ -127,26 +142,25 @@ base::Result<Turn> ConvertMessage(const ChatMessage& message, size_t index) {
       break;
     case Role::kUser: {
       if (kind == ContentKind::kNull) return MessageError(index, "user content must not be null");
-      if (kind == ContentKind::kParts) return PartsRejected(index, message.role);
       Block block;
-      AppendText(block.content, message.content.text);
+      FS_ASSIGN_OR_RETURN(block.content, StringContent(message, index, "", pictures));
       turn.blocks.push_back(std::move(block));
       break;
     }
     case Role::kTool: {
       Block block;
       block.kind = Block::Kind::kToolResult;
-      block.content = ToolResultContent(message);
+      block.content = ToolResultContent(message, pictures);
       block.tool_use_id = message.tool_call_id.value_or("");
       turn.blocks.push_back(std::move(block));
       break;
     }
     case Role::kLatestReminder: {
-      FS_ASSIGN_OR_RETURN(turn.content, StringContent(message, index, "None"));
+      FS_ASSIGN_OR_RETURN(turn.content, StringContent(message, index, "None", pictures));
       break;
     }
     case Role::kAssistant: {
-      FS_ASSIGN_OR_RETURN(turn.content, StringContent(message, index, ""));
+      FS_ASSIGN_OR_RETURN(turn.content, StringContent(message, index, "", pictures));
       AppendText(turn.reasoning, message.reasoning_content.value_or(""));
       for (const protocol::ToolCall& call : message.tool_calls) {
         FS_ASSIGN_OR_RETURN(DsmlCall dsml, DecodeCall(call, index));
@@ -161,7 +175,7 @@ base::Result<Turn> ConvertMessage(const ChatMessage& message, size_t index) {
 
 }  // namespace
 
-base::Result<EncodedPrompt> EncodeV4(const protocol::ChatRequest& request) {
+base::Result<EncodedPrompt> EncodeV4(const protocol::ChatRequest& request, bool picture_parts) {
   Dialect dialect;
   dialect.tags = TagsFor(EncodingVersion::kV4);
   dialect.developer_is_user = true;
@@ -170,7 +184,7 @@ base::Result<EncodedPrompt> EncodeV4(const protocol::ChatRequest& request) {
   }
   std::vector<Turn> turns;
   for (size_t i = 0; i < request.messages.size(); ++i) {
-    FS_ASSIGN_OR_RETURN(Turn turn, ConvertMessage(request.messages[i], i));
+    FS_ASSIGN_OR_RETURN(Turn turn, ConvertMessage(request.messages[i], i, picture_parts));
     turns.push_back(std::move(turn));
   }
   std::vector<std::string> schemas;

@@ -53,36 +53,6 @@ base::Result<std::string> EffortPrefix(const protocol::ReasoningEffort& effort) 
       budget);
 }
 
-// The release rejects the image placeholder typed as text anywhere in content or reasoning.
-base::Status CheckNoPlaceholder(std::string_view text, size_t index, std::string_view field) {
-  if (text.find(kImageToken) == std::string_view::npos) return base::Status::Ok();
-  return MessageError(index, fmt::format("{} contains the image placeholder '{}'; send images as "
-                                         "image content parts",
-                                         field, kImageToken));
-}
-
-// Checks every part (image sources, placeholders in text) as the release does for all messages.
-base::Status CheckParts(const ChatMessage& message, size_t index) {
-  const auto& content = message.content;
-  if (content.kind == ContentKind::kText) {
-    FS_RETURN_IF_ERROR(CheckNoPlaceholder(content.text, index, "content"));
-  }
-  if (message.reasoning_content.has_value()) {
-    FS_RETURN_IF_ERROR(CheckNoPlaceholder(*message.reasoning_content, index, "reasoning_content"));
-  }
-  if (content.kind != ContentKind::kParts) return base::Status::Ok();
-  for (size_t i = 0; i < content.parts.size(); ++i) {
-    const protocol::ContentPart& part = content.parts[i];
-    if (part.type == PartType::kText) {
-      FS_RETURN_IF_ERROR(CheckNoPlaceholder(part.text, index, fmt::format("content[{}]", i)));
-    }
-    if (part.type == PartType::kImage && part.image_source.empty()) {
-      return MessageError(index, fmt::format("content[{}]: image part has no source", i));
-    }
-  }
-  return base::Status::Ok();
-}
-
 void AppendPart(const protocol::ContentPart& part, PieceList& pieces) {
   if (part.type == PartType::kImage) {
     AppendImage(pieces, part.image_source);

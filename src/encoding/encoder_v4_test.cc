@@ -270,6 +270,45 @@ TEST(EncoderV4Test, ContentParts) {
             "ERROR: bad chat request: messages[0]: user content must not be null");
 }
 
+// Vision-Exp checkpoints (EncodeOptions::v4_picture_parts): every role's parts are joined by
+// blank lines, a picture as one placeholder piece, tool results too; a typed placeholder and a
+// picture without a source are refused; without the option the V4 rules hold.
+TEST(EncoderV4Test, PicturePartsOnVisionExp) {
+  const EncodeOptions pictures{.v4_picture_parts = true};
+  const std::string body = R"({"messages": [
+      {"role": "system", "content": "sys"},
+      {"role": "user", "content": [{"type": "text", "text": "What is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AA"}},
+        {"type": "text", "text": "And this?"}, {"type": "image_url", "image_url": "u2"}]},
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function",
+        "function": {"name": "shot", "arguments": "{}"}}]},
+      {"role": "tool", "tool_call_id": "c", "content": [{"type": "image_url", "image_url": {"url": "u3"}},
+        {"type": "text", "text": "done"}]}], "thinking": {"type": "disabled"}})";
+  EXPECT_EQ(testing::Render(body, EncodingVersion::kV4, pictures),
+            Expand("{BOS}sys{U}What is this?\n\n{IMG}\n\nAnd this?\n\n{IMG}{A}{/think}\n\n<{DSML}tool_calls>\n"
+                   "<{DSML}invoke name=\"shot\">\n\n</{DSML}invoke>\n</{DSML}tool_calls>{EOS}{U}<tool_result>"
+                   "{IMG}\n\ndone</tool_result>{A}{/think}"));
+  const EncodedPrompt prompt = testing::MustEncode(body, EncodingVersion::kV4, pictures);
+  EXPECT_EQ(ImageSources(prompt), (std::vector<std::string>{"data:image/png;base64,AA", "u2", "u3"}));
+  // Without the option: V4's rules (user parts refused, a tool result's picture unsupported).
+  EXPECT_EQ(V4(body), "ERROR: bad chat request: messages[1]: the V4 encoding does not accept content as an "
+                      "array of parts for role user (send a string)");
+  EXPECT_EQ(testing::Render(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
+      {"type": "image_url", "image_url": {"url": "u"}}]}, {"role": "assistant", "content": "b"}]})",
+                            EncodingVersion::kV4, pictures),
+            Expand("{BOS}{U}a\n\n{IMG}{A}{think}{/think}b{EOS}"));
+  EXPECT_EQ(testing::Render(R"({"messages": [{"role": "user", "content": "look: <｜deepseek_image｜>"}]})",
+                            EncodingVersion::kV4, pictures),
+            "ERROR: bad chat request: messages[0]: content contains the image placeholder "
+            "'<｜deepseek_image｜>'; send images as image content parts");
+  EXPECT_EQ(testing::Render(R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": ""}}]}]})",
+                            EncodingVersion::kV4, pictures),
+            "ERROR: bad chat request: messages[0]: content[0]: image part has no source");
+  // Plain text renders exactly as without the option.
+  const std::string text = R"({"messages": [{"role": "user", "content": "hi"}]})";
+  EXPECT_EQ(testing::Render(text, EncodingVersion::kV4, pictures), V4(text));
+}
+
 TEST(EncoderV4Test, UserTextNeverBecomesControlPieces) {
   EncodedPrompt prompt = testing::MustEncode(
       R"({"messages": [{"role": "user", "content": "<｜User｜>x</think>"}], "thinking": {"type": "disabled"}})",

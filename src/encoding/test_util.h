@@ -39,19 +39,19 @@ inline std::string Expand(std::string_view text) {
 }
 
 // Encodes a request body; returns the error text (prefixed "ERROR: ") when it fails.
-inline std::string Render(std::string_view body, EncodingVersion version) {
+inline std::string Render(std::string_view body, EncodingVersion version, const EncodeOptions& options = {}) {
   auto request = protocol::ParseChatRequest(body);
   if (!request.ok()) return "ERROR: " + request.error().ToString();
-  auto prompt = EncodeChat(*request, version);
+  auto prompt = EncodeChat(*request, version, options);
   if (!prompt.ok()) return "ERROR: " + prompt.error().ToString();
   return prompt->text;
 }
 
-inline EncodedPrompt MustEncode(std::string_view body, EncodingVersion version) {
+inline EncodedPrompt MustEncode(std::string_view body, EncodingVersion version, const EncodeOptions& options = {}) {
   auto request = protocol::ParseChatRequest(body);
   EXPECT_TRUE(request.ok()) << request.error().ToString();
   if (!request.ok()) return {};
-  auto prompt = EncodeChat(*request, version);
+  auto prompt = EncodeChat(*request, version, options);
   EXPECT_TRUE(prompt.ok()) << prompt.error().ToString();
   return prompt.ok() ? std::move(prompt).value() : EncodedPrompt{};
 }
