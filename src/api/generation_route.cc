@@ -126,13 +126,16 @@ std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protoco
   const bool continuation = !chat.messages.empty() && chat.messages.back().role == protocol::Role::kAssistant;
   base::Result<encoding::EncodedPrompt> prompt = encoding::EncodedPrompt{};
   *thinking = encoding::ThinkingEnabled(chat);
+  // Vision-Exp (V4 with a tower) renders picture parts; a text-only V4 keeps encoding_dsv4.py's rules.
+  const encoding::EncodeOptions encode{.v4_picture_parts = ctx.options.images.enabled};
   if (continuation) {
-    base::Result<encoding::ContinuationPrompt> c = encoding::EncodeChatContinuation(chat, ctx.options.encoding_version);
+    base::Result<encoding::ContinuationPrompt> c =
+        encoding::EncodeChatContinuation(chat, ctx.options.encoding_version, encode);
     if (!c.ok()) return ChatRequestError(c.error());
     *thinking = !c->answer_open;
     prompt = std::move(c->prompt);
   } else {
-    prompt = encoding::EncodeChat(chat, ctx.options.encoding_version);
+    prompt = encoding::EncodeChat(chat, ctx.options.encoding_version, encode);
   }
   if (!prompt.ok()) return ChatRequestError(prompt.error());
   base::Result<std::vector<int32_t>> tokens = encoding::ToTokenIds(*prompt, *ctx.tokenizer);

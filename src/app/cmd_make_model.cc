@@ -54,8 +54,9 @@ void RegisterMakeModelCommand(CLI::App& app, CommandFn* run) {
   auto flags = std::make_shared<MakeModelFlags>();
   auto* cmd = app.add_subcommand("make-model", "Write a random-weight DeepSeek-V4 or V4.1 checkpoint in the official layout");
   cmd->add_option("--preset", flags->preset,
-                  "tiny (all V4 layer types + MTP), medium (~1.5 GB, for benchmarks), or their DeepSeek-V4.1 "
-                  "siblings tiny-v41 / medium-v41")
+                  "tiny (all V4 layer types + MTP), medium (~1.5 GB, for benchmarks), their DeepSeek-V4.1 "
+                  "siblings tiny-v41 / medium-v41, tower-v41 (tiny-v41 with the released vision tower), or "
+                  "tiny-vision-exp (tiny with a small tower, laid out as V4-Flash-Vision-Exp)")
       ->check(CLI::IsMember(model::PresetNames()));
   cmd->add_option("--out", flags->out, "Output directory")->required();
   cmd->add_option("--seed", flags->seed, "Random seed (same seed = same bytes)");

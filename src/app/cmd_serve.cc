@@ -107,16 +107,13 @@ base::Result<std::string> EnsureDemoModel(const std::string& tokenizer_path, int
   return final_dir.string();
 }
 
-// Image inputs follow the checkpoint: a V4.1 vision tower (every role; pictures are encoded
-// where the prompt is computed unless encode workers send their tower outputs).
+// Image inputs follow the checkpoint: a vision tower (V4.1, or V4 as Vision-Exp; every role;
+// pictures are encoded where the prompt is computed unless encode workers send their tower
+// outputs).
 void ConfigureImages(const engine::Model& model, api::ImageOptions* images) {
   const model::ModelConfig& c = model.config();
-  images->enabled = c.vision.present() && c.is_v41() && c.image_token_id >= 0;
-  if (!c.vision.present() || c.image_token_id < 0) {
-    images->disabled_reason = "the served model is text-only";
-  } else if (!c.is_v41()) {
-    images->disabled_reason = "the V4 Vision-Exp layout is not served yet";
-  }
+  images->enabled = c.vision.present() && c.image_token_id >= 0;
+  if (!images->enabled) images->disabled_reason = "the served model is text-only";
   images->params = VisionParamsOf(c);
   images->image_token = static_cast<int32_t>(c.image_token_id);
   images->tower_checksum = serve::TowerFingerprint(model);

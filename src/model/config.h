@@ -12,6 +12,10 @@
 
 namespace flashserve::model {
 
+// The id every picture span position carries on V4 checkpoints with a tower (Vision-Exp, whose
+// config names none): V4.1's image_token_id, unused by the V4 tokenizer.
+inline constexpr int64_t kVisionExpImageToken = 129264;
+
 enum class ModelFamily { kV4, kV41 };       // DeepSeek-V4 / V4-Pro, or DeepSeek-V4.1
 enum class WeightFormat { kBf16, kFp8 };    // dense linears
 enum class ExpertFormat { kBf16, kFp8, kFp4 };  // routed experts
@@ -99,7 +103,7 @@ struct ModelConfig {
   int candidate_topk_blocks = 0;
   int candidate_block_size = 0;
   double gate_temp = 1.0;           // router logits are divided by it
-  int64_t image_token_id = -1;
+  int64_t image_token_id = -1;  // V4 with a tower (Vision-Exp) and no id given: kVisionExpImageToken
   int num_draft_layers = 0;         // DSpark stages in the checkpoint (not run by the engine)
   EngramConfig engram;
   VisionTowerConfig vision;

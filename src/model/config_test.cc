@@ -39,6 +39,27 @@ TEST(ConfigTest, PresetRoundTripsThroughOfficialKeys) {
   EXPECT_EQ(plan[6].prefix, "mtp.0.");
 }
 
+// Vision-Exp: the flat vision_* keys on a V4 config; its config names no placeholder id, so span
+// positions carry kVisionExpImageToken unless image_token_id says otherwise; text-only V4 has none.
+TEST(ConfigTest, VisionExpKeysAndItsPlaceholderId) {
+  const json j = json::parse(ModelConfigToJson(TinyVisionExpPreset()));
+  EXPECT_EQ(j["vision_n_layers"], 2);
+  EXPECT_FALSE(j.contains("image_token_id"));
+  auto c = ParseModelConfig(j.dump());
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  EXPECT_TRUE(c->vision.present());
+  EXPECT_EQ(c->vision.dim, 64);
+  EXPECT_EQ(c->vision.max_image_tokens, 384);
+  EXPECT_EQ(c->image_token_id, kVisionExpImageToken);
+  json other = j;
+  other["image_token_id"] = 129000;
+  EXPECT_EQ(ParseModelConfig(other.dump())->image_token_id, 129000);
+  ModelConfig given = TinyVisionExpPreset();
+  given.image_token_id = 128900;
+  EXPECT_EQ(ParseModelConfig(ModelConfigToJson(given))->image_token_id, 128900);
+  EXPECT_EQ(ParseModelConfig(OfficialTiny().dump())->image_token_id, -1);
+}
+
 TEST(ConfigTest, NormalisedHuggingFaceKeysGiveTheSameConfig) {
   json j = OfficialTiny();
   j.erase("compress_ratios");

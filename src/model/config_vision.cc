@@ -58,7 +58,13 @@ Status ParseVisionConfig(const json& root, ModelConfig* c) {
   VisionTowerConfig& v = c->vision;
   if (!c->is_v41()) {  // Vision-Exp: flat keys; a text-only V4 checkpoint has none
     FS_RETURN_IF_ERROR(ReadKeys(root, kFlatKeys, &v));
-    return Validate(v, "vision_n_layers");
+    FS_RETURN_IF_ERROR(Validate(v, "vision_n_layers"));
+    if (!v.present()) return Status::Ok();
+    // Its config names no placeholder id (the reference gives span roles ids past the
+    // vocabulary): every span position carries image_token_id, V4.1's 129264 unless given.
+    FS_RETURN_IF_ERROR(GetInt(root, "image_token_id", false, &c->image_token_id));
+    if (c->image_token_id < 0) c->image_token_id = kVisionExpImageToken;
+    return Status::Ok();
   }
   auto it = root.find("vision_config");
   if (it == root.end() || it->is_null()) return Status::Ok();
@@ -94,6 +100,7 @@ void AddVisionConfig(const ModelConfig& c, nlohmann::ordered_json* root) {
     (*root)["vision_config"] = out;
   } else {
     for (auto& [key, value] : out.items()) (*root)[key] = value;
+    if (c.image_token_id != kVisionExpImageToken) (*root)["image_token_id"] = c.image_token_id;
   }
 }
 

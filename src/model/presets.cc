@@ -157,16 +157,28 @@ ModelConfig TowerV41Preset() {
   return c;
 }
 
+// tiny with the small tower, laid out as DeepSeek-V4-Flash-Vision-Exp (bias_vl on every layer,
+// the learned pad vector, pictures in paired-row spans).
+ModelConfig TinyVisionExpPreset() {
+  ModelConfig c = TinyPreset();
+  c.vision = TinyVisionTower();
+  c.image_token_id = kVisionExpImageToken;
+  return c;
+}
+
 Result<ModelConfig> PresetByName(const std::string& name) {
   if (name == "tiny") return TinyPreset();
   if (name == "medium") return MediumPreset();
   if (name == "tiny-v41") return TinyV41Preset();
   if (name == "medium-v41") return MediumV41Preset();
   if (name == "tower-v41") return TowerV41Preset();
+  if (name == "tiny-vision-exp") return TinyVisionExpPreset();
   return base::Error(base::ErrorCode::kInvalidArgument,
-                     "unknown preset '" + name + "' (tiny, medium, tiny-v41, medium-v41, tower-v41)");
+                     "unknown preset '" + name + "' (tiny, medium, tiny-v41, medium-v41, tower-v41, tiny-vision-exp)");
 }
 
-std::vector<std::string> PresetNames() { return {"tiny", "medium", "tiny-v41", "medium-v41", "tower-v41"}; }
+std::vector<std::string> PresetNames() {
+  return {"tiny", "medium", "tiny-v41", "medium-v41", "tower-v41", "tiny-vision-exp"};
+}
 
 }  // namespace flashserve::model

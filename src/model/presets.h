@@ -18,6 +18,7 @@ VisionTowerConfig TinyVisionTower();  // two narrow layers, the released preproc
 ModelConfig TinyV41Preset();    // v4-architecture.md section 11 V4.1 tiny (Reuse, Reindex, both ratios)
 ModelConfig MediumV41Preset();  // benchmark-sized V4.1
 ModelConfig TowerV41Preset();   // tiny-v41 with the released vision tower (bench-vision)
+ModelConfig TinyVisionExpPreset();  // tiny (V4) with a small tower, as DeepSeek-V4-Flash-Vision-Exp
 base::Result<ModelConfig> PresetByName(const std::string& name);
 std::vector<std::string> PresetNames();
 

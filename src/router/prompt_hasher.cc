@@ -18,7 +18,9 @@ base::Result<std::vector<int32_t>> PromptHasher::Tokens(PromptKind kind, const n
                                                        encoding::EncodingVersion version) const {
   if (kind == PromptKind::kChat) {
     FS_ASSIGN_OR_RETURN(protocol::ChatRequest chat, protocol::ChatRequestFromJson(body));
-    FS_ASSIGN_OR_RETURN(encoding::EncodedPrompt prompt, encoding::EncodeChat(chat, version));
+    // Pictures render as placeholders whatever the workers take (they answer a refusal themselves).
+    FS_ASSIGN_OR_RETURN(encoding::EncodedPrompt prompt,
+                        encoding::EncodeChat(chat, version, encoding::EncodeOptions{.v4_picture_parts = true}));
     return encoding::ToTokenIds(prompt, tokenizer_);
   }
   auto it = body.find("prompt");

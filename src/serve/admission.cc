@@ -59,6 +59,7 @@ void EngineLoop::SubmitPictures(const RequestPtr& request) {
     span.vit_w = image.vit_w;
     r.images.extents.push_back({image.start, static_cast<int64_t>(image.roles.size()), image.key});
   }
+  r.images.bidirectional = BidirectionalSpans(model_, r.req.images);
   r.pictures_pending = true;
   image_encoder_->Submit(std::move(job), [this, request](auto pictures) {
     Post(EncodedCommand{request, std::move(pictures)});
@@ -120,6 +121,7 @@ LiveSequence* EngineLoop::NewChoice(LoopRequest& r, int index) {
   s->index = index;
   s->request = &r;
   s->images = r.images.extents;
+  s->atomic_ranges = r.images.bidirectional;
   s->params = r.req.sampling;
   s->params.seed = r.req.sampling.seed + static_cast<uint64_t>(index);
   s->in_reasoning = r.req.reasoning_budget >= 0 && r.req.think_end_token >= 0;

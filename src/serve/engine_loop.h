@@ -117,7 +117,11 @@ class EngineLoop final : public Service {
   // One step (step.cc).
   bool RestoreItem(const sched::StepItem& item);
   bool RunPlan(const sched::StepPlan& plan);  // whether the engine ran
-  void AttachImageRows(const EncodedImages& images, const sched::StepItem& item, std::vector<int32_t>* offsets,
+  struct ItemImages {  // what one step item's forward request points at
+    std::vector<int32_t> offsets;
+    std::vector<engine::TokenRange> spans;
+  };
+  void AttachImageRows(const EncodedImages& images, const sched::StepItem& item, ItemImages* out,
                        engine::ForwardRequest* request) const;
   void CommitAndSample(std::span<const sched::StepItem> items, const engine::ForwardResult& result);
   void ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* group);

@@ -74,6 +74,16 @@ base::Result<std::vector<EncodedPicture>> ImageEncoder::EncodeAll(const std::vec
   return out;
 }
 
+std::vector<std::pair<int64_t, int64_t>> BidirectionalSpans(const engine::Model& model,
+                                                             const std::vector<protocol::ImageInput>& images) {
+  std::vector<std::pair<int64_t, int64_t>> spans;
+  for (const protocol::ImageInput& image : images) {
+    if (auto part = engine::BidirectionalPart(model, image.roles))
+      spans.emplace_back(image.start + part->first, image.start + part->second);
+  }
+  return spans;
+}
+
 base::Result<EncodedImages> SpanInputs(const engine::Model& model, int64_t prompt_tokens,
                                        const std::vector<protocol::ImageInput>& images,
                                        const std::vector<EncodedPicture>& pictures) {
@@ -96,6 +106,7 @@ base::Result<EncodedImages> SpanInputs(const engine::Model& model, int64_t promp
   }
   if (static_cast<int64_t>(out.embeddings.size()) != static_cast<int64_t>(out.rows.size()) * d)
     return base::MakeError(ErrorCode::kInternal, "span embeddings of the wrong size");
+  out.bidirectional = BidirectionalSpans(model, images);
   return out;
 }
 

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -29,7 +30,15 @@ struct EncodedImages {
   std::vector<kv::ImageExtent> extents;  // for the prefix cache
   std::vector<int32_t> rows;             // prompt positions, increasing
   std::vector<float> embeddings;         // [rows.size()][hidden]
+  // Prompt ranges [first, second) computed whole with a bidirectional raw window (Vision-Exp's
+  // START..END of each picture; none on V4.1), known from admission on.
+  std::vector<std::pair<int64_t, int64_t>> bidirectional;
 };
+
+// The bidirectional ranges of the prompt's pictures on `model` (empty unless its span layout is
+// Vision-Exp's).
+std::vector<std::pair<int64_t, int64_t>> BidirectionalSpans(const engine::Model& model,
+                                                             const std::vector<protocol::ImageInput>& images);
 
 class ImageEncoder {
  public:

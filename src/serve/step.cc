@@ -59,25 +59,31 @@ void EngineLoop::CountCachedTokens(LoopRequest& r, int64_t tokens) {
   }
 }
 
-// The embedded rows of the prompt's pictures that fall in [item.begin, item.end), as offsets.
-void EngineLoop::AttachImageRows(const EncodedImages& images, const sched::StepItem& item,
-                                 std::vector<int32_t>* offsets, engine::ForwardRequest* request) const {
+// The embedded rows of the prompt's pictures that fall in [item.begin, item.end), as offsets, and
+// the bidirectional spans that meet it (the scheduler never cuts one; were one cut, the engine
+// would refuse the step rather than compute it causally).
+void EngineLoop::AttachImageRows(const EncodedImages& images, const sched::StepItem& item, ItemImages* out,
+                                 engine::ForwardRequest* request) const {
+  for (const auto& [first, last] : images.bidirectional)
+    if (first < item.end && last > item.begin)
+      out->spans.push_back({static_cast<int32_t>(first - item.begin), static_cast<int32_t>(last - item.begin)});
+  request->bidirectional = out->spans;
   const std::vector<int32_t>& rows = images.rows;
   const auto first = std::lower_bound(rows.begin(), rows.end(), item.begin);
   const auto last = std::lower_bound(first, rows.end(), item.end);
   if (first == last) return;
-  for (auto it = first; it != last; ++it) offsets->push_back(static_cast<int32_t>(*it - item.begin));
+  for (auto it = first; it != last; ++it) out->offsets.push_back(static_cast<int32_t>(*it - item.begin));
   const size_t d = static_cast<size_t>(model_.config().hidden_size);
-  request->embedded_rows = *offsets;
+  request->embedded_rows = out->offsets;
   request->embeddings = std::span<const float>(images.embeddings.data() + static_cast<size_t>(first - rows.begin()) * d,
-                                               offsets->size() * d);
+                                               out->offsets.size() * d);
 }
 
 bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
   std::vector<sched::StepItem> items;  // those that run (a failed restore drops its item)
   std::vector<engine::ForwardRequest> batch;
-  std::vector<std::vector<int32_t>> image_rows;  // per item, offsets of its embedded rows
-  image_rows.reserve(plan.items.size());
+  std::vector<ItemImages> images;  // per item, its embedded rows and bidirectional spans
+  images.reserve(plan.items.size());
   for (const sched::StepItem& item : plan.items) {
     LiveSequence& s = Live(item.seq);
     MarkStarted(*s.request);
@@ -90,7 +96,7 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
     items.push_back(item);
     batch.push_back({s.state.get(), std::span<const int32_t>(s.tokens.data() + item.begin, item.end - item.begin),
                      item.sample ? engine::LogitsMode::kLast : engine::LogitsMode::kNone});
-    AttachImageRows(s.request->images, item, &image_rows.emplace_back(), &batch.back());
+    AttachImageRows(s.request->images, item, &images.emplace_back(), &batch.back());
   }
   if (items.empty()) return false;  // every item a failed restore: nothing ran
   StartMasks(items);

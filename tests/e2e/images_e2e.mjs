@@ -7,7 +7,7 @@
 // refused sources are 400s naming the field, as are a decompression bomb (from its header) and
 // too many pictures; remote URLs are fetched from allowed hosts (a loopback server here) and give
 // the data URL's answer, refused hosts and missing pictures are 400s; the demo model takes
-// pictures, a text-only model refuses them.
+// pictures, so does a V4 checkpoint laid out as Vision-Exp; a text-only model refuses them.
 //
 // node tests/e2e/images_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (SDKs or tokenizer missing).
@@ -262,6 +262,56 @@ async function demoTakesPictures() {
   }
 }
 
+// DeepSeek-V4-Flash-Vision-Exp's layout on a V4 checkpoint with a tower (make-model
+// tiny-vision-exp): pictures in every dialect, counted as its paired-row span (plus the lead pads
+// that put START on a compressor group), answered the same twice (the repeat resumes from the
+// block before the span: a bidirectional span is never cut), another picture answered otherwise.
+async function visionExpModel() {
+  const model = join(work, 'vision-exp');
+  execFileSync(args.flashserve, ['make-model', '--preset', 'tiny-vision-exp', '--out', model, '--tokenizer', args.tokenizer, '--threads', '2']);
+  const server = await start(args.flashserve, ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0',
+    '--threads', '2', '--served-model-name', MODEL, '--served-model-name', 'claude-*']);
+  const file = join(work, 'cat.png');
+  writeFileSync(file, CAT);
+  const span = JSON.parse(execFileSync(args.flashserve, ['image-info', file, '--layout', 'vision-exp']).toString()).tokens;
+  try {
+    const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'sk-local', maxRetries: 0 });
+    await test('Vision-Exp: image_url counted as its span; the same picture twice, the same answer', async () => {
+      const tokenize = async (messages) => (await (await fetch(`${server.base}/tokenize`, { method: 'POST',
+        body: JSON.stringify({ model: MODEL, messages, thinking: { type: 'disabled' } }) })).json());
+      const first = await openai.chat.completions.create(ask(CAT));
+      const textOnly = (await tokenize([ask(CAT).messages[0], { role: 'user', content: [{ type: 'text', text: 'Describe:' }] }])).count;
+      assert.equal(first.usage.prompt_tokens, (await tokenize(ask(CAT).messages)).count);
+      // text + "\n\n" + lead pads (0-3) + the span
+      assert.ok(first.usage.prompt_tokens >= textOnly + span && first.usage.prompt_tokens <= textOnly + span + 5,
+        `${first.usage.prompt_tokens} vs ${textOnly} + ${span}`);
+      const again = await openai.chat.completions.create(ask(CAT));
+      assert.deepEqual(again.choices[0].logprobs, first.choices[0].logprobs);
+      const ids = (await tokenize(ask(CAT).messages)).tokens;
+      const spanStart = ids.indexOf(129264);
+      const cached = again.usage.prompt_tokens_details.cached_tokens;
+      assert.ok(cached > 0 && cached % 128 === 0 && cached <= spanStart + 3, `cached ${cached}, span from ${spanStart}`);
+      const other = await openai.chat.completions.create(ask(DOG));
+      assert.notDeepEqual(other.choices[0].logprobs, first.choices[0].logprobs);
+    });
+    await test('Vision-Exp: a screenshot in an Anthropic tool_result is a picture of the prompt', async () => {
+      const anthropic = new Anthropic({ baseURL: server.base, apiKey: 'sk-local', maxRetries: 0 });
+      const messages = [{ role: 'user', content: 'Open the screenshot.' },
+        { role: 'assistant', content: [{ type: 'tool_use', id: 'toolu_1', name: 'Read', input: { file_path: '/tmp/shot.png' } }] },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_1', content: [
+          { type: 'image', source: { type: 'base64', media_type: 'image/png', data: CAT.toString('base64') } }] }] }];
+      const tools = [{ name: 'Read', description: 'Read a file', input_schema: { type: 'object', properties: { file_path: { type: 'string' } } } }];
+      const body = { model: MODEL, max_tokens: 3, temperature: 0, tools, messages, thinking: { type: 'disabled' } };
+      const r = await anthropic.messages.create(body);
+      const { input_tokens } = await anthropic.messages.countTokens({ model: MODEL, tools, messages, thinking: { type: 'disabled' } });
+      assert.equal(r.usage.input_tokens + r.usage.cache_read_input_tokens, input_tokens);
+      assert.ok(input_tokens > span, `${input_tokens} vs span ${span}`);
+    });
+  } finally {
+    await stop(server);
+  }
+}
+
 async function textOnlyModel() {
   const model = join(work, 'tiny');
   execFileSync(args.flashserve, ['make-model', '--preset', 'tiny', '--out', model, '--tokenizer', args.tokenizer, '--threads', '2']);
@@ -296,5 +346,6 @@ await runE2e(work, async (ctx) => {
   await stop(ctx.server);
   ctx.server = null;
   await demoTakesPictures();
+  await visionExpModel();
   await textOnlyModel();
 });
