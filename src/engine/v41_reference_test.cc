@@ -3,11 +3,15 @@
 // against the engine with QAT off, on tiny-v41 with its Engram layer: the sequence is long
 // enough that the top-k prunes on both ratios and the candidate blocks prune (40 tokens:
 // 40 ratio-1 entries > 4 blocks of 8 > index_topk 16). With a picture's span (the tower's rows
-// in place of token embeddings, bias_vl routing, the Engram pad) the logits match it too.
+// in place of token embeddings, bias_vl routing, the Engram pad) the logits match it too, and
+// its first-token logits are checked in (testdata/) so that neither side drifts; a bidirectional
+// span (Vision-Exp's rule) matches the reference given the same rule.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <numeric>
 
 #include "engine/test_image_prompt.h"
@@ -445,6 +449,23 @@ void ExpectMatches(const std::vector<float>& got, const std::vector<float>& want
 // A picture's span between text: its rows replace the token embeddings, its positions route
 // with bias_vl and are the pad to Engram; the logits of every position (the last one's decide
 // the first token) match the reference.
+// The reference's first-token logits for that prompt, checked in (testdata/): both the engine
+// and the live reference must match them, so neither drifts unnoticed. FLASHSERVE_WRITE_FIXTURES=1
+// rewrites the file (only when the generated test model changes on purpose).
+constexpr char kFirstTokenFixture[] = FLASHSERVE_ROOT "/src/engine/testdata/picture_first_token_logits.f32";
+
+std::vector<float> FirstTokenFixture(const std::vector<float>& live_last_row) {
+  if (const char* write = std::getenv("FLASHSERVE_WRITE_FIXTURES"); write != nullptr && std::string(write) == "1") {
+    std::ofstream(kFirstTokenFixture, std::ios::binary)
+        .write(reinterpret_cast<const char*>(live_last_row.data()), static_cast<std::streamsize>(live_last_row.size() * 4));
+  }
+  std::vector<float> stored(1280);
+  std::ifstream in(kFirstTokenFixture, std::ios::binary);
+  in.read(reinterpret_cast<char*>(stored.data()), static_cast<std::streamsize>(stored.size() * 4));
+  EXPECT_EQ(in.gcount(), 1280 * 4) << kFirstTokenFixture;
+  return stored;
+}
+
 TEST(V41ReferenceTest, PicturesMatchTheReferenceToo) {
   const Model& model = testing::VisionModel();
   const testing::ImagePrompt prompt = testing::MakePrompt(model, 1);
@@ -452,7 +473,12 @@ TEST(V41ReferenceTest, PicturesMatchTheReferenceToo) {
   EngineOptions opt;
   opt.qat = false;
   Engine engine(model, opt);
-  ExpectMatches(testing::RunPrompt(engine, prompt, {1000}), Flatten(ref.Logits()));
+  const std::vector<float> got = testing::RunPrompt(engine, prompt, {1000}), want = Flatten(ref.Logits());
+  ExpectMatches(got, want);
+  const std::vector<float> last_got(got.end() - 1280, got.end()), last_want(want.end() - 1280, want.end());
+  const std::vector<float> stored = FirstTokenFixture(last_want);
+  EXPECT_GT(testing::MinRowCosine(last_want, stored), 0.9999999) << "the live reference left the fixture";
+  ExpectMatches(last_got, stored);
   // What the check rests on: the span is there, and bias_vl chose other experts somewhere.
   EXPECT_EQ(prompt.embedded_rows.size(), 17u);
   EXPECT_GT(ref.vl_routing_changed, 0);

@@ -5,8 +5,13 @@ its two-layer tower, pictures of several shapes (padded, stretched, upscaled), a
 patches must equal the reference's bit for bit; the ViT and aligner outputs must match the
 float64 reference to a relative error of 1e-4 (and a cosine above 0.999999).
 
-Usage: tower_reference.py FLASHSERVE TOKENIZER. Exit 77 (skipped) without numpy, Pillow or the
-tokenizer."""
+The checked-in fixture (fixtures/tower_tiny_v41_seed7.npz: the reference's ViT and aligner
+outputs for fixtures/noise_33x17.png on the seed-7 checkpoint) must match both the tower and
+the live reference, so neither can drift unnoticed. `--write-fixtures` rewrites it (only when the
+generated checkpoint changes on purpose).
+
+Usage: tower_reference.py FLASHSERVE TOKENIZER [--write-fixtures]. Exit 77 (skipped) without
+numpy, Pillow or the tokenizer."""
 import json
 import os
 import subprocess
@@ -29,8 +34,39 @@ def compare(name, got, want):
     return err
 
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURE = os.path.join(HERE, "fixtures", "tower_tiny_v41_seed7.npz")
+FIXTURE_PICTURE = os.path.join(HERE, "fixtures", "noise_33x17.png")
+
+
+def check_fixture(binary, model, cfg, weights, out, write):
+    """The tower and the live reference against the checked-in reference outputs."""
+    run = subprocess.run([binary, "image-info", "--model", model, "--tower-out", out, FIXTURE_PICTURE],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    vit_h, vit_w = json.loads(run.stdout.splitlines()[0])["vit_grid"]
+    _, pixels = reference_pixels(FIXTURE_PICTURE)
+    want_vit, want_aligner = tower(weights, patches_of(pixels, cfg["patch_size"]), vit_h, vit_w, cfg)
+    if write:
+        np.savez_compressed(FIXTURE, vit=want_vit.astype(np.float32), aligner=want_aligner.astype(np.float32))
+        print(f"wrote {FIXTURE}")
+    fixture = np.load(FIXTURE)
+    name = os.path.join(out, os.path.basename(FIXTURE_PICTURE))
+    got_vit = np.fromfile(name + ".vit.f32", dtype=np.float32).astype(np.float64)
+    got_aligner = np.fromfile(name + ".aligner.f32", dtype=np.float32).astype(np.float64)
+    for part, got, live in (("vit", got_vit, want_vit), ("aligner", got_aligner, want_aligner)):
+        stored = fixture[part].astype(np.float64)
+        assert stored.size == got.size, f"fixture {part}: {stored.size} values, the tower gives {got.size}"
+        compare(f"fixture {part} vs the live reference (regenerate with --write-fixtures only if the "
+                f"generated checkpoint changed on purpose)", live.reshape(stored.shape), stored)
+        compare(f"fixture {part} vs the tower", got.reshape(stored.shape), stored)
+    print(f"fixture: {os.path.basename(FIXTURE_PICTURE)} -> vit {vit_h}x{vit_w}, "
+          f"{fixture['aligner'].shape[0]} aligner rows, matched")
+
+
 def main():
     binary, tokenizer = sys.argv[1], sys.argv[2]
+    write = "--write-fixtures" in sys.argv[3:]
     if not os.path.exists(tokenizer):
         print(f"SKIP: tokenizer {tokenizer} missing (run scripts/setup.sh)")
         sys.exit(77)
@@ -69,6 +105,7 @@ def main():
             print(f"{os.path.basename(path)}: {info['width']}x{info['height']} -> vit {vit_h}x{vit_w}, "
                   f"aligner {info['llm_grid']}, tokens {info['tokens']}")
         print(f"tower: {len(pictures)} pictures, worst relative error {worst:.3g}")
+        check_fixture(binary, model, cfg, weights, out, write)
 
 
 if __name__ == "__main__":
