@@ -72,6 +72,7 @@ void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
           s.encoder_store_hits);
   counter("flashserve_encoder_imported_total", "Vision-tower outputs received from other workers", s.encoder_imported);
   counter("flashserve_encoder_cache_misses_total", "Pictures run through the vision tower", s.encoder_cache_misses);
+  counter("flashserve_encode_batches_total", "Vision tower runs (pictures batched across requests)", s.encode_batches);
   counter("flashserve_prompt_tokens_while_encoding_total",
           "Prompt tokens computed while their request's pictures were still encoding", s.prompt_tokens_while_encoding);
   gauge("flashserve_encoder_cache_bytes", "Bytes of vision-tower outputs held in memory", s.encoder_cache_bytes);

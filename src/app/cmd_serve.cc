@@ -323,6 +323,10 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--encoder-cache-bytes", f->loop.encoder_cache_bytes,
                   "Vision-tower outputs kept in memory, decoded (they are also KV-store objects under --image-ttl)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--encode-batch-pixels", f->loop.encode_batch_pixels,
+                  "Pixels of queued pictures (several requests') one vision-tower run takes; a larger picture runs "
+                  "alone, 0 runs every request's pictures apart")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--grammar-cache-bytes", f->grammar_cache_bytes,
                   "Compiled structured-output grammars kept (automata and token masks), least recently used out first")
       ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40))->capture_default_str();

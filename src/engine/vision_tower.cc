@@ -149,9 +149,9 @@ void VisionTower::Attention(const float* qkv, int n, int vit_w, float* out) {
   }
 }
 
-void VisionTower::Block(const model::VisionBlockWeights& w, int n, int vit_w, std::vector<float>& x) {
+void VisionTower::Block(const model::VisionBlockWeights& w, std::span<const Segment> segments, std::vector<float>& x) {
   const model::VisionTowerConfig& v = model_.config().vision;
-  const int dim = v.dim, inter = v.inter_dim;
+  const int dim = v.dim, inter = v.inter_dim, n = segments.back().first + segments.back().n;
   const float eps = static_cast<float>(v.norm_eps);
   Scratch& s = scratch_;
   const auto rows = [&](const std::function<void(int64_t)>& fn) {
@@ -172,7 +172,8 @@ void VisionTower::Block(const model::VisionBlockWeights& w, int n, int vit_w, st
   norm(w.norm1);
   kernels::DenseMatMul(w.wqkv, s.normed.data(), n, dim, s.qkv.data(), 3 * dim, s.weights, pool_);
   rows([&](int64_t i) { AddBias(&s.qkv[static_cast<size_t>(i) * 3 * dim], 1, 3 * dim, w.wqkv_bias); });
-  Attention(s.qkv.data(), n, vit_w, s.attn.data());
+  for (const Segment& p : segments)
+    Attention(&s.qkv[static_cast<size_t>(p.first) * 3 * dim], p.n, p.vit_w, &s.attn[static_cast<size_t>(p.first) * dim]);
   kernels::DenseMatMul(w.wo, s.attn.data(), n, dim, s.proj.data(), dim, s.weights, pool_);
   add_projection(&w.wo_bias);
   norm(w.norm2);
@@ -185,28 +186,45 @@ void VisionTower::Block(const model::VisionBlockWeights& w, int n, int vit_w, st
   add_projection(nullptr);
 }
 
-base::Result<std::vector<float>> VisionTower::RunVit(std::span<const float> patches, int vit_h, int vit_w) {
+base::Status VisionTower::Check(const PicturePatches& picture) const {
   const model::VisionTowerConfig& v = model_.config().vision;
   if (!v.present()) return base::MakeError(ErrorCode::kFailedPrecondition, "this model has no vision tower");
   const int64_t patch = 3LL * v.patch_size * v.patch_size;
-  if (vit_h <= 0 || vit_w <= 0 || static_cast<int64_t>(patches.size()) != static_cast<int64_t>(vit_h) * vit_w * patch) {
+  if (picture.vit_h <= 0 || picture.vit_w <= 0 ||
+      static_cast<int64_t>(picture.patches.size()) != static_cast<int64_t>(picture.vit_h) * picture.vit_w * patch) {
     return base::MakeError(ErrorCode::kInvalidArgument,
-                           fmt::format("{} patch values for a {}x{} grid of {}-value patches", patches.size(), vit_h,
-                                       vit_w, patch));
+                           fmt::format("{} patch values for a {}x{} grid of {}-value patches", picture.patches.size(),
+                                       picture.vit_h, picture.vit_w, patch));
   }
+  return base::Status::Ok();
+}
+
+std::vector<float> VisionTower::RunVitRows(std::span<const PicturePatches> pictures, std::span<const Segment> segments) {
+  const model::VisionTowerConfig& v = model_.config().vision;
   const model::VisionWeights& w = model_.weights().vision;
-  const int n = vit_h * vit_w;
+  const int64_t patch = 3LL * v.patch_size * v.patch_size;
+  const int n = segments.back().first + segments.back().n;
   std::vector<float> x(static_cast<size_t>(n) * v.dim);
-  kernels::DenseMatMul(w.patch_embed, patches.data(), n, patch, x.data(), v.dim, scratch_.weights, pool_);
+  for (size_t i = 0; i < pictures.size(); ++i) {
+    kernels::DenseMatMul(w.patch_embed, pictures[i].patches.data(), segments[i].n, patch,
+                         &x[static_cast<size_t>(segments[i].first) * v.dim], v.dim, scratch_.weights, pool_);
+  }
   AddBias(x.data(), n, v.dim, w.patch_bias);
   scratch_.Size(n, v.dim, v.inter_dim);
-  for (const model::VisionBlockWeights& block : w.blocks) Block(block, n, vit_w, x);
+  for (const model::VisionBlockWeights& block : w.blocks) Block(block, segments, x);
   std::vector<float> out(x.size());
   for (int i = 0; i < n; ++i) {
     kernels::RmsNorm(&x[static_cast<size_t>(i) * v.dim], w.norm.data(), v.dim, static_cast<float>(v.norm_eps),
                      &out[static_cast<size_t>(i) * v.dim]);
   }
   return out;
+}
+
+base::Result<std::vector<float>> VisionTower::RunVit(std::span<const float> patches, int vit_h, int vit_w) {
+  const PicturePatches picture{patches, vit_h, vit_w};
+  FS_RETURN_IF_ERROR(Check(picture));
+  const Segment segment{0, vit_h * vit_w, vit_w};
+  return RunVitRows({&picture, 1}, {&segment, 1});
 }
 
 std::vector<float> VisionTower::RunAligner(std::span<const float> vit, int vit_h, int vit_w) {
@@ -239,6 +257,25 @@ std::vector<float> VisionTower::RunAligner(std::span<const float> vit, int vit_h
 base::Result<std::vector<float>> VisionTower::Encode(std::span<const float> patches, int vit_h, int vit_w) {
   FS_ASSIGN_OR_RETURN(std::vector<float> vit, RunVit(patches, vit_h, vit_w));
   return RunAligner(vit, vit_h, vit_w);
+}
+
+base::Result<std::vector<std::vector<float>>> VisionTower::EncodeBatch(std::span<const PicturePatches> pictures) {
+  std::vector<std::vector<float>> out;
+  if (pictures.empty()) return out;
+  std::vector<Segment> segments;
+  int rows = 0;
+  for (const PicturePatches& picture : pictures) {
+    FS_RETURN_IF_ERROR(Check(picture));
+    segments.push_back({rows, picture.vit_h * picture.vit_w, picture.vit_w});
+    rows += picture.vit_h * picture.vit_w;
+  }
+  const std::vector<float> vit = RunVitRows(pictures, segments);
+  const int dim = model_.config().vision.dim;
+  for (size_t i = 0; i < pictures.size(); ++i) {
+    const std::span<const float> own(&vit[static_cast<size_t>(segments[i].first) * dim], static_cast<size_t>(segments[i].n) * dim);
+    out.push_back(RunAligner(own, pictures[i].vit_h, pictures[i].vit_w));
+  }
+  return out;
 }
 
 base::Result<std::vector<float>> SpanEmbeddings(const Model& model, std::span<const uint8_t> roles,

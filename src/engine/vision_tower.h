@@ -30,9 +30,19 @@ base::Result<std::vector<float>> SpanEmbeddings(const Model& model, std::span<co
 // when the roles hold no START..END). Any thread.
 std::optional<std::pair<int64_t, int64_t>> BidirectionalPart(const Model& model, std::span<const uint8_t> roles);
 
+// One picture's patches ([vit_h * vit_w][3 * p * p], vision::PatchValues) and grid.
+struct PicturePatches {
+  std::span<const float> patches;
+  int vit_h = 0, vit_w = 0;
+};
+
 class VisionTower {
  public:
   VisionTower(const Model& model, base::ThreadPool& pool);
+
+  // kFailedPrecondition when the model has no tower, kInvalidArgument when the patches do not
+  // fill the grid.
+  base::Status Check(const PicturePatches& picture) const;
 
   // patches: [vit_h * vit_w][3 * p * p] (vision::PatchValues). Returns [vit_h * vit_w][dim].
   // kFailedPrecondition when the model has no tower, kInvalidArgument for a bad size.
@@ -41,6 +51,10 @@ class VisionTower {
   std::vector<float> RunAligner(std::span<const float> vit, int vit_h, int vit_w);
   // RunVit then RunAligner.
   base::Result<std::vector<float>> Encode(std::span<const float> patches, int vit_h, int vit_w);
+  // Several pictures at once: their rows share every linear product (the weights are read once
+  // per layer for all of them), attention stays within each picture. Each picture's rows are
+  // bit for bit those of Encode alone. Fails (with no output) if any picture fails Check.
+  base::Result<std::vector<std::vector<float>>> EncodeBatch(std::span<const PicturePatches> pictures);
 
   // engine::SpanEmbeddings for this tower's model.
   base::Result<std::vector<float>> SpanEmbeddings(std::span<const uint8_t> roles, std::span<const int32_t> image_rows,
@@ -50,9 +64,14 @@ class VisionTower {
 
  private:
   void Attention(const float* qkv, int n, int vit_w, float* out);
-  void Block(const model::VisionBlockWeights& w, int n, int vit_w, std::vector<float>& x);
+  struct Segment {  // one picture's rows in a batch
+    int first = 0, n = 0, vit_w = 0;
+  };
+  void Block(const model::VisionBlockWeights& w, std::span<const Segment> segments, std::vector<float>& x);
+  // The ViT over the pictures' rows stacked: [sum of n][dim].
+  std::vector<float> RunVitRows(std::span<const PicturePatches> pictures, std::span<const Segment> segments);
 
-  // Activations of one picture, kept across layers and pictures (no page faults per layer).
+  // Activations of one batch, kept across layers and pictures (no page faults per layer).
   struct Scratch {
     std::vector<float> normed, qkv, attn, proj, gate_up, act;  // [n][...] per block
     std::vector<float> q, k, v, keys, values;                 // one head: rotated rows, packed keys / values

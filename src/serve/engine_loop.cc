@@ -18,6 +18,7 @@ base::Status LoopConfig::Validate() const {
   if (prefix_cache_bytes < 0) return Error(ErrorCode::kInvalidArgument, "prefix cache size must be >= 0");
   if (max_choices < 1) return Error(ErrorCode::kInvalidArgument, "max choices must be >= 1");
   if (max_context < 0) return Error(ErrorCode::kInvalidArgument, "max context must be >= 0");
+  if (encode_batch_pixels < 0) return Error(ErrorCode::kInvalidArgument, "the encode batch's pixel budget must be >= 0");
   return base::Status::Ok();
 }
 
@@ -67,7 +68,8 @@ EngineLoop::EngineLoop(const engine::Model& model, const engine::EngineOptions& 
   if (store_) prefix_ = std::make_unique<PrefixStore>(model, fingerprint_, store_.get());
   encoder_cache_ = std::make_unique<EncoderCache>(model.config().hidden_size, config_.encoder_cache_bytes, store_.get(),
                                                   config_.image_ttl_class);
-  image_encoder_ = std::make_unique<ImageEncoder>(model, std::max(1, engine_options.num_threads), encoder_cache_.get());
+  image_encoder_ = std::make_unique<ImageEncoder>(model, std::max(1, engine_options.num_threads), encoder_cache_.get(),
+                                                  config_.encode_batch_pixels);
   stats_.state_pool_capacity = config_.sched.state_pool_bytes;
 }
 

@@ -39,6 +39,7 @@ struct LoopConfig {
   int max_choices = 16;                           // largest n
   int64_t max_context = 0;                        // 0 = the model's max_position_embeddings
   int64_t encoder_cache_bytes = int64_t{256} << 20;  // tower outputs kept by picture, decoded, in memory
+  int64_t encode_batch_pixels = 1354752;  // pixels one tower run takes from queued requests (two 384-token pictures)
   std::string image_ttl_class;  // TTL class of tower outputs in the KV store ("" = the store's default)
   base::Status Validate() const;
 };

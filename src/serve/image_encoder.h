@@ -1,7 +1,8 @@
 // The encode stage: a thread that turns pictures into vision-tower outputs (aligner rows), from
 // the EncoderCache (memory, then the KV store's tiers) or through the tower on a pool of its
-// own, so the engine thread never runs the tower or waits for the store's disk. Submit from any
-// thread; callbacks run on the encode thread. SpanInputs (any thread) assembles a prompt's
+// own, so the engine thread never runs the tower or waits for the store's disk. Jobs queued
+// together (several requests' pictures, up to a pixel budget) share one tower run. Submit from
+// any thread; callbacks run on the encode thread. SpanInputs (any thread) assembles a prompt's
 // span embeddings from the rows.
 #pragma once
 
@@ -19,6 +20,7 @@
 #include "base/result.h"
 #include "base/thread_pool.h"
 #include "engine/model.h"
+#include "engine/vision_tower.h"
 #include "kv/block_hash.h"
 #include "protocol/generate.h"
 #include "serve/encoder_cache.h"
@@ -44,7 +46,9 @@ class ImageEncoder {
  public:
   using Done = std::function<void(base::Result<std::vector<EncodedPicture>>)>;
 
-  ImageEncoder(const engine::Model& model, int threads, EncoderCache* cache);
+  // batch_pixels: the pixels (patches x patch area) one tower run may take from queued jobs; a
+  // job larger than that runs alone.
+  ImageEncoder(const engine::Model& model, int threads, EncoderCache* cache, int64_t batch_pixels);
   ~ImageEncoder();  // Stop()
   ImageEncoder(const ImageEncoder&) = delete;
   ImageEncoder& operator=(const ImageEncoder&) = delete;
@@ -52,10 +56,12 @@ class ImageEncoder {
   // Queues the pictures (patches may be dropped after; only the keys and grids are read);
   // done gets one EncodedPicture per image, in order, or the first error.
   void Submit(std::vector<protocol::ImageInput> images, Done done);
-  // Finishes the job in progress; queued jobs are dropped without their callbacks.
+  // Finishes the run in progress (its jobs' callbacks run); queued jobs are dropped without theirs.
   void Stop();
   // Pictures submitted and not yet answered (the load a router balances encode workers by).
   int64_t queued() const { return queued_.load(); }
+  // Tower runs so far (pictures encoded / runs = pictures per run).
+  int64_t batches() const { return batches_.load(); }
 
  private:
   struct Job {
@@ -63,16 +69,21 @@ class ImageEncoder {
     Done done;
   };
   void Run();
-  base::Result<std::vector<EncodedPicture>> EncodeAll(const std::vector<protocol::ImageInput>& images);
+  std::vector<Job> TakeJobs();  // mu_ held: the front job and those that fit the budget with it
+  void EncodeJobs(std::vector<Job>& jobs);
+  base::Result<std::vector<ImageRows>> EncodeMisses(const std::vector<const protocol::ImageInput*>& misses);
 
   const engine::Model& model_;
   EncoderCache* cache_;
+  const int64_t batch_pixels_;
   base::ThreadPool pool_;
+  engine::VisionTower tower_;  // encode thread only
   std::mutex mu_;
   std::condition_variable wake_;
   std::deque<Job> jobs_;
   bool stop_ = false;
   std::atomic<int64_t> queued_{0};
+  std::atomic<int64_t> batches_{0};
   std::thread thread_;
 };
 

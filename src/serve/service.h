@@ -60,6 +60,7 @@ struct ServiceStats {
   int64_t encoder_store_hits = 0;    // of the hits, those read from the KV store (restart, other worker)
   int64_t encoder_imported = 0;      // tower outputs received from other workers
   int64_t encoder_cache_misses = 0;  // pictures encoded
+  int64_t encode_batches = 0;        // tower runs (each encodes one or more of those pictures)
   int64_t encoder_cache_bytes = 0;
   double encode_seconds_total = 0;
 };

@@ -276,6 +276,7 @@ void EngineLoop::PublishStats(bool ran_step) {
   stats_.queued_images = image_encoder_->queued();
   stats_.encoder_imported = enc.imported;
   stats_.encoder_cache_misses = enc.misses;
+  stats_.encode_batches = image_encoder_->batches();
   stats_.encoder_cache_bytes = enc.bytes;
   stats_.encode_seconds_total = enc.encode_seconds;
   if (store_) {
