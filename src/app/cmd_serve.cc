@@ -325,7 +325,7 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--encode-batch-pixels", f->loop.encode_batch_pixels,
                   "Pixels of queued pictures (several requests') one vision-tower run takes; a larger picture runs "
-                  "alone, 0 runs every request's pictures apart")
+                  "alone, 0 runs every picture alone")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--grammar-cache-bytes", f->grammar_cache_bytes,
                   "Compiled structured-output grammars kept (automata and token masks), least recently used out first")

@@ -40,8 +40,9 @@ struct ForwardRequest {
   std::span<const int32_t> embedded_rows = {};
   std::span<const float> embeddings = {};
   // Picture spans whose raw sliding window is bidirectional (Vision-Exp, START to END): each of
-  // their rows also sees every later row of its span. Increasing, disjoint, inside `tokens`: a
-  // span is computed in one call, never cut. The compressed entries stay causal.
+  // their rows sees its whole span (earlier rows past its usual window, and every later row) as
+  // well as that window. Increasing, disjoint, inside `tokens`: a span is computed in one call,
+  // never cut. The compressed entries stay causal.
   std::span<const TokenRange> bidirectional = {};
 };
 

@@ -254,6 +254,8 @@ std::vector<float> VisionTower::RunAligner(std::span<const float> vit, int vit_h
   return out;
 }
 
+void VisionTower::ReleaseScratch() { scratch_ = Scratch{}; }
+
 base::Result<std::vector<float>> VisionTower::Encode(std::span<const float> patches, int vit_h, int vit_w) {
   FS_ASSIGN_OR_RETURN(std::vector<float> vit, RunVit(patches, vit_h, vit_w));
   return RunAligner(vit, vit_h, vit_w);
@@ -309,8 +311,9 @@ base::Result<std::vector<float>> SpanEmbeddings(const Model& model, std::span<co
 std::optional<std::pair<int64_t, int64_t>> BidirectionalPart(const Model& model, std::span<const uint8_t> roles) {
   const model::ModelConfig& c = model.config();
   if (!c.vision.present() || c.is_v41()) return std::nullopt;
-  const auto start = std::find(roles.begin(), roles.end(), uint8_t{0});
-  const auto end = std::find(start, roles.end(), uint8_t{4});
+  constexpr uint8_t kStartRole = 0, kEndRole = 4;  // vision::SpanRole kStart, kEnd (as in SpanEmbeddings)
+  const auto start = std::find(roles.begin(), roles.end(), kStartRole);
+  const auto end = std::find(start, roles.end(), kEndRole);
   if (end == roles.end()) return std::nullopt;
   return std::pair<int64_t, int64_t>(start - roles.begin(), end - roles.begin() + 1);
 }

@@ -55,6 +55,8 @@ class VisionTower {
   // per layer for all of them), attention stays within each picture. Each picture's rows are
   // bit for bit those of Encode alone. Fails (with no output) if any picture fails Check.
   base::Result<std::vector<std::vector<float>>> EncodeBatch(std::span<const PicturePatches> pictures);
+  // Frees the activations kept between runs (they grow to the largest run).
+  void ReleaseScratch();
 
   // engine::SpanEmbeddings for this tower's model.
   base::Result<std::vector<float>> SpanEmbeddings(std::span<const uint8_t> roles, std::span<const int32_t> image_rows,

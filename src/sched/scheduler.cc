@@ -60,10 +60,11 @@ bool Scheduler::Remove(Sequence* seq) {
 
 namespace {
 // A snapshot point inside an atomic range moved back to the block boundary before the range (no
-// snapshot can sit inside one).
+// snapshot can sit inside one). Ranges are visited from the last one down, so a point moved out
+// of one is checked against those before it.
 int64_t PointOutsideRanges(const Sequence& s, int64_t point, int64_t block) {
-  for (const auto& [first, last] : s.atomic_ranges)
-    if (first < point && point < last) point = first / block * block;
+  for (auto it = s.atomic_ranges.rbegin(); it != s.atomic_ranges.rend(); ++it)
+    if (it->first < point && point < it->second) point = it->first / block * block;
   return point;
 }
 }  // namespace

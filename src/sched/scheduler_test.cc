@@ -358,6 +358,17 @@ TEST(SchedulerTest, ChunksNeverCutAnAtomicRange) {
   EXPECT_TRUE(plan.items[0].persist);
   RunPlan(tail, plan);
   EXPECT_EQ(Chunks(tail, u), (std::vector<Chunk>{{256, 530}}));
+  // Two pictures a blank line apart: the point moved out of the second lands in the first and
+  // moves again, to the block before the first.
+  cfg.persist_every_blocks = 8;
+  Scheduler two(cfg, [](int64_t p) { return p; });
+  Sequence* v = seqs.New(4, 1095);
+  v->atomic_ranges = {{300, 681}, {684, 1065}};
+  two.Add(v);
+  plan = two.Plan(NoCache());
+  ASSERT_EQ(plan.items.size(), 1u);
+  EXPECT_EQ(plan.items[0].end, 256);
+  EXPECT_TRUE(plan.items[0].persist);
 }
 
 // A cached prefix that ends inside an atomic range is not resumed (its rows would have seen the

@@ -70,16 +70,19 @@ void ImageEncoder::Run() {
       jobs = TakeJobs();
     }
     EncodeJobs(jobs);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (jobs_.empty()) tower_.ReleaseScratch();  // idle: the activations go back
   }
 }
 
-// Every picture of the jobs from the cache, the rest (each distinct one once) through one tower
-// run; then each job's answer, or its first error.
+// Every picture of the jobs from the cache, the rest (each distinct one once) through tower runs
+// of at most the pixel budget; a job that needs no run is answered first. Each job gets its
+// pictures or its first error.
 void ImageEncoder::EncodeJobs(std::vector<Job>& jobs) {
   struct Slot {
     EncodedPicture picture;
-    int miss = -1;           // index into misses when it waits for this run
-    bool repeated = false;   // another picture of this run carries the same key
+    int miss = -1;           // index into misses when it waits for a run
+    bool repeated = false;   // an earlier picture of these jobs carries the same key
   };
   std::vector<std::vector<Slot>> slots(jobs.size());
   std::vector<base::Status> errors(jobs.size());
@@ -87,67 +90,93 @@ void ImageEncoder::EncodeJobs(std::vector<Job>& jobs) {
   std::map<ImageKey, int> miss_of;
   for (size_t j = 0; j < jobs.size(); ++j) {
     for (const protocol::ImageInput& image : jobs[j].images) {
-      Slot slot{EncodedPicture{image.key, nullptr, true}, -1};
+      if (!errors[j].ok()) break;
+      Slot& slot = slots[j].emplace_back(Slot{EncodedPicture{image.key, nullptr, true}, -1, false});
       if (!model_.config().vision.present()) {
         errors[j] = base::MakeError(ErrorCode::kInvalidArgument, "this model has no vision tower");
       } else if (auto pending = miss_of.find(image.key); pending != miss_of.end()) {
         slot.miss = pending->second;
         slot.repeated = true;
       } else if ((slot.picture.rows = cache_->Find(image.key, /*outer_tiers=*/true)) == nullptr) {
-        const engine::PicturePatches patches{image.patches, image.vit_h, image.vit_w};
-        base::Status ok = image.patches.empty()
-                              ? base::MakeError(ErrorCode::kInvalidArgument, "a picture neither cached nor carrying its patches")
-                              : tower_.Check(patches);
-        if (!ok.ok()) {
-          if (errors[j].ok()) errors[j] = ok;
-        } else {
+        errors[j] = image.patches.empty()
+                        ? base::MakeError(ErrorCode::kInvalidArgument, "a picture neither cached nor carrying its patches")
+                        : tower_.Check({image.patches, image.vit_h, image.vit_w});
+        if (errors[j].ok()) {
           slot.miss = static_cast<int>(misses.size());
           miss_of.emplace(image.key, slot.miss);
           misses.push_back(&image);
         }
       }
-      slots[j].push_back(std::move(slot));
     }
   }
-  base::Result<std::vector<ImageRows>> encoded = EncodeMisses(misses);
-  for (size_t j = 0; j < jobs.size(); ++j) {
+  const auto answer = [&](size_t j) {
     queued_ -= static_cast<int64_t>(jobs[j].images.size());
+    if (!errors[j].ok()) return jobs[j].done(errors[j].error());
     std::vector<EncodedPicture> out;
+    for (Slot& slot : slots[j]) out.push_back(std::move(slot.picture));
+    jobs[j].done(std::move(out));
+  };
+  std::vector<bool> waits(jobs.size(), false);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    for (const Slot& slot : slots[j]) waits[j] = waits[j] || (slot.miss >= 0 && errors[j].ok());
+    if (!waits[j]) answer(j);
+  }
+  if (misses.empty()) return;
+  base::Status failed;
+  const std::vector<ImageRows> encoded = EncodeMisses(misses, &failed);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    if (!waits[j]) continue;
     for (Slot& slot : slots[j]) {
-      if (slot.miss >= 0 && !encoded.ok() && errors[j].ok()) errors[j] = encoded.error();
-      if (slot.miss >= 0 && encoded.ok()) {
-        slot.picture.rows = (*encoded)[static_cast<size_t>(slot.miss)];
-        slot.picture.cached = slot.repeated;
+      if (slot.miss < 0) continue;
+      const ImageRows& rows = encoded[static_cast<size_t>(slot.miss)];
+      if (!rows) {
+        errors[j] = failed;
+        break;
       }
-      out.push_back(std::move(slot.picture));
+      // A repeat reads the rows back from the cache (counted as a hit there), as a later request would.
+      slot.picture.rows = slot.repeated ? cache_->Find(slot.picture.key, false) : rows;
+      if (!slot.picture.rows) slot.picture.rows = rows;
+      slot.picture.cached = slot.repeated;
     }
-    if (!errors[j].ok()) {
-      jobs[j].done(errors[j].error());
-    } else {
-      jobs[j].done(std::move(out));
-    }
+    answer(j);
   }
 }
 
-// One tower run over the pictures; each goes into the cache with its share of the run's time
-// (by rows).
-base::Result<std::vector<ImageRows>> ImageEncoder::EncodeMisses(const std::vector<const protocol::ImageInput*>& misses) {
-  std::vector<ImageRows> out;
-  if (misses.empty()) return out;
-  std::vector<engine::PicturePatches> batch;
-  int64_t rows = 0;
-  for (const protocol::ImageInput* image : misses) {
-    batch.push_back({image->patches, image->vit_h, image->vit_w});
-    rows += int64_t{image->vit_h} * image->vit_w;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  FS_ASSIGN_OR_RETURN(std::vector<std::vector<float>> encoded, tower_.EncodeBatch(batch));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ++batches_;
-  for (size_t i = 0; i < misses.size(); ++i) {
-    out.push_back(std::make_shared<const std::vector<float>>(std::move(encoded[i])));
-    const double share = static_cast<double>(int64_t{misses[i]->vit_h} * misses[i]->vit_w) / static_cast<double>(rows);
-    cache_->Insert(misses[i]->key, out.back(), seconds * share);
+// The pictures through the tower in runs of at most the pixel budget (one larger picture runs
+// alone); each goes into the cache with its share of its run's time (by rows). A run that fails
+// leaves its pictures' rows null and says why in *failed.
+std::vector<ImageRows> ImageEncoder::EncodeMisses(const std::vector<const protocol::ImageInput*>& misses,
+                                                  base::Status* failed) {
+  const int patch = model_.config().vision.patch_size;
+  std::vector<ImageRows> out(misses.size());
+  size_t first = 0;
+  while (first < misses.size()) {
+    size_t end = first;
+    int64_t pixels = 0, rows = 0;
+    std::vector<engine::PicturePatches> batch;
+    for (; end < misses.size(); ++end) {
+      const protocol::ImageInput& image = *misses[end];
+      const int64_t more = int64_t{image.vit_h} * image.vit_w * patch * patch;
+      if (end > first && pixels + more > batch_pixels_) break;
+      pixels += more;
+      rows += int64_t{image.vit_h} * image.vit_w;
+      batch.push_back({image.patches, image.vit_h, image.vit_w});
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto encoded = tower_.EncodeBatch(batch);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++batches_;
+    if (!encoded.ok()) {
+      *failed = encoded.error();
+      first = end;
+      continue;
+    }
+    for (size_t i = first; i < end; ++i) {
+      out[i] = std::make_shared<const std::vector<float>>(std::move((*encoded)[i - first]));
+      const double share = static_cast<double>(int64_t{misses[i]->vit_h} * misses[i]->vit_w) / static_cast<double>(rows);
+      cache_->Insert(misses[i]->key, out[i], seconds * share);
+    }
+    first = end;
   }
   return out;
 }

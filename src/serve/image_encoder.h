@@ -46,8 +46,8 @@ class ImageEncoder {
  public:
   using Done = std::function<void(base::Result<std::vector<EncodedPicture>>)>;
 
-  // batch_pixels: the pixels (patches x patch area) one tower run may take from queued jobs; a
-  // job larger than that runs alone.
+  // batch_pixels: the pixels (patches x patch area) one tower run may take from queued jobs'
+  // pictures; a larger picture runs alone.
   ImageEncoder(const engine::Model& model, int threads, EncoderCache* cache, int64_t batch_pixels);
   ~ImageEncoder();  // Stop()
   ImageEncoder(const ImageEncoder&) = delete;
@@ -71,7 +71,7 @@ class ImageEncoder {
   void Run();
   std::vector<Job> TakeJobs();  // mu_ held: the front job and those that fit the budget with it
   void EncodeJobs(std::vector<Job>& jobs);
-  base::Result<std::vector<ImageRows>> EncodeMisses(const std::vector<const protocol::ImageInput*>& misses);
+  std::vector<ImageRows> EncodeMisses(const std::vector<const protocol::ImageInput*>& misses, base::Status* failed);
 
   const engine::Model& model_;
   EncoderCache* cache_;

@@ -60,8 +60,9 @@ void EngineLoop::CountCachedTokens(LoopRequest& r, int64_t tokens) {
 }
 
 // The embedded rows of the prompt's pictures that fall in [item.begin, item.end), as offsets, and
-// the bidirectional spans that meet it (the scheduler never cuts one; were one cut, the engine
-// would refuse the step rather than compute it causally).
+// the bidirectional spans that meet it. The scheduler never cuts one; were one cut, the engine
+// would refuse the step (and the step's requests end with its error) rather than compute the
+// span causally.
 void EngineLoop::AttachImageRows(const EncodedImages& images, const sched::StepItem& item, ItemImages* out,
                                  engine::ForwardRequest* request) const {
   for (const auto& [first, last] : images.bidirectional)
