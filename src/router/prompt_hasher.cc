@@ -18,10 +18,13 @@ base::Result<std::vector<int32_t>> PromptHasher::Tokens(PromptKind kind, const n
                                                        encoding::EncodingVersion version) const {
   if (kind == PromptKind::kChat) {
     FS_ASSIGN_OR_RETURN(protocol::ChatRequest chat, protocol::ChatRequestFromJson(body));
-    // Pictures render as placeholders whatever the workers take (they answer a refusal themselves).
-    FS_ASSIGN_OR_RETURN(encoding::EncodedPrompt prompt,
-                        encoding::EncodeChat(chat, version, encoding::EncodeOptions{.v4_picture_parts = true}));
-    return encoding::ToTokenIds(prompt, tokenizer_);
+    // Pictures render as placeholders (as workers that take them do); a request that rendering
+    // refuses (typed placeholder text) is hashed as a text-only V4 worker renders it.
+    base::Result<encoding::EncodedPrompt> prompt =
+        encoding::EncodeChat(chat, version, encoding::EncodeOptions{.v4_picture_parts = true});
+    if (!prompt.ok()) prompt = encoding::EncodeChat(chat, version);
+    if (!prompt.ok()) return prompt.error();
+    return encoding::ToTokenIds(*prompt, tokenizer_);
   }
   auto it = body.find("prompt");
   if (it == body.end()) return base::MakeError(base::ErrorCode::kInvalidArgument, "no prompt");
