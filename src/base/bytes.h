@@ -69,6 +69,7 @@ class ByteReader {
   }
   bool GetBytes(void* out, size_t n) {
     if (failed_ || n > data_.size() - pos_) return Fail();
+    if (n == 0) return true;  // out may be an empty vector's null data()
     std::memcpy(out, data_.data() + pos_, n);
     pos_ += n;
     return true;

@@ -2,6 +2,7 @@
 #include "model/matrix.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/check.h"
 #include "model/number_formats.h"
@@ -59,12 +60,13 @@ void Matrix::SetScaleRange() {
 
 void Matrix::SetExponentRange() {
   if (format != MatrixFormat::kBF16) return;
-  const uint16_t* v = reinterpret_cast<const uint16_t*>(data);
   const int64_t count = rows * cols;
   int lo = 255, hi = 0;
   for (int64_t i = 0; i < count; ++i) {  // zeros (either sign) count as neither
-    const int field = (v[i] >> 7) & 0xFF;
-    const bool nonzero = (v[i] & 0x7FFF) != 0;
+    uint16_t v = 0;
+    std::memcpy(&v, data + 2 * i, 2);  // a payload need not be 2-byte aligned
+    const int field = (v >> 7) & 0xFF;
+    const bool nonzero = (v & 0x7FFF) != 0;
     lo = std::min(lo, nonzero ? field : 255);
     hi = std::max(hi, nonzero ? field : 0);
   }
@@ -75,9 +77,21 @@ void Matrix::SetExponentRange() {
 float Matrix::At(int64_t r, int64_t c) const {
   const uint8_t* row = data + r * RowBytes();
   switch (format) {
-    case MatrixFormat::kF32: return reinterpret_cast<const float*>(row)[c];
-    case MatrixFormat::kBF16: return Bf16ToFloat(reinterpret_cast<const uint16_t*>(row)[c]);
-    case MatrixFormat::kF16: return F16ToFloat(reinterpret_cast<const uint16_t*>(row)[c]);
+    case MatrixFormat::kF32: {
+      float v = 0;
+      std::memcpy(&v, row + 4 * c, 4);  // payloads need not be aligned to their element size
+      return v;
+    }
+    case MatrixFormat::kBF16: {
+      uint16_t v = 0;
+      std::memcpy(&v, row + 2 * c, 2);
+      return Bf16ToFloat(v);
+    }
+    case MatrixFormat::kF16: {
+      uint16_t v = 0;
+      std::memcpy(&v, row + 2 * c, 2);
+      return F16ToFloat(v);
+    }
     case MatrixFormat::kFp8:
       return E4m3ToFloat(row[c]) * E8m0ToFloat(scale[(r / tile_rows) * scale_cols + c / tile_cols]);
     case MatrixFormat::kFp4: return E2m1ToFloat(Fp4Code(r, c)) * E8m0ToFloat(scale[Fp4ScaleIndex(r, c / tile_cols)]);

@@ -1,6 +1,8 @@
 // Validated tensor lookups (model/weight_reader.h).
 #include "model/weight_reader.h"
 
+#include <cstring>
+
 #include "model/number_formats.h"
 
 namespace flashserve::model {
@@ -97,11 +99,14 @@ Result<std::vector<float>> WeightReader::Floats(const std::string& name, std::ve
   FS_ASSIGN_OR_RETURN(const TensorInfo* t, Get(name));
   if (t->shape != shape) return BadTensor(*t, "expected shape " + ShapeString(shape));
   std::vector<float> out(static_cast<size_t>(t->NumElements()));
+  // A safetensors payload need not be aligned to its element size: read elements by copy.
+  const auto* bytes = reinterpret_cast<const unsigned char*>(t->data);
   for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t half = 0;
     switch (t->dtype) {
-      case DType::kF32: out[i] = reinterpret_cast<const float*>(t->data)[i]; break;
-      case DType::kBF16: out[i] = Bf16ToFloat(reinterpret_cast<const uint16_t*>(t->data)[i]); break;
-      case DType::kF16: out[i] = F16ToFloat(reinterpret_cast<const uint16_t*>(t->data)[i]); break;
+      case DType::kF32: std::memcpy(&out[i], bytes + 4 * i, 4); break;
+      case DType::kBF16: std::memcpy(&half, bytes + 2 * i, 2); out[i] = Bf16ToFloat(half); break;
+      case DType::kF16: std::memcpy(&half, bytes + 2 * i, 2); out[i] = F16ToFloat(half); break;
       default: return BadTensor(*t, "expected a float tensor (F32/BF16/F16)");
     }
   }
@@ -115,8 +120,14 @@ Result<std::vector<int32_t>> WeightReader::Ints(const std::string& name, std::ve
   if (t->dtype != DType::kI64 && t->dtype != DType::kI32) return BadTensor(*t, "expected I64 or I32");
   std::vector<int32_t> out(static_cast<size_t>(t->NumElements()));
   for (size_t i = 0; i < out.size(); ++i) {
-    int64_t v = t->dtype == DType::kI64 ? reinterpret_cast<const int64_t*>(t->data)[i]
-                                        : reinterpret_cast<const int32_t*>(t->data)[i];
+    int64_t v = 0;
+    if (t->dtype == DType::kI64) {
+      std::memcpy(&v, reinterpret_cast<const unsigned char*>(t->data) + 8 * i, 8);
+    } else {
+      int32_t narrow = 0;
+      std::memcpy(&narrow, reinterpret_cast<const unsigned char*>(t->data) + 4 * i, 4);
+      v = narrow;
+    }
     if (v < min_value || v >= max_value_exclusive)
       return BadTensor(*t, "value " + std::to_string(v) + " at index " + std::to_string(i) + " outside [" +
                                std::to_string(min_value) + ", " + std::to_string(max_value_exclusive) + ")");
