@@ -16,6 +16,16 @@ namespace flashserve::engine::testing {
 
 inline constexpr int32_t kImageToken = 1264;
 
+// Random patch values in [-1, 1) for a vit_h x vit_w grid of the model's patches.
+inline std::vector<float> RandomPatches(const Model& model, int vit_h, int vit_w, uint32_t seed) {
+  const int p = model.config().vision.patch_size;
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> level(-1.0f, 1.0f);
+  std::vector<float> patches(static_cast<size_t>(vit_h * vit_w * 3 * p * p));
+  for (float& v : patches) v = level(rng);
+  return patches;
+}
+
 // tiny-v41 with its Engram layer, the small tower and a raw window of `window` tokens.
 inline std::unique_ptr<Model> LoadV41Vision(int window, const std::string& tag) {
   model::ModelConfig c = TinyV41EngramConfig();
@@ -71,11 +81,8 @@ struct PictureShape {
 inline ImagePrompt MakePrompt(const Model& model, uint32_t picture_seed, const PictureShape& shape = {}) {
   base::ThreadPool pool(2);
   VisionTower tower(model, pool);
-  const int p = model.config().vision.patch_size, ratio = model.config().vision.downsample_ratio;
-  std::mt19937 rng(picture_seed);
-  std::uniform_real_distribution<float> level(-1.0f, 1.0f);
-  std::vector<float> patches(static_cast<size_t>(shape.vit_h * shape.vit_w * 3 * p * p));
-  for (float& v : patches) v = level(rng);
+  const int ratio = model.config().vision.downsample_ratio;
+  const std::vector<float> patches = RandomPatches(model, shape.vit_h, shape.vit_w, picture_seed);
   auto rows = tower.Encode(patches, shape.vit_h, shape.vit_w);
   FS_CHECK(rows.ok(), "%s", rows.error().ToString().c_str());
   vision::ImagePlan plan;

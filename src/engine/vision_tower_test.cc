@@ -3,21 +3,10 @@
 // picture); one bad picture fails the batch with a clear error; an empty batch is empty.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "engine/test_image_prompt.h"
 
 namespace flashserve::engine {
 namespace {
-
-std::vector<float> RandomPatches(const Model& m, int vit_h, int vit_w, uint32_t seed) {
-  const int p = m.config().vision.patch_size;
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> level(-1.0f, 1.0f);
-  std::vector<float> patches(static_cast<size_t>(vit_h * vit_w * 3 * p * p));
-  for (float& v : patches) v = level(rng);
-  return patches;
-}
 
 TEST(VisionTowerBatch, PicturesTogetherGiveTheirRowsAlone) {
   const Model& m = testing::VisionModel();
@@ -27,7 +16,7 @@ TEST(VisionTowerBatch, PicturesTogetherGiveTheirRowsAlone) {
   std::vector<std::vector<float>> patches;
   std::vector<PicturePatches> batch;
   for (size_t i = 0; i < grids.size(); ++i)
-    patches.push_back(RandomPatches(m, grids[i].first, grids[i].second, static_cast<uint32_t>(10 + i)));
+    patches.push_back(testing::RandomPatches(m, grids[i].first, grids[i].second, static_cast<uint32_t>(10 + i)));
   for (size_t i = 0; i < grids.size(); ++i) batch.push_back({patches[i], grids[i].first, grids[i].second});
   auto together = tower.EncodeBatch(batch);
   ASSERT_TRUE(together.ok()) << together.error().ToString();

@@ -6,11 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <random>
 #include <thread>
 
 #include "base/clock.h"
-#include "engine/test_model.h"
+#include "engine/test_image_prompt.h"
 #include "kvstore/test_util.h"
 #include "serve/encoder_cache.h"
 #include "serve/engine_loop.h"
@@ -38,14 +37,10 @@ std::unique_ptr<kvstore::KvStore> DiskStore(const std::string& dir, const base::
 
 // A picture of random patches on a 7 x 11 patch grid (a 3 x 4 aligner grid), its span at `start`.
 protocol::ImageInput Picture(uint32_t seed, int64_t start) {
-  const int p = VisionModel().config().vision.patch_size;
   protocol::ImageInput image;
   image.vit_h = 7;
   image.vit_w = 11;
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> level(-1.0f, 1.0f);
-  image.patches.resize(static_cast<size_t>(image.vit_h * image.vit_w * 3 * p * p));
-  for (float& v : image.patches) v = level(rng);
+  image.patches = engine::testing::RandomPatches(VisionModel(), image.vit_h, image.vit_w, seed);
   vision::ImagePlan plan;
   plan.llm_h = 3;
   plan.llm_w = 4;

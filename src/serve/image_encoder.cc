@@ -75,40 +75,45 @@ void ImageEncoder::Run() {
   }
 }
 
-// Every picture of the jobs from the cache, the rest (each distinct one once) through tower runs
-// of at most the pixel budget; a job that needs no run is answered first. Each job gets its
-// pictures or its first error.
-void ImageEncoder::EncodeJobs(std::vector<Job>& jobs) {
-  struct Slot {
-    EncodedPicture picture;
-    int miss = -1;           // index into misses when it waits for a run
-    bool repeated = false;   // an earlier picture of these jobs carries the same key
-  };
-  std::vector<std::vector<Slot>> slots(jobs.size());
-  std::vector<base::Status> errors(jobs.size());
-  std::vector<const protocol::ImageInput*> misses;
+// Pass one over the jobs: each picture from the cache, or waiting for a run (each distinct key
+// once: `plan.misses`), or the job's first error.
+ImageEncoder::Plan ImageEncoder::PlanJobs(const std::vector<Job>& jobs) {
+  Plan plan;
+  plan.slots.resize(jobs.size());
+  plan.errors.resize(jobs.size());
   std::map<ImageKey, int> miss_of;
   for (size_t j = 0; j < jobs.size(); ++j) {
+    base::Status& error = plan.errors[j];
+    if (!model_.config().vision.present())
+      error = base::MakeError(ErrorCode::kInvalidArgument, "this model has no vision tower");
     for (const protocol::ImageInput& image : jobs[j].images) {
-      if (!errors[j].ok()) break;
-      Slot& slot = slots[j].emplace_back(Slot{EncodedPicture{image.key, nullptr, true}, -1, false});
-      if (!model_.config().vision.present()) {
-        errors[j] = base::MakeError(ErrorCode::kInvalidArgument, "this model has no vision tower");
-      } else if (auto pending = miss_of.find(image.key); pending != miss_of.end()) {
+      if (!error.ok()) break;
+      Slot& slot = plan.slots[j].emplace_back(Slot{EncodedPicture{image.key, nullptr, true}, -1, false});
+      if (auto pending = miss_of.find(image.key); pending != miss_of.end()) {
         slot.miss = pending->second;
         slot.repeated = true;
       } else if ((slot.picture.rows = cache_->Find(image.key, /*outer_tiers=*/true)) == nullptr) {
-        errors[j] = image.patches.empty()
-                        ? base::MakeError(ErrorCode::kInvalidArgument, "a picture neither cached nor carrying its patches")
-                        : tower_.Check({image.patches, image.vit_h, image.vit_w});
-        if (errors[j].ok()) {
-          slot.miss = static_cast<int>(misses.size());
-          miss_of.emplace(image.key, slot.miss);
-          misses.push_back(&image);
-        }
+        error = image.patches.empty()
+                    ? base::MakeError(ErrorCode::kInvalidArgument, "a picture neither cached nor carrying its patches")
+                    : tower_.Check({image.patches, image.vit_h, image.vit_w});
+        if (!error.ok()) break;
+        slot.miss = static_cast<int>(plan.misses.size());
+        miss_of.emplace(image.key, slot.miss);
+        plan.misses.push_back(&image);
       }
     }
   }
+  return plan;
+}
+
+// Every picture of the jobs from the cache, the rest through tower runs of at most the pixel
+// budget; a job that needs no run is answered first. Each job gets its pictures or its first
+// error.
+void ImageEncoder::EncodeJobs(std::vector<Job>& jobs) {
+  Plan plan = PlanJobs(jobs);
+  std::vector<std::vector<Slot>>& slots = plan.slots;
+  std::vector<base::Status>& errors = plan.errors;
+  const std::vector<const protocol::ImageInput*>& misses = plan.misses;
   const auto answer = [&](size_t j) {
     queued_ -= static_cast<int64_t>(jobs[j].images.size());
     if (!errors[j].ok()) return jobs[j].done(errors[j].error());

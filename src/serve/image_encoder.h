@@ -69,7 +69,18 @@ class ImageEncoder {
     Done done;
   };
   void Run();
+  struct Slot {  // one picture of a taken job
+    EncodedPicture picture;
+    int miss = -1;          // index into Plan::misses when it waits for a run
+    bool repeated = false;  // an earlier picture of these jobs carries the same key
+  };
+  struct Plan {
+    std::vector<std::vector<Slot>> slots;  // per job
+    std::vector<base::Status> errors;      // per job: its first error
+    std::vector<const protocol::ImageInput*> misses;
+  };
   std::vector<Job> TakeJobs();  // mu_ held: the front job and those that fit the budget with it
+  Plan PlanJobs(const std::vector<Job>& jobs);
   void EncodeJobs(std::vector<Job>& jobs);
   std::vector<ImageRows> EncodeMisses(const std::vector<const protocol::ImageInput*>& misses, base::Status* failed);
 

@@ -6,7 +6,6 @@
 
 #include <condition_variable>
 #include <mutex>
-#include <random>
 
 #include "engine/test_image_prompt.h"
 #include "serve/image_encoder.h"
@@ -17,14 +16,10 @@ namespace {
 const engine::Model& Model() { return engine::testing::VisionModel(); }
 
 protocol::ImageInput Picture(uint8_t seed, int vit_h, int vit_w) {
-  const int p = Model().config().vision.patch_size;
   protocol::ImageInput image;
   image.vit_h = vit_h;
   image.vit_w = vit_w;
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> level(-1.0f, 1.0f);
-  image.patches.resize(static_cast<size_t>(vit_h * vit_w * 3 * p * p));
-  for (float& v : image.patches) v = level(rng);
+  image.patches = engine::testing::RandomPatches(Model(), vit_h, vit_w, seed);
   image.key.fill(seed);
   return image;
 }

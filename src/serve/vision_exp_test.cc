@@ -6,7 +6,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <random>
 #include <thread>
 
 #include "engine/test_image_prompt.h"
@@ -23,18 +22,13 @@ using engine::testing::VisionExpModel;
 constexpr int kVitH = 14, kVitW = 23;  // a 5 x 8 aligner grid
 
 protocol::GenerateRequest Request(std::string id) {
-  const engine::Model& m = VisionExpModel();
-  const int p = m.config().vision.patch_size;
   protocol::GenerateRequest r;
   r.id = std::move(id);
   for (int32_t t : engine::testing::RandomTokens(330, 21)) r.prompt.push_back(t == kImageToken ? 5 : t);
   protocol::ImageInput image;
   image.vit_h = kVitH;
   image.vit_w = kVitW;
-  std::mt19937 rng(4);
-  std::uniform_real_distribution<float> level(-1.0f, 1.0f);
-  image.patches.resize(static_cast<size_t>(kVitH * kVitW * 3 * p * p));
-  for (float& v : image.patches) v = level(rng);
+  image.patches = engine::testing::RandomPatches(VisionExpModel(), kVitH, kVitW, 4);
   vision::ImagePlan plan;
   plan.llm_h = 5;
   plan.llm_w = 8;
