@@ -55,24 +55,38 @@ void KvPath(Ops& ops, const model::ModelConfig& c, const model::AttentionWeights
   }, 8);
 }
 
-void RunCompressors(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h,
-                    AttentionScratch* s) {
+CompressorSpec MainSpec(const Model& model, int layer) {
   const model::ModelConfig& c = model.config();
   const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
-  const model::AttentionWeights& w = model.layer(layer).attn;
-  CompressorSpec main{&w.compressor, spec.compress_ratio, c.head_dim, c.rope_head_dim,
-                      spec.attention == AttentionKind::kCsa, EntryQuant::kFp8Nope,
-                      static_cast<float>(c.norm_eps), &model.rope(spec.rope)};
-  RunCompressor(ops, main, batch, h, c.hidden_size, [&](const SeqRows& seq) {
+  return CompressorSpec{&model.layer(layer).attn.compressor, spec.compress_ratio, c.head_dim, c.rope_head_dim,
+                        spec.attention == AttentionKind::kCsa, EntryQuant::kFp8Nope,
+                        static_cast<float>(c.norm_eps), &model.rope(spec.rope)};
+}
+
+CompressorSpec IndexSpec(const Model& model, int layer) {
+  const model::ModelConfig& c = model.config();
+  const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
+  return CompressorSpec{&model.layer(layer).attn.indexer.compressor, 4, c.index_head_dim, c.rope_head_dim, true,
+                        EntryQuant::kHadamardFp4, static_cast<float>(c.norm_eps), &model.rope(spec.rope)};
+}
+
+LayerUndo* UndoOf(const SeqRows& seq, int layer) {
+  return seq.undo ? &seq.undo->layers[static_cast<size_t>(layer)] : nullptr;
+}
+
+void RunCompressors(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h,
+                    AttentionScratch* s) {
+  const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
+  RunCompressor(ops, MainSpec(model, layer), batch, h, model.config().hidden_size, [&](const SeqRows& seq) {
     LayerState& ls = seq.state->layer(layer);
-    return CompressorTarget{&ls.compressor, &ls.compressed};
+    LayerUndo* undo = UndoOf(seq, layer);
+    return CompressorTarget{&ls.compressor, &ls.compressed, undo ? &undo->main : nullptr};
   }, &s->compressor);
   if (spec.attention != AttentionKind::kCsa) return;
-  CompressorSpec index{&w.indexer.compressor, 4, c.index_head_dim, c.rope_head_dim, true, EntryQuant::kHadamardFp4,
-                       static_cast<float>(c.norm_eps), &model.rope(spec.rope)};
-  RunCompressor(ops, index, batch, h, c.hidden_size, [&](const SeqRows& seq) {
+  RunCompressor(ops, IndexSpec(model, layer), batch, h, model.config().hidden_size, [&](const SeqRows& seq) {
     LayerState& ls = seq.state->layer(layer);
-    return CompressorTarget{&ls.index_compressor, &ls.index_keys};
+    LayerUndo* undo = UndoOf(seq, layer);
+    return CompressorTarget{&ls.index_compressor, &ls.index_keys, undo ? &undo->index : nullptr};
   }, &s->compressor);
 }
 
@@ -155,8 +169,14 @@ void UpdateRings(int layer, const RowBatch& batch, const float* kv, int dim) {
   for (const SeqRows& seq : batch.seqs) {
     LayerState& ls = seq.state->layer(layer);
     const int64_t n = seq.row_end - seq.row_begin;
+    LayerUndo* undo = UndoOf(seq, layer);
     for (int64_t i = std::max<int64_t>(0, n - ls.window); i < n; ++i) {
       const int64_t p = seq.start_pos + i;
+      if (undo) {
+        const float* old = ls.ring.data() + (p % ls.window) * dim;
+        undo->ring_pos.push_back(p);
+        undo->ring_old.insert(undo->ring_old.end(), old, old + dim);
+      }
       std::memcpy(ls.ring.data() + (p % ls.window) * dim, kv + (seq.row_begin + i) * dim, sizeof(float) * dim);
     }
   }
@@ -181,6 +201,29 @@ void OutputProjection(Ops& ops, const model::ModelConfig& c, const model::Attent
 }
 
 }  // namespace
+
+void RollbackLayer(const Model& model, int layer, const LayerUndo& undo, int64_t limit, LayerState* ls) {
+  const model::ModelConfig& c = model.config();
+  const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
+  const int64_t dim = c.head_dim;
+  for (size_t i = undo.ring_pos.size(); i-- > 0;) {
+    if (undo.ring_pos[i] < limit) break;
+    std::memcpy(ls->ring.data() + (undo.ring_pos[i] % ls->window) * dim, undo.ring_old.data() + i * dim,
+                sizeof(float) * dim);
+  }
+  if (!spec.owns_compressor) return;
+  if (c.is_v41()) {
+    const int64_t n = ReplayFoldsV41(spec.compress_ratio, c.head_dim, undo.main, limit, &ls->compressor);
+    ls->compressed.resize(undo.compressed_before + static_cast<size_t>(n * c.head_dim));
+    ls->index_keys.resize(undo.index_keys_before + static_cast<size_t>(n * c.index_head_dim));
+    return;
+  }
+  const int64_t n = ReplayFolds(MainSpec(model, layer), undo.main, limit, &ls->compressor);
+  ls->compressed.resize(undo.compressed_before + static_cast<size_t>(n * c.head_dim));
+  if (spec.attention != AttentionKind::kCsa) return;
+  const int64_t k = ReplayFolds(IndexSpec(model, layer), undo.index, limit, &ls->index_compressor);
+  ls->index_keys.resize(undo.index_keys_before + static_cast<size_t>(k * c.index_head_dim));
+}
 
 void RunAttention(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, float* out,
                   AttentionScratch* s) {

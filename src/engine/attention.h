@@ -31,4 +31,9 @@ struct AttentionScratch {
 void RunAttention(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, float* out,
                   AttentionScratch* s);
 
+// Takes a layer's state back to its value after the positions below `limit` of a logged call:
+// ring rows the call wrote from `limit` on get their old rows back, the carries are replayed
+// and the entries the rejected rows completed are dropped.
+void RollbackLayer(const Model& model, int layer, const LayerUndo& undo, int64_t limit, LayerState* ls);
+
 }  // namespace flashserve::engine

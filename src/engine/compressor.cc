@@ -153,7 +153,37 @@ void FoldBatch(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, cons
   }, 4);
 }
 
+// Keeps the projected rows of the sequences that log their calls.
+void LogRows(const RowBatch& batch, const float* kv, const float* gate, int64_t width,
+             const SelectTarget& select) {
+  for (const SeqRows& seq : batch.seqs) {
+    FoldLog* log = select(seq).log;
+    if (log == nullptr) continue;
+    for (int64_t r = seq.row_begin; r < seq.row_end; ++r) {
+      log->pos.push_back(batch.pos[static_cast<size_t>(r)]);
+      log->kv.insert(log->kv.end(), kv + r * width, kv + (r + 1) * width);
+      log->gate.insert(log->gate.end(), gate + r * width, gate + (r + 1) * width);
+    }
+  }
+}
+
 }  // namespace
+
+int64_t ReplayFolds(const CompressorSpec& spec, const FoldLog& log, int64_t limit, CompressorState* state) {
+  *state = log.start;
+  const int64_t width = (spec.overlap ? 2 : 1) * static_cast<int64_t>(spec.dim);
+  RowBatch rows;
+  for (int64_t p : log.pos)
+    if (p < limit) rows.pos.push_back(p);
+  const int64_t n = static_cast<int64_t>(rows.pos.size());
+  int64_t windows = 0;
+  for (int64_t p : rows.pos) windows += (p + 1) % spec.ratio == 0;
+  std::vector<float> gate(log.gate.begin(), log.gate.begin() + n * width);
+  std::vector<float> entries(static_cast<size_t>((windows + 1) * spec.dim));
+  FoldChannelSlice(spec, rows, 0, n, log.kv.data(), gate.data(), width, 0, spec.dim, state, entries.data());
+  CountFolds(spec, rows, 0, n, state);
+  return windows;
+}
 
 void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, const float* h, int64_t d,
                    const SelectTarget& select, std::vector<float>* scratch) {
@@ -171,6 +201,7 @@ void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, 
     project(0);
     project(1);
   }
+  LogRows(batch, kv, gate, width, select);
   FoldBatch(ops, spec, batch, kv, gate, width, select);
 }
 

@@ -10,6 +10,7 @@
 
 #include "engine/ops.h"
 #include "engine/row_batch.h"
+#include "engine/undo.h"
 #include "kernels/norm_rope/norm_rope.h"
 #include "model/weights.h"
 
@@ -32,6 +33,7 @@ struct CompressorSpec {
 struct CompressorTarget {
   CompressorState* state;
   std::vector<float>* entries;
+  FoldLog* log = nullptr;  // where the sequence's rows are kept for a rollback (null: not kept)
 };
 using SelectTarget = std::function<CompressorTarget(const SeqRows&)>;
 
@@ -40,6 +42,11 @@ using SelectTarget = std::function<CompressorTarget(const SeqRows&)>;
 // with many rows, fold side by side on the pool; the result does not depend on it.
 void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, const float* h, int64_t d,
                    const SelectTarget& select, std::vector<float>* scratch);
+
+// Takes `state` back to the carry after the logged rows at positions below `limit` (the log's
+// start, then those rows folded again in the same order: bit-identical to a call that read only
+// them). Returns the number of entries those rows completed.
+int64_t ReplayFolds(const CompressorSpec& spec, const FoldLog& log, int64_t limit, CompressorState* state);
 
 // Post-processing of a pooled entry of window w: norm, RoPE at ratio * w, QAT.
 void FinishEntry(Ops& ops, const CompressorSpec& spec, int64_t window_index, float* entry);

@@ -35,7 +35,26 @@ void Rotate(const kernels::RopeTable& rope, int64_t position, float* x, int dim,
   kernels::ApplyRope(x + dim - rope_dim, rope_dim / 2, cos, sin, /*inverse=*/false);
 }
 
+// One row folded into a KV source's pool; true when it completes a latent (then the pool is
+// reset after `finished` takes the value, if given).
+bool FoldRow(CompressorState* carry, const float* kv, const float* gate, int64_t pos, int ratio, int dim,
+             float* finished) {
+  carry->cur.Fold(kv, gate, dim);
+  if ((pos + 1) % ratio != 0) return false;
+  if (finished) carry->cur.Finish(finished, dim);
+  carry->cur.Reset(dim);
+  return true;
+}
+
 }  // namespace
+
+int64_t ReplayFoldsV41(int ratio, int dim, const FoldLog& log, int64_t limit, CompressorState* state) {
+  *state = log.start;
+  int64_t made = 0;
+  for (size_t i = 0; i < log.pos.size() && log.pos[i] < limit; ++i)
+    made += FoldRow(state, log.kv.data() + i * dim, log.gate.data() + i * dim, log.pos[i], ratio, dim, nullptr);
+  return made;
+}
 
 void RunCompressorV41(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h,
                       std::vector<float>* scratch) {
@@ -56,13 +75,19 @@ void RunCompressorV41(Ops& ops, const Model& model, int layer, const RowBatch& b
   std::vector<NewEntry> made;
   for (const SeqRows& seq : batch.seqs) {
     LayerState& ls = seq.state->layer(layer);
+    FoldLog* log = seq.undo ? &seq.undo->layers[static_cast<size_t>(layer)].main : nullptr;
     for (int64_t r = seq.row_begin; r < seq.row_end; ++r) {
       const int64_t pos = batch.pos[static_cast<size_t>(r)];
-      ls.compressor.cur.Fold(kv + r * dim, gate + r * dim, dim);
-      if ((pos + 1) % ratio != 0) continue;
+      if (log) {
+        log->pos.push_back(pos);
+        log->kv.insert(log->kv.end(), kv + r * dim, kv + (r + 1) * dim);
+        log->gate.insert(log->gate.end(), gate + r * dim, gate + (r + 1) * dim);
+      }
       latents.resize(latents.size() + static_cast<size_t>(dim));
-      ls.compressor.cur.Finish(latents.data() + latents.size() - dim, dim);
-      ls.compressor.cur.Reset(dim);
+      if (!FoldRow(&ls.compressor, kv + r * dim, gate + r * dim, pos, ratio, dim, latents.data() + latents.size() - dim)) {
+        latents.resize(latents.size() - static_cast<size_t>(dim));
+        continue;
+      }
       made.push_back({&ls, pos / ratio});
     }
   }

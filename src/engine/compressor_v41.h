@@ -10,11 +10,16 @@
 #include "engine/model.h"
 #include "engine/ops.h"
 #include "engine/row_batch.h"
+#include "engine/undo.h"
 
 namespace flashserve::engine {
 
 // h: [rows, d] (attn_norm'ed input of KV-source layer `layer`).
 void RunCompressorV41(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h,
                       std::vector<float>* scratch);
+
+// The carry after the logged rows below `limit` (engine/compressor.h ReplayFolds, V4.1's fold);
+// returns the latents they completed.
+int64_t ReplayFoldsV41(int ratio, int dim, const FoldLog& log, int64_t limit, CompressorState* state);
 
 }  // namespace flashserve::engine

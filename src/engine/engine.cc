@@ -92,6 +92,9 @@ Status Engine::Validate(std::span<const ForwardRequest> batch) const {
                                                       std::to_string(c.vocab_size) + ")");
     FS_RETURN_IF_ERROR(ValidateEmbeddings(c, r, where));
     FS_RETURN_IF_ERROR(ValidateSpans(r, where));
+    if (r.undo != nullptr && static_cast<int64_t>(r.tokens.size()) > c.sliding_window)
+      return Error(ErrorCode::kInvalidArgument, where + "a logged call takes at most " +
+                                                    std::to_string(c.sliding_window) + " tokens");
     if (r.state->position() + static_cast<int64_t>(r.tokens.size()) > c.max_position)
       return Error(ErrorCode::kContextOverflow, where + "sequence would reach " +
                                                     std::to_string(r.state->position() + r.tokens.size()) +
@@ -128,6 +131,7 @@ void Engine::BuildRows(std::span<const ForwardRequest> batch, RowBatch* rows) co
     seq.row_begin = rows->num_rows();
     seq.start_pos = r.state->position();
     seq.state = r.state;
+    seq.undo = r.undo;
     size_t next = 0;
     for (size_t i = 0; i < r.tokens.size(); ++i) {
       rows->ids.push_back(r.tokens[i]);
@@ -190,6 +194,11 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
   FS_RETURN_IF_ERROR(Validate(batch));
   ops_.ResetStats();
   const model::ModelConfig& c = model_.config();
+  for (const ForwardRequest& r : batch) {
+    if (r.undo == nullptr) continue;
+    r.undo->Begin(*r.state);
+    r.undo->tokens.assign(r.tokens.begin(), r.tokens.end());
+  }
   RowBatch rows;
   BuildRows(batch, &rows);
   const int64_t width = c.hc_dim();
@@ -203,6 +212,9 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
     for (int64_t r = 0; r < rows.num_rows(); ++r) scratch_.lagged_pre[static_cast<size_t>(r * c.hc_mult)] = 1.0f;
   }
   for (int layer = 0; layer < c.num_layers; ++layer) RunBlock(ops_, model_, layer, rows, x_.data(), &scratch_);
+  for (const SeqRows& seq : rows.seqs)
+    if (seq.undo != nullptr && seq.state->with_mtp())
+      seq.undo->streams.assign(x_.data() + seq.row_begin * width, x_.data() + seq.row_end * width);
 
   ForwardResult out;
   out.vocab_size = c.vocab_size;

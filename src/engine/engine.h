@@ -16,6 +16,7 @@
 #include "engine/model.h"
 #include "engine/options.h"
 #include "engine/state.h"
+#include "engine/undo.h"
 
 namespace flashserve::engine {
 
@@ -44,6 +45,17 @@ struct ForwardRequest {
   // well as that window. Increasing, disjoint, inside `tokens`: a span is computed in one call,
   // never cut. The compressed entries stay causal.
   std::span<const TokenRange> bidirectional = {};
+  // Logs what the call changes so that Rollback can keep only a prefix of its tokens (at most
+  // the sliding window of them). Null: not logged.
+  UndoLog* undo = nullptr;
+};
+
+// A sequence to draft for: its state (its last forward done, with MTP) and the token chosen
+// after it (not forwarded yet).
+struct DraftRequest {
+  SequenceState* state = nullptr;
+  int32_t token = 0;
+  int num_drafts = 0;
 };
 
 struct ForwardResult {
@@ -74,6 +86,15 @@ class Engine {
   // Runs the batch; on error no state is modified.
   base::Result<ForwardResult> Forward(std::span<const ForwardRequest> batch);
 
+  // Takes a state back to the first `keep` tokens of its last forward call, logged in `log`:
+  // afterwards it equals, bit for bit, the state of a call that read only those tokens.
+  base::Status Rollback(SequenceState* state, const UndoLog& log, int64_t keep) const;
+
+  // Greedy drafts with the MTP module: for each request up to num_drafts tokens after its
+  // token, each the MTP head's argmax given the previous draft (the module's own output streams
+  // stand in for the trunk's after the first). The states are left as they were.
+  base::Result<std::vector<std::vector<int32_t>>> DraftMtp(std::span<const DraftRequest> batch);
+
  private:
   base::Status Validate(std::span<const ForwardRequest> batch) const;
   void BuildRows(std::span<const ForwardRequest> batch, RowBatch* rows) const;
@@ -82,6 +103,11 @@ class Engine {
   void Head(const model::HcWeights& hc, const std::vector<float>& norm, const float* x,
             const std::vector<int64_t>& rows, float* logits);
   void RunMtp(std::span<const ForwardRequest> batch, const RowBatch& trunk, const float* x, ForwardResult* out);
+  // The MTP module over `rows` (ids: the next tokens; positions: the MTP positions), input
+  // streams streams[r]: the block's output streams in *z, logits of logit_rows.
+  void MtpModule(RowBatch& rows, const std::vector<const float*>& streams, const std::vector<int64_t>& logit_rows,
+                 std::vector<float>* z, float* logits);
+  base::Status ValidateDrafts(std::span<const DraftRequest> batch) const;
 
   const Model& model_;
   EngineOptions options_;

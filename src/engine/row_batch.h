@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/state.h"
+#include "engine/undo.h"
 #include "kernels/norm_rope/norm_rope.h"
 
 namespace flashserve::engine {
@@ -16,6 +17,7 @@ struct SeqRows {
   int64_t row_end = 0;
   int64_t start_pos = 0;  // position of row_begin; rows are consecutive positions
   SequenceState* state = nullptr;
+  UndoLog* undo = nullptr;  // the call is logged for a rollback (null: not)
 };
 
 struct RowAngles {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "model/config.h"
@@ -91,6 +92,7 @@ class SequenceState {
   // Engine-only mutators.
   void set_position(int64_t p) { position_ = p; }
   void set_mtp_position(int64_t p) { mtp_position_ = p; }
+  void set_recent_tokens(std::vector<int32_t> tokens) { recent_tokens_ = std::move(tokens); }
 
  private:
   friend class StateCodec;
