@@ -77,6 +77,17 @@ void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
           "Prompt tokens computed while their request's pictures were still encoding", s.prompt_tokens_while_encoding);
   gauge("flashserve_encoder_cache_bytes", "Bytes of vision-tower outputs held in memory", s.encoder_cache_bytes);
   registry_.Counter("flashserve_encode_seconds_total", "Seconds spent in the vision tower").Set(s.encode_seconds_total);
+  counter("flashserve_speculative_draft_tokens_total", "Draft tokens verified (speculative decoding)",
+          s.speculative_drafted);
+  counter("flashserve_speculative_accepted_tokens_total", "Draft tokens accepted", s.speculative_accepted);
+  for (size_t k = 0; k < s.speculative_drafted_at.size(); ++k)
+    registry_.Counter("flashserve_speculative_draft_tokens_by_position_total", "Draft tokens verified, by draft position (1 = first)",
+                      {{"position", std::to_string(k + 1)}})
+        .Set(static_cast<double>(s.speculative_drafted_at[k]));
+  for (size_t k = 0; k < s.speculative_accepted_at.size(); ++k)
+    registry_.Counter("flashserve_speculative_accepted_by_position_total", "Draft tokens accepted, by draft position (1 = first)",
+                      {{"position", std::to_string(k + 1)}})
+        .Set(static_cast<double>(s.speculative_accepted_at[k]));
   SetKvTierStats(s);
 }
 

@@ -47,6 +47,8 @@ Json UsageJson(const protocol::Usage& usage, const int64_t* reasoning_tokens) {
   if (usage.cached_prefill > 0) j["prompt_tokens_details"]["cached_tokens_by_tier"]["prefill_worker"] = usage.cached_prefill;
   j["prompt_cache_hit_tokens"] = usage.cached_tokens;
   j["prompt_cache_miss_tokens"] = usage.cache_miss_tokens();
+  if (usage.speculative_drafted > 0)
+    j["speculative"] = {{"drafted", usage.speculative_drafted}, {"accepted", usage.speculative_accepted}};
   return j;
 }
 

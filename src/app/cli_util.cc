@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 
 #include "base/file_util.h"
 #include "base/log.h"
@@ -17,6 +18,14 @@ namespace flashserve::app {
 
 using base::Error;
 using base::ErrorCode;
+
+std::vector<int32_t> RandomTokenIds(int n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> d(2, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (auto& x : t) x = d(rng);
+  return t;
+}
 
 base::Result<std::vector<int32_t>> ParseTokenList(const std::string& text) {
   std::vector<int32_t> ids;

@@ -25,6 +25,9 @@ base::Result<std::vector<int32_t>> ParseTokenList(const std::string& text);
 // --tokens or --tokens-file (exactly one must be set).
 base::Result<std::vector<int32_t>> TokensFromFlags(const std::string& tokens, const std::string& tokens_file);
 
+// n seeded random ids in [2, vocab) (benchmarks' prompts and tokens).
+std::vector<int32_t> RandomTokenIds(int n, int64_t vocab, uint32_t seed);
+
 // Adds --no-qat, --reference and --threads to a command.
 void AddEngineFlags(CLI::App* cmd, engine::EngineOptions* options, bool* no_qat);
 

@@ -62,14 +62,6 @@ const char* PackingName(engine::PackedFrom p) {
   return "?";
 }
 
-std::vector<int32_t> Tokens(int n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> d(2, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> t(static_cast<size_t>(n));
-  for (auto& x : t) x = d(rng);
-  return t;
-}
-
 Row Finish(std::string name, double steps, double tokens, double secs, const engine::OpStats& st) {
   Row r;
   r.name = std::move(name);
@@ -103,7 +95,7 @@ double Seconds(std::chrono::steady_clock::time_point a) {
 
 Row BenchPrefill(engine::Engine& engine, const BenchFlags& f) {
   const int64_t vocab = engine.model().config().vocab_size;
-  std::vector<int32_t> tokens = Tokens(f.prompt, vocab, 1);
+  std::vector<int32_t> tokens = RandomTokenIds(f.prompt, vocab, 1);
   double best = 1e30;
   engine::OpStats stats;
   for (int rep = 0; rep <= f.repeats; ++rep) {  // the first run warms up
@@ -123,11 +115,11 @@ Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch) {
   std::vector<std::unique_ptr<engine::SequenceState>> states;
   for (int i = 0; i < batch; ++i) {
     states.push_back(engine.NewSequence());
-    std::vector<int32_t> ctx = Tokens(f.context, vocab, 100 + i);
+    std::vector<int32_t> ctx = RandomTokenIds(f.context, vocab, 100 + i);
     engine::ForwardRequest req{states.back().get(), ctx, engine::LogitsMode::kNone};
     FS_CHECK(engine.Forward({&req, 1}).ok(), "context prefill failed");
   }
-  std::vector<int32_t> next = Tokens(batch * (f.steps + 2), vocab, 7);
+  std::vector<int32_t> next = RandomTokenIds(batch * (f.steps + 2), vocab, 7);
   engine::OpStats total;
   double secs = 0;
   for (int step = 0; step < f.steps + 2; ++step) {

@@ -235,6 +235,14 @@ int RunServe(ServeFlags f) {
   if (f.role == protocol::WorkerRole::kEncode && !f.api.routes.images.enabled)
     return PrintError(Error(ErrorCode::kInvalidArgument, "--role encode needs a model with a vision tower: " +
                                                              f.api.routes.images.disabled_reason));
+  const bool has_mtp = model->config().num_mtp_layers > 0;
+  if (f.speculative == "mtp" && !has_mtp)
+    return PrintError(Error(ErrorCode::kInvalidArgument,
+                            "--speculative mtp needs a checkpoint with an MTP block (num_nextn_predict_layers >= 1); "
+                            "this one has none (V4.1's DSpark drafters are not run yet)"));
+  f.loop.speculative.mtp = f.speculative == "mtp" || (f.speculative == "auto" && has_mtp);
+  if (f.loop.speculative.mtp)
+    FS_LOG(kInfo, "serve: speculative decoding with the MTP block, {} draft token(s) per step", f.loop.speculative.num_draft_tokens);
   for (const std::string& spec : f.logit_bias) {
     auto bias = ParseLogitBias(spec, *model);
     if (!bias.ok()) return PrintError(bias.error());
@@ -327,6 +335,13 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
                   "Pixels of queued pictures (several requests') one vision-tower run takes; a larger picture runs "
                   "alone, 0 runs every picture alone")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
+  cmd->add_option("--speculative", f->speculative,
+                  "Speculative decoding: mtp (greedy drafts from the checkpoint's MTP block, verified in the next step; "
+                  "the output is the same as off), off, or auto (mtp when the checkpoint has an MTP block)")
+      ->check(CLI::IsMember({"auto", "mtp", "off"}))->capture_default_str();
+  cmd->add_option("--num-draft-tokens", f->loop.speculative.num_draft_tokens,
+                  "Drafts per sequence and step with --speculative mtp (each step verifies K + 1 rows)")
+      ->check(CLI::Range(1, 16))->capture_default_str();
   cmd->add_option("--grammar-cache-bytes", f->grammar_cache_bytes,
                   "Compiled structured-output grammars kept (automata and token masks), least recently used out first")
       ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40))->capture_default_str();

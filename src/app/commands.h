@@ -18,6 +18,7 @@ void RegisterMakeModelCommand(CLI::App& app, CommandFn* run);
 void RegisterLogitsCommand(CLI::App& app, CommandFn* run);
 void RegisterGenerateCommand(CLI::App& app, CommandFn* run);
 void RegisterBenchForwardCommand(CLI::App& app, CommandFn* run);
+void RegisterBenchSpeculativeCommand(CLI::App& app, CommandFn* run);
 void RegisterBenchVisionCommand(CLI::App& app, CommandFn* run);
 void RegisterBenchCommand(CLI::App& app, CommandFn* run);
 void RegisterKvCommand(CLI::App& app, CommandFn* run);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   RegisterLogitsCommand(app, &run);
   RegisterGenerateCommand(app, &run);
   RegisterBenchForwardCommand(app, &run);
+  RegisterBenchSpeculativeCommand(app, &run);
   RegisterBenchVisionCommand(app, &run);
   RegisterBenchCommand(app, &run);
   RegisterKvCommand(app, &run);

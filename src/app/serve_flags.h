@@ -36,6 +36,7 @@ struct ServeFlags {
   int transfer_port = 0;      // decode/both: prompt-state receiver port (0 = any free port)
   serve::LoopConfig loop;
   int64_t grammar_cache_bytes = int64_t{256} << 20;  // compiled structured-output grammars kept
+  std::string speculative = "auto";  // auto (the checkpoint's MTP block when it has one), mtp, off
   kvstore::StoreConfig store = DefaultStoreConfig();
   std::string ttl_spec = "agent=3d,chat=7d";
   std::vector<std::string> api_keys;

@@ -89,6 +89,8 @@ struct Usage {
   int64_t cached_disk = 0;     // local disk tier
   int64_t cached_shared = 0;   // shared tier
   int64_t cached_prefill = 0;  // disaggregated: counted by the prefill worker (tiers above are 0)
+  int64_t speculative_drafted = 0;   // draft tokens verified for this request
+  int64_t speculative_accepted = 0;  // of them, accepted (emitted without a forward of their own)
   int64_t cache_miss_tokens() const { return prompt_tokens - cached_tokens; }
 };
 

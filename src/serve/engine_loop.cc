@@ -19,6 +19,8 @@ base::Status LoopConfig::Validate() const {
   if (max_choices < 1) return Error(ErrorCode::kInvalidArgument, "max choices must be >= 1");
   if (max_context < 0) return Error(ErrorCode::kInvalidArgument, "max context must be >= 0");
   if (encode_batch_pixels < 0) return Error(ErrorCode::kInvalidArgument, "the encode batch's pixel budget must be >= 0");
+  if (speculative.num_draft_tokens < 1 || speculative.num_draft_tokens > 16)
+    return Error(ErrorCode::kInvalidArgument, "the number of draft tokens must be in [1, 16]");
   return base::Status::Ok();
 }
 
@@ -52,7 +54,9 @@ EngineLoop::EngineLoop(const engine::Model& model, const engine::EngineOptions& 
       config_(config),
       engine_(model, engine_options),
       sched_(config.sched,
-             [&model](int64_t p) { return engine::EstimateStateBytes(model.config(), model.plan(), false, p); }),
+             [&model, mtp = config.speculative.mtp](int64_t p) {
+               return engine::EstimateStateBytes(model.config(), model.plan(), mtp, p);
+             }),
       store_(std::move(store)),
       fingerprint_(ModelFingerprint(model, engine_options)),
       loop_stats_(base::MonotonicSeconds()),
@@ -193,7 +197,7 @@ base::Status EngineLoop::ValidateRequest(const protocol::GenerateRequest& r) con
                                                   " tokens) plus max_tokens (" + std::to_string(r.max_tokens) +
                                                   ") exceeds the context of " + std::to_string(config_.max_context) +
                                                   " tokens");
-  if (engine::EstimateStateBytes(c, model_.plan(), false, total) > config_.sched.state_pool_bytes)
+  if (engine::EstimateStateBytes(c, model_.plan(), MtpStates(), total) > config_.sched.state_pool_bytes)
     return Error(ErrorCode::kContextOverflow, "the request needs more sequence-state memory than the server's pool");
   return sampler::ValidateSamplingParams(r.sampling, c.vocab_size);
 }

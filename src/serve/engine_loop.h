@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -32,6 +33,17 @@
 
 namespace flashserve::serve {
 
+// Speculative decoding: greedy drafts from the checkpoint's MTP block, verified in the next
+// forward (all of a step's drafts in one batch) and rolled back to the accepted prefix; the
+// emitted tokens are those of plain decoding, bit for bit, sampled or greedy.
+struct SpeculativeConfig {
+  bool mtp = false;
+  int num_draft_tokens = 1;  // K: rows verified per sequence and step = K + 1
+  // Drafts from outside the model instead (tests and benchmarks: an oracle replaying a recorded
+  // continuation): given a choice's tokens so far (prompt and output) and K, up to K drafts.
+  std::function<std::vector<int32_t>(std::span<const int32_t> tokens, int k)> external;
+};
+
 struct LoopConfig {
   std::string model_name = "deepseek-v4";
   sched::SchedConfig sched;
@@ -41,6 +53,7 @@ struct LoopConfig {
   int64_t encoder_cache_bytes = int64_t{256} << 20;  // tower outputs kept by picture, decoded, in memory
   int64_t encode_batch_pixels = 1354752;  // pixels one tower run takes from queued requests (two 384-token pictures)
   std::string image_ttl_class;  // TTL class of tower outputs in the KV store ("" = the store's default)
+  SpeculativeConfig speculative;  // mtp needs a checkpoint with an MTP block
   base::Status Validate() const;
 };
 
@@ -118,14 +131,34 @@ class EngineLoop final : public Service {
   // One step (step.cc).
   bool RestoreItem(const sched::StepItem& item);
   bool RunPlan(const sched::StepPlan& plan);  // whether the engine ran
+  struct Verify {  // a decode item turned into a speculative verify call
+    std::vector<int32_t> tokens;  // the item's token, then the drafts (empty: no drafts)
+    engine::UndoLog undo;
+  };
   struct ItemImages {  // what one step item's forward request points at
     std::vector<int32_t> offsets;
     std::vector<engine::TokenRange> spans;
   };
   void AttachImageRows(const EncodedImages& images, const sched::StepItem& item, ItemImages* out,
                        engine::ForwardRequest* request) const;
-  void CommitAndSample(std::span<const sched::StepItem> items, const engine::ForwardResult& result);
+  void CommitAndSample(std::span<const sched::StepItem> items, const engine::ForwardResult& result,
+                       std::span<Verify> verify);
+  // Speculative decoding (speculation.cc): drafts for the step's decode items that may
+  // speculate, made into verify calls; then each one's rows sampled in order, the tokens that
+  // match committed, and the state rolled back to them.
+  bool MtpStates() const { return config_.speculative.mtp && model_.config().num_mtp_layers > 0; }
+  bool Speculates() const {
+    return config_.speculative.external || (config_.speculative.mtp && model_.config().num_mtp_layers > 0);
+  }
+  int DraftBudget(const LiveSequence& s, const sched::StepItem& item) const;
+  void Draft(std::span<const sched::StepItem> items, std::span<engine::ForwardRequest> batch, std::span<Verify> verify);
+  base::Result<std::vector<std::vector<int32_t>>> ExternalDrafts(std::span<const sched::StepItem> items,
+                                                                 std::span<const engine::DraftRequest> drafts,
+                                                                 std::span<const size_t> owner) const;
+  void AcceptDrafts(LiveSequence& s, const sched::StepItem& item, const engine::ForwardResult& result, size_t index,
+                    Verify& verify);
   void ForkChoices(LiveSequence& parent, std::vector<LiveSequence*>* group);
+  void PersistState(LiveSequence& s);  // into the prefix cache at the state's position
   void CommitToken(LiveSequence& s, const sched::StepItem& item, sampler::SampleResult sample);
   std::span<const uint32_t> SamplingMask(LiveSequence& s, int64_t vocab);
   void StartMasks(std::span<const sched::StepItem> items);  // on mask_worker_; Wait() before sampling

@@ -18,6 +18,7 @@
 #include "kv/block_hash.h"
 #include "kvstore/kv_store.h"
 #include "kvstore/object_file.h"
+#include "serve/test_requests.h"
 #include "serve/test_store.h"
 
 namespace flashserve::serve {
@@ -25,47 +26,14 @@ namespace {
 
 using engine::testing::RandomTokens;
 using engine::testing::TestModel;
-
-struct Collected {
-  std::map<int, std::vector<int32_t>> tokens;
-  std::map<int, std::vector<float>> logprobs;
-  std::map<int, protocol::FinishReason> finish;
-  protocol::Usage usage;
-  bool done = false;
-  std::string error;
-};
-
-EventSink Collect(Collected* out) {
-  return [out](const protocol::GenerateEvent& e) {
-    for (const auto& t : e.tokens) {
-      out->tokens[e.choice].push_back(t.token);
-      out->logprobs[e.choice].push_back(t.logprob);
-    }
-    if (e.finish != protocol::FinishReason::kNone) out->finish[e.choice] = e.finish;
-    if (!e.error.empty()) out->error = e.error;
-    if (e.request_done) {
-      out->done = true;
-      out->usage = e.usage;
-    }
-  };
-}
+using testing::Collect;
+using testing::Collected;
+using testing::Request;
 
 std::string Id(const char* prefix, int i) {
   std::string id = prefix;
   id += std::to_string(i);
   return id;
-}
-
-protocol::GenerateRequest Request(std::string id, std::vector<int32_t> prompt, int max_tokens, uint64_t seed) {
-  protocol::GenerateRequest r;
-  r.id = std::move(id);
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.seed = seed;
-  r.sampling.has_seed = true;
-  r.sampling.logprobs = true;
-  return r;
 }
 
 LoopConfig Config() {

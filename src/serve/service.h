@@ -63,6 +63,11 @@ struct ServiceStats {
   int64_t encode_batches = 0;        // tower runs (each encodes one or more of those pictures)
   int64_t encoder_cache_bytes = 0;
   double encode_seconds_total = 0;
+  // Speculative decoding: draft tokens verified, those accepted, and both by draft position
+  // (index k: the (k+1)-th draft of a step).
+  int64_t speculative_drafted = 0;
+  int64_t speculative_accepted = 0;
+  std::vector<int64_t> speculative_drafted_at, speculative_accepted_at;
 };
 
 using EventSink = std::function<void(const protocol::GenerateEvent&)>;

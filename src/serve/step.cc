@@ -35,7 +35,7 @@ bool EngineLoop::RestoreItem(const sched::StepItem& item) {
   LiveSequence& s = Live(item.seq);
   LoopRequest& r = *s.request;
   Restored restored;
-  if (prefix_) restored = prefix_->Restore(s.cache_seed, s.tokens, s.images, item.begin / kv::kBlockTokens, false);
+  if (prefix_) restored = prefix_->Restore(s.cache_seed, s.tokens, s.images, item.begin / kv::kBlockTokens, MtpStates());
   s.state = std::move(restored.state);
   ReleasePins(r);  // restored (or failed): the state owns its copy now
   if (!s.state) {
@@ -89,7 +89,7 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
     LiveSequence& s = Live(item.seq);
     MarkStarted(*s.request);
     if (item.restore && !RestoreItem(item)) continue;
-    if (!s.state) s.state = engine_.NewSequence(false);
+    if (!s.state) s.state = engine_.NewSequence(MtpStates());
     if (item.begin == 0 && s.index == 0) s.request->cached_counted = true;  // a cold prefill counts no hits
     FS_CHECK(s.state->position() == item.begin, "sequence %llu: state at %ld, plan starts at %ld",
              static_cast<unsigned long long>(s.id), static_cast<long>(s.state->position()),
@@ -100,8 +100,10 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
     AttachImageRows(s.request->images, item, &images.emplace_back(), &batch.back());
   }
   if (items.empty()) return false;  // every item a failed restore: nothing ran
-  StartMasks(items);
   const auto start = std::chrono::steady_clock::now();
+  std::vector<Verify> verify(items.size());
+  if (Speculates()) Draft(items, batch, verify);
+  StartMasks(items);
   auto result = engine_.Forward(batch);
   mask_worker_.Wait();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -120,29 +122,28 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.prompt_tokens_while_encoding += overlapped;
   }
-  CommitAndSample(items, *result);
+  CommitAndSample(items, *result, verify);
   return true;
 }
 
 // Commits what the forward computed, persists at persist points, then samples every sampled
 // item (and the choices forked from it) in one batch and commits the tokens.
-void EngineLoop::CommitAndSample(std::span<const sched::StepItem> items, const engine::ForwardResult& result) {
+void EngineLoop::CommitAndSample(std::span<const sched::StepItem> items, const engine::ForwardResult& result,
+                                 std::span<Verify> verify) {
   const int64_t vocab = model_.config().vocab_size;
   std::vector<sched::StepItem> sampled;  // one per row, its seq the choice the row belongs to
   std::vector<sampler::SampleRow> rows;
+  std::vector<size_t> speculated;  // items verifying drafts: sampled row by row after the others
   for (size_t i = 0; i < items.size(); ++i) {
     const sched::StepItem& item = items[i];
     LiveSequence& s = Live(item.seq);
     sched_.Commit(item, std::nullopt);
-    if (item.persist && prefix_) {
-      prefix_->Persist(s.cache_seed, s.tokens, s.images, *s.state, s.request->req.ttl_class);
-      if (s.index == 0 && s.request->req.report_persisted) {
-        protocol::GenerateEvent e;
-        e.persisted_tokens = s.state->position();
-        s.request->sink(e);
-      }
-    }
+    if (item.persist) PersistState(s);
     if (!item.sample) continue;
+    if (!verify[i].tokens.empty()) {
+      speculated.push_back(i);
+      continue;
+    }
     std::vector<LiveSequence*> group = {&s};
     if (s.index == 0 && s.request->forks_pending > 0) ForkChoices(s, &group);
     for (LiveSequence* g : group) {
@@ -155,6 +156,18 @@ void EngineLoop::CommitAndSample(std::span<const sched::StepItem> items, const e
   }
   std::vector<sampler::SampleResult> tokens = sampler::SampleBatch(rows, &sample_scratch_);
   for (size_t k = 0; k < sampled.size(); ++k) CommitToken(Live(sampled[k].seq), sampled[k], std::move(tokens[k]));
+  for (size_t i : speculated) AcceptDrafts(Live(items[i].seq), items[i], result, i, verify[i]);
+}
+
+// Snapshots a choice's state into the prefix cache at its position (a persist point).
+void EngineLoop::PersistState(LiveSequence& s) {
+  if (!prefix_) return;
+  prefix_->Persist(s.cache_seed, s.tokens, s.images, *s.state, s.request->req.ttl_class);
+  if (s.index == 0 && s.request->req.report_persisted) {
+    protocol::GenerateEvent e;
+    e.persisted_tokens = s.state->position();
+    s.request->sink(e);
+  }
 }
 
 // Forks the choices 1..n-1 from choice 0 once its prompt is done; those the pool can hold run at

@@ -5,7 +5,10 @@
 //  - the prefill worker's cache hits are the request's cached tokens (reported as prefill_worker);
 //  - a structured-output constraint holds on the decode worker: the same constrained tokens;
 //  - a dead prefill worker costs the decode worker about a second, then it recomputes: the
-//    request still succeeds with the same tokens.
+//    request still succeeds with the same tokens;
+//  - speculative decoding (on by default: the tiny preset has an MTP block) gives the tokens of
+//    a worker started with --speculative off, on one worker and disaggregated, and says so in
+//    the usage and /metrics.
 //
 // node tests/e2e/disagg_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
@@ -21,8 +24,8 @@ const work = mkdtempSync(join(tmpdir(), 'flashserve-disagg-e2e-'));
 const start = (cmdArgs) => startCmd(args.flashserve, cmdArgs);
 
 // The prefill worker persists every 2 blocks, so its state ships in pieces while prefill proceeds.
-const worker = (role) => start(['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny', '--host', '127.0.0.1',
-  '--port', '0', '--threads', '1', '--role', role, '--persist-every-blocks', '2']);
+const worker = (role, extra = []) => start(['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny', '--host', '127.0.0.1',
+  '--port', '0', '--threads', '1', '--role', role, '--persist-every-blocks', '2', ...extra]);
 
 const words = Array.from({ length: 400 }, (_, i) => `token${(i * 37) % 211}`).join(' ');
 const body = JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: `Summarise: ${words}` }], max_tokens: 12,
@@ -41,12 +44,18 @@ try {
   const mk = spawnSync(args.flashserve, ['make-model', '--preset', 'tiny', '--out', join(work, 'model'),
     '--tokenizer', args.tokenizer, '--threads', '2'], { encoding: 'utf8' });
   if (mk.status !== 0) throw new Error(`make-model failed: ${mk.stderr}`);
-  const [prefill, decode, single] = await Promise.all([worker('prefill'), worker('decode'), worker('both')]);
+  const [prefill, decode, single, plain] = await Promise.all([worker('prefill'), worker('decode'),
+    worker('both', ['--num-draft-tokens', '3']), worker('both', ['--speculative', 'off'])]);
   const router = await start(['router', '--tokenizer', args.tokenizer, '--host', '127.0.0.1', '--port', '0',
     '--worker', prefill.base, '--worker', decode.base]);
   await waitHealthy(router, 2);
 
   const reference = await chat(single.base);
+  const unspeculated = await chat(plain.base);
+  assert.equal(reference.text, unspeculated.text, 'speculative decoding gives the tokens of --speculative off');
+  assert.ok(reference.usage.speculative?.drafted > 0, `usage says what was drafted: ${JSON.stringify(reference.usage)}`);
+  assert.equal(unspeculated.usage.speculative, undefined);
+  assert.match(await (await fetch(`${single.base}/metrics`)).text(), /flashserve_speculative_draft_tokens_total [1-9]/);
   const first = await chat(router.base);
   const snapshot = await (await fetch(`${decode.base}/v1/kv/snapshot`)).json();
   const boundaries = snapshot.objects.filter((o) => o.kind === 'boundary').length;
@@ -64,6 +73,7 @@ try {
 
   const constrained = JSON.stringify({ ...JSON.parse(body), guided_regex: '[a-z]{3}-[0-9]{2}', max_tokens: 16 });
   const alone = await chat(single.base, constrained);
+  assert.equal((await chat(plain.base, constrained)).text, alone.text, 'speculation under a constraint: the same tokens');
   const split = await chat(router.base, constrained);
   assert.match(split.text, /^[a-z]{3}-[0-9]{2}$/, `constrained output ${JSON.stringify(split.text)}`);
   assert.equal(split.text, alone.text, 'same constrained tokens disaggregated as on one worker');

@@ -1,0 +1,118 @@
+// Speculative decoding in the engine loop (serve/engine_loop.h): greedy MTP drafts for decode
+// items, verified in the step's forward, then accepted row by row. Every row is sampled exactly
+// as plain decoding samples that position (same processed distribution, same (seed, position)
+// draw, the grammar and history advanced by the tokens before it), and a draft is kept only
+// when it equals that sample: the emitted tokens are plain decoding's, and a greedy draft is
+// accepted with probability p(draft), as the lossless rule asks of a one-hot draft.
+// Engine thread.
+#include <algorithm>
+
+#include "base/log.h"
+#include "serve/engine_loop.h"
+
+namespace flashserve::serve {
+
+// Drafts worth verifying for a decode item: none where the step must see the state exactly at
+// the item's end (a persist point, a restore, forks to make) or where the state cannot draft;
+// never more than the tokens the choice may still emit or the context holds.
+int EngineLoop::DraftBudget(const LiveSequence& s, const sched::StepItem& item) const {
+  if (!item.sample || item.persist || item.restore || item.end - item.begin != 1) return 0;
+  if (s.index == 0 && s.request->forks_pending > 0) return 0;
+  if (!s.state) return 0;
+  if (!config_.speculative.external && (!s.state->with_mtp() || s.state->pending_hidden().empty())) return 0;
+  // The state never passes the next block boundary in one step, so a choice whose accepted
+  // run ends there is persisted there as plain decoding would (AcceptDrafts).
+  const int64_t block = kv::kBlockTokens, boundary = (item.end / block + 1) * block;
+  const int64_t left = std::min({s.request->req.max_tokens - s.generated,
+                                 config_.max_context - static_cast<int64_t>(s.tokens.size()), boundary - item.end + 1});
+  return static_cast<int>(std::clamp<int64_t>(left - 1, 0, config_.speculative.num_draft_tokens));
+}
+
+base::Result<std::vector<std::vector<int32_t>>> EngineLoop::ExternalDrafts(std::span<const sched::StepItem> items,
+                                                                           std::span<const engine::DraftRequest> drafts,
+                                                                           std::span<const size_t> owner) const {
+  std::vector<std::vector<int32_t>> made;
+  for (size_t d = 0; d < drafts.size(); ++d) {
+    const sched::Sequence& s = *items[owner[d]].seq;
+    made.push_back(config_.speculative.external(s.tokens, drafts[d].num_drafts));
+    if (made.back().size() > static_cast<size_t>(drafts[d].num_drafts)) made.back().resize(static_cast<size_t>(drafts[d].num_drafts));
+    for (int32_t t : made.back())
+      if (t < 0 || t >= model_.config().vocab_size)
+        return base::Error(base::ErrorCode::kInvalidArgument, "an external draft is outside the vocabulary");
+  }
+  return made;
+}
+
+void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine::ForwardRequest> batch,
+                       std::span<Verify> verify) {
+  std::vector<engine::DraftRequest> drafts;
+  std::vector<size_t> owner;
+  for (size_t i = 0; i < items.size(); ++i) {
+    LiveSequence& s = Live(items[i].seq);
+    const int k = DraftBudget(s, items[i]);
+    if (k == 0) continue;
+    drafts.push_back({s.state.get(), s.tokens[static_cast<size_t>(items[i].begin)], k});
+    owner.push_back(i);
+  }
+  if (drafts.empty()) return;
+  auto made = config_.speculative.external ? ExternalDrafts(items, drafts, owner) : engine_.DraftMtp(drafts);
+  if (!made.ok()) {  // the step goes on without drafts
+    FS_LOG(kWarning, "drafting failed, decoding without drafts this step: {}", made.error().ToString());
+    return;
+  }
+  for (size_t d = 0; d < owner.size(); ++d) {
+    const size_t i = owner[d];
+    if ((*made)[d].empty()) continue;
+    Verify& v = verify[i];
+    v.tokens.assign(1, drafts[d].token);
+    v.tokens.insert(v.tokens.end(), (*made)[d].begin(), (*made)[d].end());
+    batch[i].tokens = v.tokens;
+    batch[i].logits = engine::LogitsMode::kAll;
+    batch[i].undo = &v.undo;
+  }
+}
+
+void EngineLoop::AcceptDrafts(LiveSequence& s, const sched::StepItem& item, const engine::ForwardResult& result,
+                              size_t index, Verify& verify) {
+  const int64_t vocab = model_.config().vocab_size;
+  const int k = static_cast<int>(verify.tokens.size()) - 1;
+  LoopRequest& r = *s.request;
+  int committed = 0, accepted = 0;
+  r.usage.speculative_drafted += k;  // before any commit: the choice's final event carries the usage
+  for (int j = 0; j <= k; ++j) {
+    if (j > 0 && s.constrained_now()) {  // row 0's mask came from the mask worker
+      s.grammar_mask.resize(s.matcher->grammar().vocab().mask_words());
+      s.matcher->FillMask(s.grammar_mask);
+    }
+    sampler::SampleResult sample = sampler::Sample(std::span<const float>(result.row(index, j), static_cast<size_t>(vocab)),
+                                                   s.params, s.history, item.end + j, SamplingMask(s, vocab),
+                                                   &sample_scratch_);
+    // The token of row j is the one for draft j + 1's position: equal, the draft is accepted and
+    // row j + 1 was computed after the right token.
+    const bool match = j < k && sample.token == verify.tokens[static_cast<size_t>(j + 1)];
+    if (match) ++accepted, ++r.usage.speculative_accepted;
+    sched::StepItem at = item;
+    at.begin = item.end + j - 1;
+    at.end = item.end + j;
+    CommitToken(s, at, std::move(sample));
+    ++committed;
+    if (s.finished || !match) break;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.speculative_drafted += k;
+    stats_.speculative_accepted += accepted;
+    if (stats_.speculative_drafted_at.size() < static_cast<size_t>(k)) {
+      stats_.speculative_drafted_at.resize(static_cast<size_t>(k), 0);
+      stats_.speculative_accepted_at.resize(static_cast<size_t>(k), 0);
+    }
+    for (int j = 0; j < k; ++j) ++stats_.speculative_drafted_at[static_cast<size_t>(j)];
+    for (int j = 0; j < accepted; ++j) ++stats_.speculative_accepted_at[static_cast<size_t>(j)];
+  }
+  if (s.finished) return;  // its state is gone
+  const base::Status rolled = engine_.Rollback(s.state.get(), verify.undo, committed);
+  FS_CHECK(rolled.ok(), "rollback after verification: %s", rolled.ToString().c_str());
+  if (committed > 1 && s.state->position() % kv::kBlockTokens == 0) PersistState(s);
+}
+
+}  // namespace flashserve::serve

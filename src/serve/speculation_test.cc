@@ -1,0 +1,211 @@
+// Speculative decoding in the serving loop emits exactly the tokens and log-probs of plain
+// decoding: greedy and seeded sampling with penalties, batched, n choices, stop tokens and
+// max_tokens inside an accepted run, a prefix-cache resume and a JSON grammar; with the
+// checkpoint's MTP drafts (which random weights rarely get right) and with an oracle replaying
+// the plain continuation with some drafts spoilt (so runs are accepted, cut and finished).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <mutex>
+
+#include "engine/test_model.h"
+#include "grammar/grammar_cache.h"
+#include "serve/engine_loop.h"
+#include "serve/test_requests.h"
+
+namespace flashserve::serve {
+namespace {
+
+using engine::testing::RandomTokens;
+using engine::testing::TestModel;
+
+using Outcome = testing::Collected;
+
+protocol::GenerateRequest Request(std::string id, std::vector<int32_t> prompt, int max_tokens, uint64_t seed,
+                                  float temperature) {
+  protocol::GenerateRequest r = testing::Request(std::move(id), std::move(prompt), max_tokens, seed);
+  r.sampling.temperature = temperature;
+  return r;
+}
+
+// A mix: greedy, sampled, sampled with top-p and penalties, two choices.
+std::vector<protocol::GenerateRequest> Mix() {
+  std::vector<protocol::GenerateRequest> out;
+  out.push_back(Request("greedy", RandomTokens(140, 1), 40, 1, 0.0f));
+  out.push_back(Request("sampled", RandomTokens(60, 2), 40, 7, 0.9f));
+  protocol::GenerateRequest p = Request("penalised", RandomTokens(30, 3), 40, 9, 0.7f);
+  p.sampling.top_p = 0.8f;
+  p.sampling.presence_penalty = 0.5f;
+  p.sampling.frequency_penalty = 0.3f;
+  out.push_back(p);
+  protocol::GenerateRequest n = Request("choices", RandomTokens(50, 4), 24, 11, 1.0f);
+  n.n = 2;
+  out.push_back(n);
+  return out;
+}
+
+std::map<std::string, Outcome> RunAll(const LoopConfig& config, const std::vector<protocol::GenerateRequest>& requests,
+                                   std::shared_ptr<grammar::GrammarCache> grammars = nullptr,
+                                   ServiceStats* stats = nullptr) {
+  EngineLoop loop(TestModel(), engine::EngineOptions{}, config);
+  if (grammars) loop.SetGrammars(grammars);
+  std::map<std::string, Outcome> outs;
+  for (const protocol::GenerateRequest& r : requests) {
+    Outcome* o = &outs[r.id];
+    EXPECT_TRUE(loop.Submit(r, testing::Collect(o)).ok());
+  }
+  for (int step = 0; step < 5000; ++step) {
+    if (std::all_of(outs.begin(), outs.end(), [](const auto& kv) { return kv.second.done; })) break;
+    loop.StepOnce();
+  }
+  for (const auto& [id, o] : outs) EXPECT_TRUE(o.done) << id;
+  if (stats) *stats = loop.Stats();
+  return outs;
+}
+
+LoopConfig Plain() {
+  LoopConfig c;
+  c.sched.max_step_tokens = 256;
+  return c;
+}
+
+void ExpectSameOutput(const std::map<std::string, Outcome>& a, const std::map<std::string, Outcome>& b,
+                      const std::string& what) {
+  for (const auto& [id, o] : a) {
+    const Outcome& other = b.at(id);
+    EXPECT_EQ(o.tokens, other.tokens) << what << ": " << id;
+    EXPECT_EQ(o.logprobs, other.logprobs) << what << ": " << id;
+    EXPECT_EQ(o.finish, other.finish) << what << ": " << id;
+    EXPECT_EQ(o.error, other.error) << what << ": " << id;
+    EXPECT_EQ(o.usage.completion_tokens, other.usage.completion_tokens) << what << ": " << id;
+  }
+}
+
+// Drafts from the plain run's output of whichever request has these tokens as a prefix, every
+// `spoil`-th draft replaced by another token; none for prompts it does not know.
+struct Oracle {
+  std::vector<std::vector<int32_t>> runs;  // prompt + plain output of each choice
+  int spoil = 4;
+  mutable std::mutex mu;
+  mutable int64_t calls = 0;
+
+  std::vector<int32_t> operator()(std::span<const int32_t> tokens, int k) const {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const std::vector<int32_t>& run : runs) {
+      if (run.size() <= tokens.size() || !std::equal(tokens.begin(), tokens.end(), run.begin())) continue;
+      std::vector<int32_t> drafts;
+      for (size_t i = tokens.size(); i < run.size() && static_cast<int>(drafts.size()) < k; ++i) {
+        const bool spoilt = ++calls % spoil == 0;
+        drafts.push_back(spoilt ? (run[i] + 1) % 1280 : run[i]);
+      }
+      return drafts;
+    }
+    return {};
+  }
+};
+
+std::shared_ptr<Oracle> OracleOf(const std::vector<protocol::GenerateRequest>& requests,
+                                 const std::map<std::string, Outcome>& plain, int spoil) {
+  auto oracle = std::make_shared<Oracle>();
+  oracle->spoil = spoil;
+  for (const protocol::GenerateRequest& r : requests)
+    for (const auto& [choice, tokens] : plain.at(r.id).tokens) {
+      std::vector<int32_t> run = r.prompt;
+      run.insert(run.end(), tokens.begin(), tokens.end());
+      oracle->runs.push_back(std::move(run));
+    }
+  return oracle;
+}
+
+TEST(Speculation, MtpDraftsGiveThePlainOutput) {
+  const auto requests = Mix();
+  const auto plain = RunAll(Plain(), requests);
+  for (int k : {1, 3}) {
+    LoopConfig c = Plain();
+    c.speculative.mtp = true;
+    c.speculative.num_draft_tokens = k;
+    ServiceStats stats;
+    const auto spec = RunAll(c, requests, nullptr, &stats);
+    ExpectSameOutput(plain, spec, "mtp K=" + std::to_string(k));
+    EXPECT_GT(spec.at("greedy").usage.speculative_drafted, 0);
+    EXPECT_GT(stats.speculative_drafted, 0);
+    EXPECT_EQ(stats.speculative_drafted_at.size(), static_cast<size_t>(k));
+  }
+}
+
+TEST(Speculation, OracleDraftsAreAcceptedCutAndGiveThePlainOutput) {
+  auto requests = Mix();
+  protocol::GenerateRequest stop = Request("stop", RandomTokens(45, 5), 30, 13, 0.8f);
+  requests.push_back(stop);
+  auto plain = RunAll(Plain(), requests);
+  // A stop token the plain run meets at its 10th token: the speculative run must stop there too.
+  const int32_t stop_token = plain.at("stop").tokens[0][9];
+  requests.back().stop_token_ids = {stop_token};
+  requests.back().ignore_eos = false;
+  plain = RunAll(Plain(), requests);
+  ASSERT_EQ(plain.at("stop").finish[0], protocol::FinishReason::kStop);
+  ASSERT_LE(plain.at("stop").tokens[0].size(), 9u);
+  for (int k : {2, 5}) {
+    auto oracle = OracleOf(requests, plain, /*spoil=*/5);
+    LoopConfig c = Plain();
+    c.speculative.num_draft_tokens = k;
+    c.speculative.external = [oracle](std::span<const int32_t> t, int n) { return (*oracle)(t, n); };
+    ServiceStats stats;
+    const auto spec = RunAll(c, requests, nullptr, &stats);
+    ExpectSameOutput(plain, spec, "oracle K=" + std::to_string(k));
+    const protocol::Usage& u = spec.at("greedy").usage;
+    EXPECT_GT(u.speculative_accepted, 0);
+    EXPECT_LT(u.speculative_accepted, u.speculative_drafted);
+    EXPECT_GT(stats.speculative_accepted, stats.speculative_drafted / 4);  // 4 of 5 drafts are right
+    ASSERT_EQ(stats.speculative_accepted_at.size(), static_cast<size_t>(k));
+    EXPECT_GE(stats.speculative_accepted_at[0], stats.speculative_accepted_at[k - 1]);
+  }
+}
+
+TEST(Speculation, APrefixCacheResumeSpeculatesToThePlainOutput) {
+  std::vector<int32_t> first = RandomTokens(300, 8), second = first;
+  const std::vector<int32_t> extra = RandomTokens(20, 9);
+  second.insert(second.end(), extra.begin(), extra.end());
+  const std::vector<protocol::GenerateRequest> requests = {Request("a", first, 4, 1, 0.0f), Request("b", second, 30, 2, 0.0f)};
+  const auto plain = RunAll(Plain(), requests);
+  LoopConfig c = Plain();
+  c.speculative.mtp = true;
+  c.speculative.num_draft_tokens = 2;
+  EngineLoop loop(TestModel(), engine::EngineOptions{}, c);
+  std::map<std::string, Outcome> spec;
+  for (const protocol::GenerateRequest& r : requests) {  // one after the other: b resumes a's prefix
+    Outcome* o = &spec[r.id];
+    ASSERT_TRUE(loop.Submit(r, testing::Collect(o)).ok());
+    for (int step = 0; step < 2000 && !o->done; ++step) loop.StepOnce();
+  }
+  EXPECT_EQ(spec.at("b").usage.cached_tokens, 256);
+  ExpectSameOutput(plain, spec, "resume");
+}
+
+// A grammar whose masks change with every token: drafts are checked against it row by row.
+TEST(Speculation, UnderAGrammarTheOracleGivesThePlainOutput) {
+  std::vector<std::string> bytes(1280);
+  for (int b = 0; b < 256; ++b) bytes[static_cast<size_t>(100 + b)] = std::string(1, static_cast<char>(b));
+  auto grammars = std::make_shared<grammar::GrammarCache>(
+      std::make_shared<const grammar::Vocabulary>(bytes, std::vector<int32_t>{1}));
+  std::vector<protocol::GenerateRequest> requests;
+  for (int i = 0; i < 3; ++i) {
+    protocol::GenerateRequest r = Request("json" + std::to_string(i), RandomTokens(20, 30 + i), 60, 40 + i, 0.9f);
+    r.ignore_eos = false;
+    r.constraint = {protocol::ConstraintKind::kJsonSchema,
+                    R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string","maxLength":12}},"required":["a","b"]})"};
+    requests.push_back(r);
+  }
+  const auto plain = RunAll(Plain(), requests, grammars);
+  for (const auto& [id, o] : plain) EXPECT_EQ(o.error, "") << id;
+  auto oracle = OracleOf(requests, plain, /*spoil=*/3);
+  LoopConfig c = Plain();
+  c.speculative.num_draft_tokens = 4;
+  c.speculative.external = [oracle](std::span<const int32_t> t, int n) { return (*oracle)(t, n); };
+  const auto spec = RunAll(c, requests, grammars);
+  ExpectSameOutput(plain, spec, "grammar");
+  EXPECT_GT(spec.at("json0").usage.speculative_accepted, 0);
+}
+
+}  // namespace
+}  // namespace flashserve::serve
