@@ -126,7 +126,8 @@ void OracleRuns(const engine::Model& model, const SpecBenchFlags& f, const std::
                 const std::vector<double>& rates) {
   std::printf("\nend to end, greedy, oracle drafts (K = %d, %d tokens per request, context %d): tokens/s\n", f.draft_tokens,
               f.tokens, f.context);
-  std::printf("%-8s %-6s %12s %12s %8s %10s %8s\n", "batch", "a", "off tok/s", "spec tok/s", "speedup", "accepted", "equal");
+  std::printf("%-8s %-6s %-9s %12s %12s %8s %10s %10s %8s\n", "batch", "a", "budget", "off tok/s", "spec tok/s", "speedup",
+              "drafted", "accepted", "equal");
   for (int32_t batch : batches) {
     const LoopRun off = RunLoop(model, f, {}, static_cast<int>(batch));
     std::map<std::vector<int32_t>, std::vector<int32_t>> runs;  // prompt -> plain output
@@ -135,22 +136,26 @@ void OracleRuns(const engine::Model& model, const SpecBenchFlags& f, const std::
       runs[prompt] = off.tokens.at(RequestId(static_cast<int>(i)));
     }
     for (double a : rates) {
-      auto rng = std::make_shared<std::mt19937>(17);
-      serve::SpeculativeConfig spec;
-      spec.num_draft_tokens = f.draft_tokens;
-      spec.external = [&runs, a, rng, ctx = f.context, vocab = model.config().vocab_size](std::span<const int32_t> tokens, int k) {
-        std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + ctx);
-        const std::vector<int32_t>& plain = runs.at(prompt);
-        std::vector<int32_t> drafts;
-        std::uniform_real_distribution<double> u(0, 1);
-        for (size_t i = tokens.size() - ctx; i < plain.size() && static_cast<int>(drafts.size()) < k; ++i)
-          drafts.push_back(u(*rng) < a ? plain[i] : static_cast<int32_t>((plain[i] + 1) % vocab));
-        return drafts;
-      };
-      const LoopRun on = RunLoop(model, f, spec, static_cast<int>(batch));
-      const double off_tps = off.generated / off.seconds, on_tps = on.generated / on.seconds;
-      std::printf("%-8lld %-6.2f %12.1f %12.1f %7.2fx %9.1f%% %8s\n", static_cast<long long>(batch), a, off_tps, on_tps,
-                  on_tps / off_tps, on.drafted ? 100.0 * on.accepted / on.drafted : 0.0, on.tokens == off.tokens ? "yes" : "NO");
+      for (bool adaptive : {false, true}) {
+        auto rng = std::make_shared<std::mt19937>(17);
+        serve::SpeculativeConfig spec;
+        spec.num_draft_tokens = f.draft_tokens;
+        spec.adaptive = adaptive;
+        spec.external = [&runs, a, rng, ctx = f.context, vocab = model.config().vocab_size](std::span<const int32_t> tokens, int k) {
+          std::vector<int32_t> prompt(tokens.begin(), tokens.begin() + ctx);
+          const std::vector<int32_t>& plain = runs.at(prompt);
+          std::vector<int32_t> drafts;
+          std::uniform_real_distribution<double> u(0, 1);
+          for (size_t i = tokens.size() - ctx; i < plain.size() && static_cast<int>(drafts.size()) < k; ++i)
+            drafts.push_back(u(*rng) < a ? plain[i] : static_cast<int32_t>((plain[i] + 1) % vocab));
+          return drafts;
+        };
+        const LoopRun on = RunLoop(model, f, spec, static_cast<int>(batch));
+        const double off_tps = off.generated / off.seconds, on_tps = on.generated / on.seconds;
+        std::printf("%-8d %-6.2f %-9s %12.1f %12.1f %7.2fx %10lld %9.1f%% %8s\n", batch, a, adaptive ? "adaptive" : "fixed",
+                    off_tps, on_tps, on_tps / off_tps, static_cast<long long>(on.drafted),
+                    on.drafted ? 100.0 * on.accepted / on.drafted : 0.0, on.tokens == off.tokens ? "yes" : "NO");
+      }
     }
   }
 }

@@ -241,8 +241,10 @@ int RunServe(ServeFlags f) {
                             "--speculative mtp needs a checkpoint with an MTP block (num_nextn_predict_layers >= 1); "
                             "this one has none (V4.1's DSpark drafters are not run yet)"));
   f.loop.speculative.mtp = f.speculative == "mtp" || (f.speculative == "auto" && has_mtp);
+  f.loop.speculative.adaptive = f.speculative_budget == "adaptive";
   if (f.loop.speculative.mtp)
-    FS_LOG(kInfo, "serve: speculative decoding with the MTP block, {} draft token(s) per step", f.loop.speculative.num_draft_tokens);
+    FS_LOG(kInfo, "serve: speculative decoding with the MTP block, up to {} draft token(s) per step ({} budget)",
+           f.loop.speculative.num_draft_tokens, f.speculative_budget);
   for (const std::string& spec : f.logit_bias) {
     auto bias = ParseLogitBias(spec, *model);
     if (!bias.ok()) return PrintError(bias.error());
@@ -342,6 +344,10 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--num-draft-tokens", f->loop.speculative.num_draft_tokens,
                   "Drafts per sequence and step with --speculative mtp (each step verifies K + 1 rows)")
       ->check(CLI::Range(1, 16))->capture_default_str();
+  cmd->add_option("--speculative-budget", f->speculative_budget,
+                  "Drafts verified per step: adaptive (those whose expected tokens pay for their rows, by the drafts' "
+                  "confidences and a step-time profile measured at start) or fixed (always --num-draft-tokens)")
+      ->check(CLI::IsMember({"adaptive", "fixed"}))->capture_default_str();
   cmd->add_option("--grammar-cache-bytes", f->grammar_cache_bytes,
                   "Compiled structured-output grammars kept (automata and token masks), least recently used out first")
       ->check(CLI::Range(int64_t{1} << 20, int64_t{1} << 40))->capture_default_str();

@@ -37,6 +37,7 @@ struct ServeFlags {
   serve::LoopConfig loop;
   int64_t grammar_cache_bytes = int64_t{256} << 20;  // compiled structured-output grammars kept
   std::string speculative = "auto";  // auto (the checkpoint's MTP block when it has one), mtp, off
+  std::string speculative_budget = "adaptive";  // adaptive (DSpark's prefix scheduler) or fixed
   kvstore::StoreConfig store = DefaultStoreConfig();
   std::string ttl_spec = "agent=3d,chat=7d";
   std::vector<std::string> api_keys;

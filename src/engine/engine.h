@@ -92,8 +92,10 @@ class Engine {
 
   // Greedy drafts with the MTP module: for each request up to num_drafts tokens after its
   // token, each the MTP head's argmax given the previous draft (the module's own output streams
-  // stand in for the trunk's after the first). The states are left as they were.
-  base::Result<std::vector<std::vector<int32_t>>> DraftMtp(std::span<const DraftRequest> batch);
+  // stand in for the trunk's after the first). The states are left as they were. `confidence`
+  // (optional) gets each draft's probability under the MTP head.
+  base::Result<std::vector<std::vector<int32_t>>> DraftMtp(std::span<const DraftRequest> batch,
+                                                           std::vector<std::vector<float>>* confidence = nullptr);
 
  private:
   base::Status Validate(std::span<const ForwardRequest> batch) const;

@@ -1,5 +1,6 @@
 // Speculative decoding's engine side (engine/engine.h): rolling a logged forward call back to
 // its accepted prefix, and greedy MTP drafts that leave the state as it was.
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <string>
@@ -73,14 +74,22 @@ int32_t ArgmaxRow(const float* x, int64_t n) {
     if (x[i] > x[best]) best = i;
   return static_cast<int32_t>(best);
 }
+// The softmax probability of the row's argmax `top`.
+float TopProbability(const float* x, int64_t n, int32_t top) {
+  double total = 0;
+  for (int64_t i = 0; i < n; ++i) total += std::exp(static_cast<double>(x[i]) - x[top]);
+  return static_cast<float>(1.0 / total);
+}
 }  // namespace
 
-base::Result<std::vector<std::vector<int32_t>>> Engine::DraftMtp(std::span<const DraftRequest> batch) {
+base::Result<std::vector<std::vector<int32_t>>> Engine::DraftMtp(std::span<const DraftRequest> batch,
+                                                                 std::vector<std::vector<float>>* confidence) {
   FS_RETURN_IF_ERROR(ValidateDrafts(batch));
   ops_.ResetStats();
   const model::ModelConfig& c = model_.config();
   const int64_t width = c.hc_dim(), vocab = c.vocab_size;
   std::vector<std::vector<int32_t>> drafts(batch.size());
+  if (confidence) confidence->assign(batch.size(), {});
   std::vector<UndoLog> logs(batch.size());
   std::vector<std::vector<float>> streams(batch.size());  // the previous step's output streams
   int steps = 0;
@@ -113,7 +122,9 @@ base::Result<std::vector<std::vector<int32_t>>> Engine::DraftMtp(std::span<const
     logits.resize(owner.size() * static_cast<size_t>(vocab));
     MtpModule(rows, inputs, logit_rows, &z, logits.data());
     for (size_t r = 0; r < owner.size(); ++r) {
-      drafts[owner[r]].push_back(ArgmaxRow(logits.data() + r * vocab, vocab));
+      const float* row = logits.data() + r * vocab;
+      drafts[owner[r]].push_back(ArgmaxRow(row, vocab));
+      if (confidence) (*confidence)[owner[r]].push_back(TopProbability(row, vocab, drafts[owner[r]].back()));
       streams[owner[r]].assign(z.data() + r * width, z.data() + (r + 1) * width);
     }
   }

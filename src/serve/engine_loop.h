@@ -30,6 +30,7 @@
 #include "serve/mask_worker.h"
 #include "serve/prefix_store.h"
 #include "serve/service.h"
+#include "serve/step_profile.h"
 
 namespace flashserve::serve {
 
@@ -39,6 +40,12 @@ namespace flashserve::serve {
 struct SpeculativeConfig {
   bool mtp = false;
   int num_draft_tokens = 1;  // K: rows verified per sequence and step = K + 1
+  // Adaptive verify budget (DSpark's hardware-aware prefix scheduler): each step keeps the drafts
+  // that maximise expected tokens x steps/s(rows), by their confidences (the MTP head's
+  // probability of each draft; for external drafts the measured acceptance by position) and a
+  // step-time profile measured when the loop is made. Off: every eligible sequence verifies K.
+  bool adaptive = false;
+  std::shared_ptr<const StepProfile> profile;  // adaptive: this step-time profile instead of measuring one
   // Drafts from outside the model instead (tests and benchmarks: an oracle replaying a recorded
   // continuation): given a choice's tokens so far (prompt and output) and K, up to K drafts.
   std::function<std::vector<int32_t>(std::span<const int32_t> tokens, int k)> external;
@@ -152,6 +159,9 @@ class EngineLoop final : public Service {
   }
   int DraftBudget(const LiveSequence& s, const sched::StepItem& item) const;
   void Draft(std::span<const sched::StepItem> items, std::span<engine::ForwardRequest> batch, std::span<Verify> verify);
+  void ChooseBudget(std::span<const sched::StepItem> items, const std::vector<std::vector<float>>& confidence,
+                    std::vector<std::vector<int32_t>>* drafts) const;
+  void LearnAcceptance(int drafted, int accepted);
   base::Result<std::vector<std::vector<int32_t>>> ExternalDrafts(std::span<const sched::StepItem> items,
                                                                  std::span<const engine::DraftRequest> drafts,
                                                                  std::span<const size_t> owner) const;
@@ -192,6 +202,8 @@ class EngineLoop final : public Service {
   std::vector<float> sample_scratch_;
   std::shared_ptr<grammar::GrammarCache> grammars_;
   MaskWorker mask_worker_;  // the step's grammar masks, beside the forward pass
+  std::shared_ptr<const StepProfile> step_profile_;  // adaptive verify budget: step time by rows
+  std::vector<double> accept_rate_;            // P(draft j accepted | drafts before it were), learned
 
   mutable std::mutex mu_;  // guards inbound_, queued_requests_ and stats_
   std::condition_variable wake_;

@@ -55,11 +55,13 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
     owner.push_back(i);
   }
   if (drafts.empty()) return;
-  auto made = config_.speculative.external ? ExternalDrafts(items, drafts, owner) : engine_.DraftMtp(drafts);
+  std::vector<std::vector<float>> confidence;
+  auto made = config_.speculative.external ? ExternalDrafts(items, drafts, owner) : engine_.DraftMtp(drafts, &confidence);
   if (!made.ok()) {  // the step goes on without drafts
     FS_LOG(kWarning, "drafting failed, decoding without drafts this step: {}", made.error().ToString());
     return;
   }
+  if (step_profile_) ChooseBudget(items, confidence, &*made);
   for (size_t d = 0; d < owner.size(); ++d) {
     const size_t i = owner[d];
     if ((*made)[d].empty()) continue;
@@ -70,6 +72,53 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
     batch[i].logits = engine::LogitsMode::kAll;
     batch[i].undo = &v.undo;
   }
+}
+
+// DSpark's prefix scheduler (Algorithm 1): every draft j of sequence r is a candidate worth
+// a_rj = c_r1 * ... * c_rj expected tokens; taken best first, each adds a row to the step, and
+// the first that does not raise tokens x steps/s(rows) ends the walk (the early stop keeps the
+// choice blind to the tokens being verified). Drafts not taken are dropped.
+void EngineLoop::ChooseBudget(std::span<const sched::StepItem> items, const std::vector<std::vector<float>>& confidence,
+                              std::vector<std::vector<int32_t>>* drafts) const {
+  int64_t rows = 0, tokens = 0;
+  for (const sched::StepItem& item : items) rows += item.end - item.begin, tokens += item.sample;
+  struct Candidate {
+    double worth;
+    size_t seq;
+    int j;
+  };
+  std::vector<Candidate> candidates;
+  for (size_t d = 0; d < drafts->size(); ++d) {
+    double worth = 1;
+    for (size_t j = 0; j < (*drafts)[d].size(); ++j) {
+      const double c = d < confidence.size() && j < confidence[d].size() ? confidence[d][j]
+                       : j < accept_rate_.size()                         ? accept_rate_[j]
+                                                                         : 1.0;
+      worth *= c;
+      candidates.push_back({worth, d, static_cast<int>(j)});
+    }
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.worth > b.worth || (a.worth == b.worth && (a.seq < b.seq || (a.seq == b.seq && a.j < b.j)));
+  });
+  std::vector<size_t> keep(drafts->size(), 0);
+  double expected = static_cast<double>(tokens), best = expected * step_profile_->StepsPerSecond(rows);
+  for (const Candidate& c : candidates) {
+    const double value = (expected + c.worth) * step_profile_->StepsPerSecond(rows + 1);
+    if (value <= best) break;
+    best = value, expected += c.worth, ++rows;
+    keep[c.seq] = static_cast<size_t>(c.j) + 1;
+  }
+  for (size_t d = 0; d < drafts->size(); ++d) (*drafts)[d].resize(keep[d]);
+}
+
+// The measured acceptance by draft position, among verifies that reached it. A position starts
+// at 1 (optimistic: drafts are verified until their record says they do not pay; a rate that
+// started low would never be measured).
+void EngineLoop::LearnAcceptance(int drafted, int accepted) {
+  if (accept_rate_.size() < static_cast<size_t>(drafted)) accept_rate_.resize(static_cast<size_t>(drafted), 1.0);
+  for (int j = 0; j < drafted && j <= accepted; ++j)
+    accept_rate_[static_cast<size_t>(j)] = 0.9 * accept_rate_[static_cast<size_t>(j)] + (j < accepted ? 0.1 : 0.0);
 }
 
 void EngineLoop::AcceptDrafts(LiveSequence& s, const sched::StepItem& item, const engine::ForwardResult& result,
@@ -109,6 +158,7 @@ void EngineLoop::AcceptDrafts(LiveSequence& s, const sched::StepItem& item, cons
     for (int j = 0; j < k; ++j) ++stats_.speculative_drafted_at[static_cast<size_t>(j)];
     for (int j = 0; j < accepted; ++j) ++stats_.speculative_accepted_at[static_cast<size_t>(j)];
   }
+  LearnAcceptance(k, accepted);
   if (s.finished) return;  // its state is gone
   const base::Status rolled = engine_.Rollback(s.state.get(), verify.undo, committed);
   FS_CHECK(rolled.ok(), "rollback after verification: %s", rolled.ToString().c_str());

@@ -207,5 +207,51 @@ TEST(Speculation, UnderAGrammarTheOracleGivesThePlainOutput) {
   EXPECT_GT(spec.at("json0").usage.speculative_accepted, 0);
 }
 
+// The adaptive budget keeps the drafts whose expected tokens pay for their rows: where a row
+// costs nothing every draft is verified; where a step's time grows with its rows, drafts are
+// verified only beside prefill chunks (whose rows make a verify row cheap by comparison). The
+// output is the plain one either way.
+TEST(Speculation, TheAdaptiveBudgetFollowsTheStepProfile) {
+  const auto requests = Mix();
+  const auto plain = RunAll(Plain(), requests);
+  auto oracle = OracleOf(requests, plain, /*spoil=*/1000);
+  int64_t drafted_cheap = 0;
+  for (bool cheap : {true, false}) {
+    LoopConfig c = Plain();
+    c.speculative.num_draft_tokens = 3;
+    c.speculative.adaptive = true;
+    c.speculative.external = [oracle](std::span<const int32_t> t, int n) { return (*oracle)(t, n); };
+    c.speculative.profile = std::make_shared<const StepProfile>(
+        cheap ? std::vector<std::pair<int64_t, double>>{{1, 0.01}, {1000, 0.01}}
+              : std::vector<std::pair<int64_t, double>>{{1, 0.01}, {1000, 10.0}});
+    ServiceStats stats;
+    const auto spec = RunAll(c, requests, nullptr, &stats);
+    ExpectSameOutput(plain, spec, cheap ? "cheap rows" : "dear rows");
+    if (cheap) {
+      EXPECT_GT(stats.speculative_accepted, 0);
+      ASSERT_EQ(stats.speculative_drafted_at.size(), 3u);
+      EXPECT_GT(stats.speculative_drafted_at[2], 0);  // third drafts too
+      drafted_cheap = stats.speculative_drafted;
+    } else {
+      EXPECT_LT(stats.speculative_drafted * 4, drafted_cheap);
+    }
+  }
+}
+
+TEST(StepProfileTest, InterpolatesBetweenPointsAndAlongTheLastSlope) {
+  const StepProfile p({{1, 0.010}, {4, 0.016}, {8, 0.032}});
+  EXPECT_DOUBLE_EQ(p.Seconds(1), 0.010);
+  EXPECT_DOUBLE_EQ(p.Seconds(0), 0.010);
+  EXPECT_DOUBLE_EQ(p.Seconds(2), 0.012);
+  EXPECT_DOUBLE_EQ(p.Seconds(6), 0.024);
+  EXPECT_DOUBLE_EQ(p.Seconds(12), 0.048);
+  EXPECT_DOUBLE_EQ(p.StepsPerSecond(4), 62.5);
+  engine::Engine engine(TestModel(), engine::EngineOptions{});
+  const StepProfile measured = StepProfile::Measure(engine, 20);
+  ASSERT_EQ(measured.points().size(), 6u);  // 1, 2, 4, 8, 16, 20
+  EXPECT_EQ(measured.points().back().first, 20);
+  for (const auto& [rows, seconds] : measured.points()) EXPECT_GT(seconds, 0) << rows;
+}
+
 }  // namespace
 }  // namespace flashserve::serve

@@ -45,7 +45,7 @@ try {
     '--tokenizer', args.tokenizer, '--threads', '2'], { encoding: 'utf8' });
   if (mk.status !== 0) throw new Error(`make-model failed: ${mk.stderr}`);
   const [prefill, decode, single, plain] = await Promise.all([worker('prefill'), worker('decode'),
-    worker('both', ['--num-draft-tokens', '3']), worker('both', ['--speculative', 'off'])]);
+    worker('both', ['--num-draft-tokens', '3', '--speculative-budget', 'fixed']), worker('both', ['--speculative', 'off'])]);
   const router = await start(['router', '--tokenizer', args.tokenizer, '--host', '127.0.0.1', '--port', '0',
     '--worker', prefill.base, '--worker', decode.base]);
   await waitHealthy(router, 2);
