@@ -162,6 +162,7 @@ class EngineLoop final : public Service {
   void ChooseBudget(std::span<const sched::StepItem> items, const std::vector<std::vector<float>>& confidence,
                     std::vector<std::vector<int32_t>>* drafts) const;
   void LearnAcceptance(int drafted, int accepted);
+  void TrimToGrammar(LiveSequence& s, std::vector<int32_t>* drafts) const;
   base::Result<std::vector<std::vector<int32_t>>> ExternalDrafts(std::span<const sched::StepItem> items,
                                                                  std::span<const engine::DraftRequest> drafts,
                                                                  std::span<const size_t> owner) const;

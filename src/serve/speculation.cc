@@ -61,6 +61,7 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
     FS_LOG(kWarning, "drafting failed, decoding without drafts this step: {}", made.error().ToString());
     return;
   }
+  for (size_t d = 0; d < owner.size(); ++d) TrimToGrammar(Live(items[owner[d]].seq), &(*made)[d]);
   if (step_profile_) ChooseBudget(items, confidence, &*made);
   for (size_t d = 0; d < owner.size(); ++d) {
     const size_t i = owner[d];
@@ -72,6 +73,27 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
     batch[i].logits = engine::LogitsMode::kAll;
     batch[i].undo = &v.undo;
   }
+}
+
+// Under a constraint, the drafts from the first one the grammar refuses are cut before the
+// verify (such a draft could never be kept): each is tried on the matcher, which is then
+// rolled back. Before </think> (when the constraint waits for it) drafts are free.
+void EngineLoop::TrimToGrammar(LiveSequence& s, std::vector<int32_t>* drafts) const {
+  if (!s.matcher) return;
+  bool awaiting = s.awaiting_think_end;
+  int advanced = 0;
+  size_t keep = 0;
+  for (; keep < drafts->size(); ++keep) {
+    const int32_t token = (*drafts)[keep];
+    if (awaiting) {
+      awaiting = token != s.request->req.think_end_token;
+      continue;
+    }
+    if (s.matcher->terminated() || !s.matcher->AcceptToken(token)) break;
+    ++advanced;
+  }
+  s.matcher->Rollback(advanced);
+  drafts->resize(keep);
 }
 
 // DSpark's prefix scheduler (Algorithm 1): every draft j of sequence r is a candidate worth

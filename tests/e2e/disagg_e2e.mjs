@@ -6,9 +6,10 @@
 //  - a structured-output constraint holds on the decode worker: the same constrained tokens;
 //  - a dead prefill worker costs the decode worker about a second, then it recomputes: the
 //    request still succeeds with the same tokens;
-//  - speculative decoding (on by default: the tiny preset has an MTP block) gives the tokens of
-//    a worker started with --speculative off, on one worker and disaggregated, and says so in
-//    the usage and /metrics.
+//  - speculative decoding (on by default: the tiny preset has an MTP block; a fixed budget here,
+//    as the adaptive one drafts little for random weights) gives the tokens of a worker started
+//    with --speculative off, on one worker and disaggregated, and says so in the usage and
+//    /metrics.
 //
 // node tests/e2e/disagg_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
@@ -44,7 +45,8 @@ try {
   const mk = spawnSync(args.flashserve, ['make-model', '--preset', 'tiny', '--out', join(work, 'model'),
     '--tokenizer', args.tokenizer, '--threads', '2'], { encoding: 'utf8' });
   if (mk.status !== 0) throw new Error(`make-model failed: ${mk.stderr}`);
-  const [prefill, decode, single, plain] = await Promise.all([worker('prefill'), worker('decode'),
+  const [prefill, decode, single, plain] = await Promise.all([worker('prefill'),
+    worker('decode', ['--num-draft-tokens', '3', '--speculative-budget', 'fixed']),
     worker('both', ['--num-draft-tokens', '3', '--speculative-budget', 'fixed']), worker('both', ['--speculative', 'off'])]);
   const router = await start(['router', '--tokenizer', args.tokenizer, '--host', '127.0.0.1', '--port', '0',
     '--worker', prefill.base, '--worker', decode.base]);
@@ -64,6 +66,7 @@ try {
   console.log(`single: ${JSON.stringify(reference.text)}; disaggregated: ${JSON.stringify(first.text)} (${first.ms.toFixed(0)} ms), ` +
     `again: cached ${second.usage.prompt_cache_hit_tokens} (${second.ms.toFixed(0)} ms)`);
   assert.equal(first.text, reference.text, 'same tokens disaggregated as on one worker');
+  assert.ok(first.usage.speculative?.drafted > 0, `the decode worker drafted: ${JSON.stringify(first.usage)}`);
   assert.equal(second.text, reference.text);
   assert.equal(first.usage.prompt_cache_hit_tokens, 0, 'cold on the prefill worker');
   assert.ok(second.usage.prompt_cache_hit_tokens >= 256, 'the prefill worker hit its cache the second time');
