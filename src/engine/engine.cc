@@ -95,6 +95,8 @@ Status Engine::Validate(std::span<const ForwardRequest> batch) const {
     if (r.undo != nullptr && static_cast<int64_t>(r.tokens.size()) > c.sliding_window)
       return Error(ErrorCode::kInvalidArgument, where + "a logged call takes at most " +
                                                     std::to_string(c.sliding_window) + " tokens");
+    if (r.undo != nullptr && !r.bidirectional.empty())
+      return Error(ErrorCode::kInvalidArgument, where + "a logged call cannot hold bidirectional spans");
     if (r.state->position() + static_cast<int64_t>(r.tokens.size()) > c.max_position)
       return Error(ErrorCode::kContextOverflow, where + "sequence would reach " +
                                                     std::to_string(r.state->position() + r.tokens.size()) +

@@ -58,7 +58,7 @@ Status Engine::ValidateDrafts(std::span<const DraftRequest> batch) const {
       return Error(ErrorCode::kFailedPrecondition, where + "drafting needs an MTP state after its first forward");
     if (r.token < 0 || r.token >= c.vocab_size)
       return Error(ErrorCode::kInvalidArgument, where + "token id " + std::to_string(r.token) + " outside the vocabulary");
-    if (r.num_drafts < 0 || r.num_drafts > c.sliding_window)
+    if (r.num_drafts < 0 || r.num_drafts >= c.sliding_window)
       return Error(ErrorCode::kInvalidArgument, where + "num_drafts " + std::to_string(r.num_drafts) + " out of range");
     if (r.state->mtp_position() + r.num_drafts > c.max_position)
       return Error(ErrorCode::kContextOverflow, where + "drafts would pass the model's context");

@@ -217,5 +217,28 @@ TEST(DraftMtp, GreedySpeculationEmitsThePlainTokens) {
   }
 }
 
+// MTP layers added to a state without them start fresh at its position and draft after the
+// next forward; taken away, the state equals one that never had them. The trunk is untouched.
+TEST(SetMtp, AddsFreshLayersOrDropsThem) {
+  const Model& model = testing::TestModel();
+  Engine engine(model, EngineOptions{});
+  const std::vector<int32_t> tokens = RandomTokens(60, 31);
+  auto plain = engine.NewSequence(false), with = engine.NewSequence(true);
+  Step(engine, plain.get(), std::vector<int32_t>(tokens.begin(), tokens.begin() + 50));
+  Step(engine, with.get(), std::vector<int32_t>(tokens.begin(), tokens.begin() + 50));
+  auto dropped = with->Clone();
+  dropped->SetMtp(false, model.config(), model.plan());
+  EXPECT_EQ(StateDifference(*dropped, *plain), "");
+  auto added = plain->Clone();
+  added->SetMtp(true, model.config(), model.plan());
+  ASSERT_TRUE(added->with_mtp());
+  EXPECT_EQ(added->mtp_position(), 50);
+  EXPECT_TRUE(added->pending_hidden().empty());
+  const std::vector<int32_t> next(tokens.begin() + 50, tokens.end());
+  EXPECT_TRUE(Same(Step(engine, added.get(), next), Step(engine, plain.get(), next)));
+  DraftRequest d{added.get(), 5, 2};
+  EXPECT_TRUE(engine.DraftMtp({&d, 1}).ok());
+}
+
 }  // namespace
 }  // namespace flashserve::engine

@@ -78,20 +78,38 @@ void SequenceState::PushTokens(std::span<const int32_t> tokens) {
     recent_tokens_.erase(recent_tokens_.begin(), recent_tokens_.end() - engram_lookback_);
 }
 
+namespace {
+LayerState FreshLayer(const model::ModelConfig& config, const model::LayerSpec& spec) {
+  LayerState s;
+  s.window = config.sliding_window;
+  s.dim = config.head_dim;
+  s.ring.assign(static_cast<size_t>(s.window) * s.dim, 0.0f);
+  if (spec.owns_compressor) s.compressor.Init(config.head_dim, spec.compressor_overlap);
+  if (spec.owns_index_keys) s.index_dim = config.index_head_dim;
+  if (spec.index_compressor) s.index_compressor.Init(config.index_head_dim, true);
+  return s;
+}
+}  // namespace
+
 SequenceState::SequenceState(const model::ModelConfig& config, const model::LayerPlan& plan, bool with_mtp)
     : with_mtp_(with_mtp && config.num_mtp_layers > 0),
       engram_lookback_(config.engram.layer_ids.empty() ? 0 : config.engram.max_ngram_size - 1) {
   for (const model::LayerSpec& spec : plan) {
     if (spec.is_mtp && !with_mtp_) break;
-    LayerState s;
-    s.window = config.sliding_window;
-    s.dim = config.head_dim;
-    s.ring.assign(static_cast<size_t>(s.window) * s.dim, 0.0f);
-    if (spec.owns_compressor) s.compressor.Init(config.head_dim, spec.compressor_overlap);
-    if (spec.owns_index_keys) s.index_dim = config.index_head_dim;
-    if (spec.index_compressor) s.index_compressor.Init(config.index_head_dim, true);
-    layers_.push_back(std::move(s));
+    layers_.push_back(FreshLayer(config, spec));
   }
+}
+
+void SequenceState::SetMtp(bool with_mtp, const model::ModelConfig& config, const model::LayerPlan& plan) {
+  with_mtp = with_mtp && config.num_mtp_layers > 0;
+  if (with_mtp == with_mtp_) return;
+  with_mtp_ = with_mtp;
+  pending_hidden_.clear();
+  mtp_position_ = with_mtp ? position_ : 0;  // as a state that never had them
+  layers_.resize(static_cast<size_t>(config.num_layers));
+  if (!with_mtp) return;
+  for (const model::LayerSpec& spec : plan)
+    if (spec.is_mtp) layers_.push_back(FreshLayer(config, spec));
 }
 
 }  // namespace flashserve::engine

@@ -86,6 +86,11 @@ class SequenceState {
   int engram_lookback() const { return engram_lookback_; }
   void PushTokens(std::span<const int32_t> tokens);
 
+  // Gives the state MTP layers (fresh: the MTP block starts its context at the current position
+  // and drafts once a forward has run) or takes them away; no change when it already has the
+  // asked form. The trunk's state is untouched.
+  void SetMtp(bool with_mtp, const model::ModelConfig& config, const model::LayerPlan& plan);
+
   // Deep copy (a snapshot that can be resumed independently).
   std::unique_ptr<SequenceState> Clone() const { return std::make_unique<SequenceState>(*this); }
 

@@ -81,7 +81,7 @@ EngineLoop::EngineLoop(const engine::Model& model, const engine::EngineOptions& 
     const auto t0 = std::chrono::steady_clock::now();
     const int64_t rows = std::min<int64_t>(config_.sched.max_step_tokens,
                                            int64_t{config_.sched.max_running} * (config_.speculative.num_draft_tokens + 1));
-    step_profile_ = std::make_shared<const StepProfile>(StepProfile::Measure(engine_, rows));
+    step_profile_ = std::make_shared<const StepProfile>(StepProfile::Measure(engine_, rows, config_.sched.max_running));
     FS_LOG(kInfo, "serve: step time profiled up to {} rows in {:.2f} s ({:.1f} ms at 1 row, {:.1f} ms at {})", rows,
            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
            step_profile_->Seconds(1) * 1e3, step_profile_->Seconds(rows) * 1e3, rows);

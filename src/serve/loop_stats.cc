@@ -8,8 +8,8 @@ namespace flashserve::serve {
 
 LoopStats::LoopStats(double now_seconds) : busy_last_seconds_(now_seconds) {}
 
-void LoopStats::RecordStep(std::span<const sched::StepItem> items, double seconds, bool ok) {
-  int64_t tokens = 0, prefill_tokens = 0;  // all tokens, and those of multi-token (prefill) items
+void LoopStats::RecordStep(std::span<const sched::StepItem> items, double seconds, bool ok, int64_t draft_rows) {
+  int64_t tokens = draft_rows, prefill_tokens = 0;  // all rows, and those of multi-token (prefill) items
   for (const sched::StepItem& item : items) {
     tokens += item.end - item.begin;
     if (item.end - item.begin > 1) prefill_tokens += item.end - item.begin;

@@ -15,7 +15,7 @@ class LoopStats {
   explicit LoopStats(double now_seconds);
 
   // One engine step over `items` that took `seconds` (ok = the forward succeeded).
-  void RecordStep(std::span<const sched::StepItem> items, double seconds, bool ok);
+  void RecordStep(std::span<const sched::StepItem> items, double seconds, bool ok, int64_t draft_rows = 0);
   // Seconds one prompt token takes, measured on prefill-heavy steps (0 = not measured yet).
   double prefill_seconds_per_token() const { return prefill_seconds_per_token_; }
   // Folds the prefill time recorded since the last call into the busy fraction (a one-minute

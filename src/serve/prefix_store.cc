@@ -61,7 +61,7 @@ Restored PrefixStore::Restore(const kv::BlockHash& seed, std::span<const int32_t
     FS_LOG(kWarning, "prefix cache: cannot restore a cached prefix ({}); recomputing", state.error().ToString());
     return {};
   }
-  if ((*state)->with_mtp() != with_mtp) return {};
+  (*state)->SetMtp(with_mtp, model_.config(), model_.plan());  // stored by a worker speculating otherwise
   return {std::move(state).value(), false};
 }
 

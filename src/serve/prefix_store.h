@@ -54,8 +54,9 @@ class PrefixStore final : public kv::ResumeIndex {
   // kv::ResumeIndex: the prefix of `tokens` restorable from L1, no I/O, nothing counted.
   kv::ResumePoint Lookup(const kv::BlockHash& seed, std::span<const int32_t> tokens,
                          std::span<const kv::ImageExtent> images) const override;
-  // Builds the state of tokens [0, 128 * blocks) from L1 (reads counted as L1 hits); no state
-  // when an object is gone or the payloads do not assemble (logged).
+  // Builds the state of tokens [0, 128 * blocks) from L1 (reads counted as L1 hits), with MTP
+  // layers or without as asked (fresh ones where the storing worker had none); no state when
+  // an object is gone or the payloads do not assemble (logged).
   Restored Restore(const kv::BlockHash& seed, std::span<const int32_t> tokens, std::span<const kv::ImageExtent> images,
                    int64_t blocks, bool with_mtp);
   // The longest resumable prefix in any tier (no I/O) and what fetching it into L1 needs. Counts

@@ -14,7 +14,8 @@ namespace flashserve::serve {
 
 // Drafts worth verifying for a decode item: none where the step must see the state exactly at
 // the item's end (a persist point, a restore, forks to make) or where the state cannot draft;
-// never more than the tokens the choice may still emit or the context holds.
+// never more than the tokens the choice may still emit or the context holds, nor a verify call
+// longer than the window (the longest call a rollback takes).
 int EngineLoop::DraftBudget(const LiveSequence& s, const sched::StepItem& item) const {
   if (!item.sample || item.persist || item.restore || item.end - item.begin != 1) return 0;
   if (s.index == 0 && s.request->forks_pending > 0) return 0;
@@ -25,7 +26,8 @@ int EngineLoop::DraftBudget(const LiveSequence& s, const sched::StepItem& item) 
   const int64_t block = kv::kBlockTokens, boundary = (item.end / block + 1) * block;
   const int64_t left = std::min({s.request->req.max_tokens - s.generated,
                                  config_.max_context - static_cast<int64_t>(s.tokens.size()), boundary - item.end + 1});
-  return static_cast<int>(std::clamp<int64_t>(left - 1, 0, config_.speculative.num_draft_tokens));
+  const int64_t most = std::min<int64_t>(config_.speculative.num_draft_tokens, model_.config().sliding_window - 1);
+  return static_cast<int>(std::clamp<int64_t>(left - 1, 0, most));
 }
 
 base::Result<std::vector<std::vector<int32_t>>> EngineLoop::ExternalDrafts(std::span<const sched::StepItem> items,
@@ -62,6 +64,7 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
     return;
   }
   for (size_t d = 0; d < owner.size(); ++d) TrimToGrammar(Live(items[owner[d]].seq), &(*made)[d]);
+  for (double& rate : accept_rate_) rate = std::min(1.0, rate + 0.002);  // a position below break-even is tried again
   if (step_profile_) ChooseBudget(items, confidence, &*made);
   for (size_t d = 0; d < owner.size(); ++d) {
     const size_t i = owner[d];
@@ -165,6 +168,9 @@ void EngineLoop::AcceptDrafts(LiveSequence& s, const sched::StepItem& item, cons
     sched::StepItem at = item;
     at.begin = item.end + j - 1;
     at.end = item.end + j;
+    // Every draft kept: the state is at item.end + k, the next block boundary at most; plain
+    // decoding persists there before sampling, so here too (the token may end the choice).
+    if (j == k && j > 0 && at.end % kv::kBlockTokens == 0) PersistState(s);
     CommitToken(s, at, std::move(sample));
     ++committed;
     if (s.finished || !match) break;
@@ -184,7 +190,6 @@ void EngineLoop::AcceptDrafts(LiveSequence& s, const sched::StepItem& item, cons
   if (s.finished) return;  // its state is gone
   const base::Status rolled = engine_.Rollback(s.state.get(), verify.undo, committed);
   FS_CHECK(rolled.ok(), "rollback after verification: %s", rolled.ToString().c_str());
-  if (committed > 1 && s.state->position() % kv::kBlockTokens == 0) PersistState(s);
 }
 
 }  // namespace flashserve::serve

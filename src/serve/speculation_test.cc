@@ -6,13 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
+#include <thread>
 #include <mutex>
 
 #include "engine/test_model.h"
 #include "grammar/grammar_cache.h"
 #include "serve/engine_loop.h"
 #include "serve/test_requests.h"
+#include "serve/test_store.h"
 
 namespace flashserve::serve {
 namespace {
@@ -259,11 +262,49 @@ TEST(StepProfileTest, InterpolatesBetweenPointsAndAlongTheLastSlope) {
   EXPECT_DOUBLE_EQ(p.Seconds(6), 0.024);
   EXPECT_DOUBLE_EQ(p.Seconds(12), 0.048);
   EXPECT_DOUBLE_EQ(p.StepsPerSecond(4), 62.5);
+  const StepProfile falling({{1, 0.010}, {2, 0.004}});
+  EXPECT_DOUBLE_EQ(falling.Seconds(10), 0.010);  // never below one row's time
   engine::Engine engine(TestModel(), engine::EngineOptions{});
-  const StepProfile measured = StepProfile::Measure(engine, 20);
+  const StepProfile measured = StepProfile::Measure(engine, 20, 3);
   ASSERT_EQ(measured.points().size(), 6u);  // 1, 2, 4, 8, 16, 20
   EXPECT_EQ(measured.points().back().first, 20);
   for (const auto& [rows, seconds] : measured.points()) EXPECT_GT(seconds, 0) << rows;
+}
+
+// A prefix stored by a worker with MTP layers restores on one without, and the other way round
+// (the layers are added fresh or dropped): the resume is a cache hit with the plain output, and
+// a speculating reader drafts on the converted state.
+TEST(Speculation, PrefixesStoredWithAndWithoutMtpRestoreEitherWay) {
+  std::vector<int32_t> prompt = RandomTokens(300, 50), longer = prompt;
+  const std::vector<int32_t> extra = RandomTokens(20, 51);
+  longer.insert(longer.end(), extra.begin(), extra.end());
+  const protocol::GenerateRequest writer = Request("w", prompt, 3, 1, 0.0f), reader = Request("r", longer, 20, 2, 0.0f);
+  const auto plain = RunAll(Plain(), {reader});
+  for (bool writer_mtp : {false, true}) {
+    const std::string dir = std::filesystem::temp_directory_path() / ("fs_spec_store_" + std::to_string(getpid()));
+    std::filesystem::remove_all(dir);
+    base::SystemClock clock;
+    auto run = [&](bool mtp, const protocol::GenerateRequest& r, Outcome* out) {
+      LoopConfig c = Plain();
+      c.speculative.mtp = mtp;
+      c.speculative.num_draft_tokens = 2;
+      EngineLoop loop(TestModel(), engine::EngineOptions{}, c, testing::OpenTestStore(TestModel(), clock, {dir, ""}));
+      ASSERT_TRUE(loop.Submit(r, testing::Collect(out)).ok());
+      for (int i = 0; i < 20000 && !out->done; ++i)
+        if (!loop.StepOnce()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      loop.Stop();
+      ASSERT_TRUE(out->done);
+    };
+    Outcome written, read;
+    run(writer_mtp, writer, &written);
+    run(!writer_mtp, reader, &read);
+    EXPECT_EQ(read.usage.cached_tokens, 256) << "writer with MTP: " << writer_mtp;
+    EXPECT_EQ(read.tokens, plain.at("r").tokens) << "writer with MTP: " << writer_mtp;
+    if (!writer_mtp) {
+      EXPECT_GT(read.usage.speculative_drafted, 0);
+    }
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace

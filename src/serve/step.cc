@@ -107,7 +107,9 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
   auto result = engine_.Forward(batch);
   mask_worker_.Wait();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  loop_stats_.RecordStep(items, seconds, result.ok());
+  int64_t draft_rows = 0;  // verify rows beyond each item's one token
+  for (const Verify& v : verify) draft_rows += v.tokens.empty() ? 0 : static_cast<int64_t>(v.tokens.size()) - 1;
+  loop_stats_.RecordStep(items, seconds, result.ok(), draft_rows);
   if (!result.ok()) {
     FS_LOG(kError, "engine step failed: {}", result.error().ToString());
     std::vector<std::string> ids;
