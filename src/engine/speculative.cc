@@ -1,5 +1,6 @@
 // Speculative decoding's engine side (engine/engine.h): rolling a logged forward call back to
-// its accepted prefix, and greedy MTP drafts that leave the state as it was.
+// its accepted prefix, and greedy MTP drafts that leave the state as it was. Called by the
+// serving loop (serve/speculation.cc) and the benchmarks; the Engine's thread, like Forward.
 #include <cmath>
 #include <cstring>
 #include <set>

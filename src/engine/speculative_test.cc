@@ -119,6 +119,15 @@ TEST(Rollback, ALoggedCallIsBoundedByTheWindow) {
   req.undo = &log;
   EXPECT_FALSE(engine.Forward({&req, 1}).ok());
   EXPECT_EQ(state->position(), 0);
+  // Nor may it hold a bidirectional span (a rollback inside one would not be exact).
+  const TokenRange span{0, 2};
+  ForwardRequest spans{state.get(), std::span<const int32_t>(tokens.data(), 4), LogitsMode::kLast};
+  spans.undo = &log;
+  spans.bidirectional = {&span, 1};
+  auto refused = engine.Forward({&spans, 1});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("bidirectional"), std::string::npos);
+  EXPECT_EQ(state->position(), 0);
 }
 
 int32_t Argmax(const float* x, int64_t n) {
@@ -161,6 +170,16 @@ TEST(DraftMtp, LeavesTheStateAndStartsFromTheHeadsArgmax) {
   auto fresh = engine.NewSequence(true);
   DraftRequest early{fresh.get(), 1, 1};
   EXPECT_FALSE(engine.DraftMtp({&early, 1}).ok());
+  // A token outside the vocabulary, a draft count of the window (its verify call would be
+  // longer than a logged call may be), a state twice: refused, the states unchanged.
+  const auto before = a->Clone();
+  DraftRequest outside{a.get(), static_cast<int32_t>(vocab), 1};
+  EXPECT_FALSE(engine.DraftMtp({&outside, 1}).ok());
+  DraftRequest too_many{a.get(), 77, model.config().sliding_window};
+  EXPECT_FALSE(engine.DraftMtp({&too_many, 1}).ok());
+  DraftRequest twice[2] = {{a.get(), 77, 1}, {a.get(), 78, 1}};
+  EXPECT_FALSE(engine.DraftMtp(twice).ok());
+  EXPECT_EQ(StateDifference(*a, *before), "");
 }
 
 // Greedy decoding with K drafts per step, verified in one forward and rolled back to the

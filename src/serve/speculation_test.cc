@@ -254,6 +254,20 @@ TEST(Speculation, TheAdaptiveBudgetFollowsTheStepProfile) {
   }
 }
 
+// Drafts that cannot be verified (an external drafter's id outside the vocabulary) leave the
+// step without drafts: the requests go on to the plain output and nothing is counted.
+TEST(Speculation, BadDraftsAreDroppedAndTheStepGoesOn) {
+  const auto requests = Mix();
+  const auto plain = RunAll(Plain(), requests);
+  LoopConfig c = Plain();
+  c.speculative.num_draft_tokens = 2;
+  c.speculative.external = [](std::span<const int32_t>, int k) { return std::vector<int32_t>(static_cast<size_t>(k), 1 << 20); };
+  ServiceStats stats;
+  const auto spec = RunAll(c, requests, nullptr, &stats);
+  ExpectSameOutput(plain, spec, "bad drafts");
+  EXPECT_EQ(stats.speculative_drafted, 0);
+}
+
 TEST(StepProfileTest, InterpolatesBetweenPointsAndAlongTheLastSlope) {
   const StepProfile p({{1, 0.010}, {4, 0.016}, {8, 0.032}});
   EXPECT_DOUBLE_EQ(p.Seconds(1), 0.010);

@@ -69,6 +69,8 @@ check_fails "make-model v41: vocab below the classes" "more Engram classes" \
   "$bin" make-model --preset tiny-v41 --vocab 1280 --tokenizer "$tok" --out "$tmp/v41small"
 "$bin" make-model --preset tiny-v41 --tokenizer "$tok" --out "$tmp/v41" >/dev/null || { echo "FAIL make-model tiny-v41"; exit 1; }
 check "generate v41 count" "3" "$("$bin" generate --model "$tmp/v41" --tokens 0,5,17 -n 3 --ignore-eos 2>/dev/null | tr ',' '\n' | wc -l | tr -d ' ')"
+check_fails "serve --speculative mtp needs an MTP block" "needs a checkpoint with an MTP block" \
+  "$bin" serve --model "$tmp/v41" --tokenizer "$tok" --speculative mtp --host 127.0.0.1 --port 0
 sed -i 's/"engram_compressed_vocab_size": [0-9]*/"engram_compressed_vocab_size": 99092/' "$tmp/v41/config.json"
 check_fails "v41 tokenizer with other Engram classes" "compressed vocabulary has" \
   "$bin" generate --model "$tmp/v41" --tokens 0,5 -n 1
