@@ -4,7 +4,7 @@
 // the same compiled grammar (a schema sent again: the server caches compiled grammars). Prints
 // p50 / p99 / max and the fraction of schemas supported, next to the goals; asserts nothing.
 //
-//   grammar_bench [--tokenizer PATH] [--schemas FILE.jsonl] [--tokens N] [--only NAME] [--slowest K]
+//   grammar_bench [--tokenizer PATH] [--schemas FILE.jsonl] [--tokens N] [--only NAME] [--slowest K] [--trace US]
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -38,17 +38,24 @@ struct Walk {
   bool completed = false;
 };
 
-Walk RandomWalk(const std::shared_ptr<const grammar::CompiledGrammar>& g, uint32_t seed, int max_tokens) {
+// trace_us > 0: print every mask slower than that, with the classifications it made.
+Walk RandomWalk(const std::shared_ptr<const grammar::CompiledGrammar>& g, uint32_t seed, int max_tokens, double trace_us = 0) {
   Walk w;
   grammar::Matcher m(g);
   std::mt19937 rng(seed);
   std::vector<uint32_t> mask(g->vocab().mask_words());
   std::vector<int32_t> allowed;
   const int32_t end = g->vocab().end_tokens()[0];
+  int32_t last = -1;
   for (int step = 0; step < max_tokens && !m.terminated(); ++step) {
+    const size_t classified = g->classified();
     const double t0 = base::MonotonicSeconds();
     m.FillMask(mask);
     w.masks_us.push_back((base::MonotonicSeconds() - t0) * 1e6);
+    if (trace_us > 0 && w.masks_us.back() > trace_us) {
+      std::printf("    step %3d: %7.1f us, %zu states classified, after \"%s\"\n", step, w.masks_us.back(),
+                  g->classified() - classified, m.num_tokens() ? g->vocab().bytes(last).c_str() : "");
+    }
     allowed.clear();
     for (size_t i = 0; i < mask.size(); ++i) {
       for (uint32_t bits = mask[i]; bits; bits &= bits - 1) allowed.push_back(static_cast<int32_t>(i * 32 + __builtin_ctz(bits)));
@@ -60,6 +67,7 @@ Walk RandomWalk(const std::shared_ptr<const grammar::CompiledGrammar>& g, uint32
     // Past half the budget, end as soon as the grammar allows (a model answers and stops).
     int32_t pick = allowed[rng() % allowed.size()];
     if (step > max_tokens / 2 && std::find(allowed.begin(), allowed.end(), end) != allowed.end()) pick = end;
+    last = pick;
     if (!m.AcceptToken(pick)) {
       std::fprintf(stderr, "mask allowed a token the matcher refused\n");
       break;
@@ -78,12 +86,14 @@ int main(int argc, char** argv) {
   std::string only;
   int slowest = 0;
   int max_tokens = 128;
+  double trace_us = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--tokenizer")) tok_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--schemas")) schemas_path = argv[i + 1];
     else if (!std::strcmp(argv[i], "--tokens")) max_tokens = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--only")) only = argv[i + 1];
     else if (!std::strcmp(argv[i], "--slowest")) slowest = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--trace")) trace_us = std::atof(argv[i + 1]);
   }
   auto tok = tokenizer::Tokenizer::Load(tok_path);
   if (!tok.ok()) {
@@ -93,8 +103,10 @@ int main(int argc, char** argv) {
   const double v0 = base::MonotonicSeconds();
   const auto eos = (*tok)->TokenId("<｜end▁of▁sentence｜>");
   auto vocab = grammar::VocabularyFromTokenizer(**tok, {eos.value_or(1)}, (*tok)->vocab_size());
-  std::printf("vocabulary: %zu tokens, %zu trie nodes, built in %.1f ms\n", vocab->size(), vocab->nodes().size(),
-              (base::MonotonicSeconds() - v0) * 1e3);
+  const double v1 = base::MonotonicSeconds();
+  grammar::PrepareJsonStrings(vocab);  // as the server's grammar cache does when it starts
+  std::printf("vocabulary: %zu tokens, %zu trie nodes, built in %.1f ms; JSON strings prepared in %.1f ms\n", vocab->size(),
+              vocab->nodes().size(), (v1 - v0) * 1e3, (base::MonotonicSeconds() - v1) * 1e3);
 
   std::ifstream in(schemas_path);
   std::string line;
@@ -117,7 +129,7 @@ int main(int argc, char** argv) {
     }
     ++supported;
     compile_ms.push_back(ms);
-    const Walk w = RandomWalk(*g, static_cast<uint32_t>(total), max_tokens);
+    const Walk w = RandomWalk(*g, static_cast<uint32_t>(total), max_tokens, trace_us);
     if (!w.masks_us.empty()) first_mask_us.push_back(w.masks_us[0]);
     masks_us.insert(masks_us.end(), w.masks_us.begin(), w.masks_us.end());
     const Walk again = RandomWalk(*g, static_cast<uint32_t>(total), max_tokens);

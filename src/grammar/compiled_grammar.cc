@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <tuple>
 #include <unordered_map>
 
+#include "grammar/char_profile.h"
 #include "grammar/pda.h"
 
 namespace flashserve::grammar {
@@ -20,8 +22,12 @@ bool IsSimple(const Automaton& a, int32_t state) {
 // A depth-first walk of the trie carrying the set of stacks each prefix leads to.
 class Classifier {
  public:
-  Classifier(const Automaton& a, const Vocabulary& v, int32_t state, int32_t context, const ChainSteps& steps)
-      : a_(a), v_(v), steps_(steps), follow_(a.follow(a.info(context >= 0 ? context : state).rule)), bits_(v.mask_words(), 0) {
+  // With `profile` (v is its others()), subtrees whose tokens all stop being characters at a
+  // byte of `dead` (no state of the run takes it) are rejected without a walk.
+  Classifier(const Automaton& a, const Vocabulary& v, int32_t state, int32_t context, const ChainSteps& steps,
+             const CharProfile* profile = nullptr, const ByteSet& dead = {})
+      : a_(a), v_(v), steps_(steps), profile_(profile), dead_(dead), follow_(a.follow(a.info(context >= 0 ? context : state).rule)), bits_(v.mask_words(), 0),
+        uncertain_cap_(context == kAlone ? kContextAbove : SIZE_MAX) {
     const size_t depth = v.max_token_bytes();
     sets_.resize(depth + 2);
     exps_.resize(depth + 2);
@@ -32,6 +38,10 @@ class Classifier {
   TokenClasses Run() {
     Walk(0, 0, false);
     TokenClasses out;
+    if (uncertain_.size() > uncertain_cap_) {
+      out.needs_context = true;
+      return out;
+    }
     if (accepted_count_ > v_.mask_words()) {
       out.accepted_bits = std::move(bits_);
     } else {
@@ -56,6 +66,12 @@ class Classifier {
 
   bool Simple(int32_t state) const { return IsSimple(a_, state); }
 
+  bool Dies(int32_t node) const {
+    if (profile_ == nullptr) return false;
+    const CharProfile::Exits& e = profile_->exits(static_cast<size_t>(node));
+    return !e.inside && (e.at_start & ~dead_).none();
+  }
+
   void Walk(int32_t node, size_t depth, bool pending) {
     const std::vector<Stack>& set = sets_[depth];
     if (set.size() == 1 && Simple(set[0].top)) return WalkSimple(node, depth, set[0].top, set[0].parent, pending);
@@ -64,6 +80,7 @@ class Classifier {
     const auto nodes = v_.nodes();
     const auto sorted = v_.sorted_tokens();
     for (int32_t c = node + 1; c < nodes[static_cast<size_t>(node)].subtree_end; c = nodes[static_cast<size_t>(c)].subtree_end) {
+      if (Dies(c)) continue;
       const Vocabulary::Node& child = nodes[static_cast<size_t>(c)];
       std::vector<Stack>& next = sets_[depth + 1];
       Step(a_, e.scannable, child.byte, &next);
@@ -74,6 +91,7 @@ class Classifier {
       } else if (pend) {
         for (int32_t i = child.tokens_begin; i < child.tokens_end; ++i) uncertain_.push_back(sorted[static_cast<size_t>(i)]);
       }
+      if (uncertain_.size() > uncertain_cap_) return;
     }
   }
 
@@ -85,6 +103,7 @@ class Classifier {
     const auto nodes = v_.nodes();
     const auto sorted = v_.sorted_tokens();
     for (int32_t c = node + 1; c < nodes[static_cast<size_t>(node)].subtree_end; c = nodes[static_cast<size_t>(c)].subtree_end) {
+      if (Dies(c)) continue;
       const Vocabulary::Node& child = nodes[static_cast<size_t>(c)];
       // Every token below is read, without a choice, along states that all take each of its
       // bytes: a state that loops on them (ASCII, and UTF-8 characters where it loops on every
@@ -102,6 +121,7 @@ class Classifier {
       if (next < 0) {
         if (pending) {
           for (int32_t i = child.tokens_begin; i < child.tokens_end; ++i) uncertain_.push_back(sorted[static_cast<size_t>(i)]);
+          if (uncertain_.size() > uncertain_cap_) return;
         }
         continue;
       }
@@ -113,6 +133,7 @@ class Classifier {
         sets_[depth + 1].assign(1, Stack{next, parent});
         Walk(c, depth + 1, pending);
       }
+      if (uncertain_.size() > uncertain_cap_) return;
     }
   }
 
@@ -139,6 +160,8 @@ class Classifier {
   const Automaton& a_;
   const Vocabulary& v_;
   const ChainSteps& steps_;
+  const CharProfile* profile_;
+  const ByteSet dead_;
   const ByteSet& follow_;
   FramePool pool_;
   ExpandScratch scratch_;
@@ -146,6 +169,7 @@ class Classifier {
   std::vector<Expansion> exps_;
   std::vector<uint32_t> bits_;
   size_t accepted_count_ = 0;
+  const size_t uncertain_cap_;  // more uncertain tokens than this: stop (the class needs context)
   std::vector<int32_t> uncertain_;
   std::unordered_map<int32_t, Chains> chains_;  // memo of steps_ lookups for this walk
 };
@@ -239,12 +263,8 @@ const ByteSet& ChainRuns::Upto(size_t length) const {
 const ChainRuns& ChainSteps::MainChain(int32_t state) const { return Chain(state, false); }
 const ChainRuns& ChainSteps::CharChain(int32_t state) const { return Chain(state, true); }
 
-const ChainRuns& ChainSteps::Chain(int32_t state, bool chars) const {
-  auto& memo = chars ? char_chains_ : main_chains_;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = memo.find(state); it != memo.end()) return it->second;
-  }
+// The chain from `state`, step by step (at most kMaxChain steps).
+ChainRuns ChainSteps::Follow(int32_t state, bool chars) const {
   ChainRuns chain;
   ByteSet common;
   common.set();
@@ -267,22 +287,155 @@ const ChainRuns& ChainSteps::Chain(int32_t state, bool chars) const {
     }
     s = next;
   }
-  const size_t bytes = 64 + chain.runs.size() * sizeof(chain.runs[0]);
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [it, fresh] = memo.emplace(state, std::move(chain));
-  if (fresh) bytes_.fetch_add(bytes, std::memory_order_relaxed);
-  return it->second;
+  return chain;
+}
+
+namespace {
+
+// The chain of a state whose step takes `bytes`, from the chain of the state it leads to.
+ChainRuns Prepend(const ByteSet& bytes, const ChainRuns& tail) {
+  constexpr size_t kLast = ChainSteps::kMaxChain - 1;
+  ChainRuns out;
+  out.runs.emplace_back(uint16_t{0}, bytes);
+  for (const auto& [last, set] : tail.runs) {
+    const auto at = static_cast<uint16_t>(std::min<size_t>(last + 1u, kLast));
+    const ByteSet now = bytes & set;
+    if (now == out.runs.back().second) {
+      out.runs.back().first = at;
+    } else {
+      out.runs.emplace_back(at, now);
+    }
+    if (at == kLast) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+// A state's chain is its step followed by the next state's chain, so the chains of the states
+// met before one already known are built back from it: a new position of a long counted
+// repetition costs one step, not kMaxChain.
+const ChainRuns& ChainSteps::Chain(int32_t state, bool chars) const {
+  auto& memo = chars ? char_chains_ : main_chains_;
+  auto find = [&](int32_t s) -> const ChainRuns* {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = memo.find(s);
+    return it == memo.end() ? nullptr : &it->second;
+  };
+  auto keep = [&](int32_t s, ChainRuns chain) -> const ChainRuns& {
+    const size_t bytes = 64 + chain.runs.size() * sizeof(chain.runs[0]);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto [it, fresh] = memo.emplace(s, std::move(chain));
+    if (fresh) bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    return it->second;
+  };
+  if (const ChainRuns* known = find(state)) return *known;
+  std::vector<std::pair<int32_t, ByteSet>> path;  // states without a chain yet, and their step's bytes
+  const ChainRuns* tail = nullptr;
+  for (int32_t s = state; tail == nullptr;) {
+    if ((tail = find(s)) != nullptr) break;
+    const ChainStep step = Get(s);
+    const int32_t next = chars ? step.char_next : step.main_next;
+    if (next < 0 || next == s || path.size() + 1 == kMaxChain) {
+      tail = &keep(s, Follow(s, chars));
+      break;
+    }
+    path.emplace_back(s, chars ? step.char_ascii : step.main_bytes);
+    s = next;
+  }
+  for (auto it = path.rbegin(); it != path.rend(); ++it) tail = &keep(it->first, Prepend(it->second, *tail));
+  return *tail;
 }
 
 size_t ChainSteps::memory_bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+namespace {
+
+// Whether the state `length` character steps on takes no further character and leaves no rule:
+// a token of more characters than the run holds then dies inside it.
+bool RunEndsAfter(const Automaton& a, const ChainSteps& steps, int32_t state, size_t length, const ByteSet& ascii) {
+  for (size_t i = 0; i < length; ++i) state = steps.Get(state).char_next;
+  if (state < 0 || !IsSimple(a, state)) return false;
+  for (int b = 0; b < 0x80; ++b) {
+    if (ascii[static_cast<size_t>(b)] && a.Next(state, static_cast<uint8_t>(b)) >= 0) return false;
+  }
+  for (int lead = 0xC2; lead <= 0xF4; ++lead) {
+    if (a.Next(state, static_cast<uint8_t>(lead)) >= 0) return false;
+  }
+  return true;
+}
+
+// Of `exits`, the bytes no state of the run takes, from `state` to `last` character steps on
+// (the states of the run are simple: a byte they refuse ends the token there). Bytes of one
+// class lead alike, so each class is tried once per state.
+ByteSet DeadExits(const Automaton& a, const ChainSteps& steps, int32_t state, size_t last, const ByteSet& exits) {
+  std::vector<std::pair<uint8_t, ByteSet>> classes;  // (a byte of the class, the class's exits)
+  for (size_t b = exits._Find_first(); b < exits.size(); b = exits._Find_next(b)) {
+    const uint8_t c = a.class_of(static_cast<uint8_t>(b));
+    auto it = std::find_if(classes.begin(), classes.end(), [&](const auto& e) { return a.class_of(e.first) == c; });
+    if (it == classes.end()) it = classes.insert(classes.end(), {static_cast<uint8_t>(b), ByteSet{}});
+    it->second.set(b);
+  }
+  for (size_t j = 0; state >= 0 && !classes.empty(); ++j) {
+    std::erase_if(classes, [&](const auto& e) { return a.Next(state, e.first) >= 0; });
+    if (j == last) break;
+    state = steps.Get(state).char_next;
+  }
+  ByteSet dead;
+  for (const auto& e : classes) dead |= e.second;
+  return dead;
+}
+
+// A state that starts a run of character steps, each taking the same ASCII bytes and every
+// non-ASCII character (a JSON string, bounded or not): the tokens made only of those characters
+// are accepted when the run holds them and rejected otherwise, by bitset; only the rest of the
+// vocabulary is walked. Nothing when the state starts no such run.
+std::optional<TokenClasses> ClassifyCharRun(const Automaton& a, const Vocabulary& vocab, int32_t state, int32_t context,
+                                            const ChainSteps& steps) {
+  if (!IsSimple(a, state)) return std::nullopt;
+  const ChainRuns& chain = steps.CharChain(state);
+  if (chain.runs.size() != 1 || chain.runs[0].second.none()) return std::nullopt;
+  const size_t length = static_cast<size_t>(chain.runs[0].first) + 1;
+  const ByteSet& ascii = chain.runs[0].second;
+  const CharProfile& profile = vocab.Characters(ascii);
+  if (length <= profile.max_chars() && !RunEndsAfter(a, steps, state, length, ascii)) return std::nullopt;
+  const ByteSet dead = DeadExits(a, steps, state, std::min(length, profile.max_chars()), profile.exit_bytes());
+  TokenClasses out = Classifier(a, profile.others(), state, context, steps, &profile, dead).Run();
+  if (out.needs_context) return out;
+  std::vector<uint32_t> bits(vocab.mask_words(), 0);
+  const std::span<const uint32_t> within = profile.Within(length);
+  std::copy(within.begin(), within.end(), bits.begin());
+  for (size_t w = 0; w < out.accepted_bits.size(); ++w) bits[w] |= out.accepted_bits[w];
+  for (int32_t t : out.accepted) bits[static_cast<size_t>(t) / 32] |= 1u << (t % 32);
+  size_t count = 0;
+  for (uint32_t w : bits) count += static_cast<size_t>(__builtin_popcount(w));
+  out.accepted.clear();
+  out.accepted_bits.clear();
+  if (count > vocab.mask_words()) {
+    out.accepted_bits = std::move(bits);
+  } else {
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint32_t b = bits[w]; b; b &= b - 1) out.accepted.push_back(static_cast<int32_t>(w * 32 + static_cast<size_t>(__builtin_ctz(b))));
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 TokenClasses ClassifyState(const Automaton& automaton, const Vocabulary& vocab, int32_t state, int32_t context,
                            const ChainSteps* steps) {
   if (steps == nullptr) {
     const ChainSteps local(automaton);
-    return Classifier(automaton, vocab, state, context, local).Run();
+    return ClassifyState(automaton, vocab, state, context, &local);
   }
+  if (auto run = ClassifyCharRun(automaton, vocab, state, context, *steps)) return *std::move(run);
   return Classifier(automaton, vocab, state, context, *steps).Run();
+}
+
+TokenClasses ClassifyStateByWalk(const Automaton& automaton, const Vocabulary& vocab, int32_t state, int32_t context) {
+  const ChainSteps steps(automaton);
+  return Classifier(automaton, vocab, state, context, steps).Run();
 }
 
 CompiledGrammar::CompiledGrammar(Automaton automaton, std::shared_ptr<const Vocabulary> vocab)

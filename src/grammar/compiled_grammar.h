@@ -21,6 +21,9 @@ struct TokenClasses {
   std::vector<uint32_t> accepted_bits;  // a bitset over the vocabulary, or empty (then the list)
   std::vector<int32_t> accepted;        // token ids, when the list is smaller than the bitset
   std::vector<int32_t> uncertain;       // token ids to check against the full stack
+  // Classified alone, more than kContextAbove tokens depended on what follows the rule (a
+  // number, which whitespace or a comma may end): the walk stopped; classify under the parent.
+  bool needs_context = false;
 };
 
 // The context a state is classified in: alone (its rule completing inside a token leaves the
@@ -28,6 +31,7 @@ struct TokenClasses {
 // (nothing follows), or under a parent frame resuming in a given state.
 inline constexpr int32_t kAlone = -2;
 inline constexpr int32_t kAtRoot = -1;
+inline constexpr size_t kContextAbove = 32;
 
 // What the classifier's shortcuts need of a state that neither enters nor leaves a rule: its
 // main successor (the one most bytes lead to, and those bytes: a chain of them is a counted
@@ -59,6 +63,8 @@ class ChainSteps {
   ChainStep Get(int32_t state) const;
   const ChainRuns& MainChain(int32_t state) const;  // along main successors
   const ChainRuns& CharChain(int32_t state) const;  // along character steps (ASCII bytes only)
+  // The same chain followed step by step, not kept (the reference for the two above).
+  ChainRuns Follow(int32_t state, bool chars) const;
   size_t memory_bytes() const;
 
  private:
@@ -71,9 +77,13 @@ class ChainSteps {
   mutable std::atomic<size_t> bytes_{0};
 };
 
-// `steps`: a shared memo of character steps (null: one for this call).
+// `steps`: a shared memo of character steps (null: one for this call). A state that starts a
+// run of characters (a JSON string) takes the tokens made only of them from the vocabulary's
+// character profile and walks only the others.
 TokenClasses ClassifyState(const Automaton& automaton, const Vocabulary& vocab, int32_t state, int32_t context,
                            const ChainSteps* steps = nullptr);
+// The same classes by a walk of the whole trie: the reference for ClassifyState.
+TokenClasses ClassifyStateByWalk(const Automaton& automaton, const Vocabulary& vocab, int32_t state, int32_t context);
 
 class CompiledGrammar {
  public:

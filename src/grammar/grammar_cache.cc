@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "grammar/ebnf.h"
+#include "grammar/matcher.h"
 #include "grammar/regex.h"
 #include "grammar/tool_calls.h"
 
@@ -70,8 +71,18 @@ base::Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const pro
   return std::make_shared<const CompiledGrammar>(std::move(a), std::move(vocab));
 }
 
+void PrepareJsonStrings(std::shared_ptr<const Vocabulary> vocab) {
+  auto g = CompileConstraint({protocol::ConstraintKind::kJsonSchema, R"({"type":"string"})"}, std::move(vocab));
+  if (!g.ok()) return;
+  Matcher m(*g);
+  std::vector<uint32_t> mask((*g)->vocab().mask_words());
+  if (m.AcceptBytes("\"")) m.FillMask(mask);  // classifies the string's state
+}
+
 GrammarCache::GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t max_bytes)
-    : vocab_(std::move(vocab)), max_bytes_(max_bytes) {}
+    : vocab_(std::move(vocab)), max_bytes_(max_bytes) {
+  PrepareJsonStrings(vocab_);
+}
 
 base::Result<std::shared_ptr<const CompiledGrammar>> GrammarCache::Get(const protocol::OutputConstraint& c) {
   const std::string key = fmt::format("{}\n{}", protocol::ConstraintKindName(c.kind), c.text);

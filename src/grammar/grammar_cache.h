@@ -27,6 +27,10 @@ base::Result<Grammar> BuildGrammar(const protocol::OutputConstraint& constraint,
 base::Result<std::shared_ptr<const CompiledGrammar>> CompileConstraint(const protocol::OutputConstraint& constraint,
                                                                         std::shared_ptr<const Vocabulary> vocab);
 
+// Builds what the classes of JSON strings share on a vocabulary (its character profile, about
+// 5 ms and 6 MB for 129k tokens), so the first string a request meets does not wait for it.
+void PrepareJsonStrings(std::shared_ptr<const Vocabulary> vocab);
+
 class GrammarCache {
  public:
   struct Stats {
@@ -37,7 +41,7 @@ class GrammarCache {
   };
 
   // Keeps the most recently used grammars within `max_bytes` (their classes grow as they are
-  // used; grammars in use by a sequence stay alive until it ends).
+  // used; grammars in use by a sequence stay alive until it ends). Prepares JSON strings.
   explicit GrammarCache(std::shared_ptr<const Vocabulary> vocab, size_t max_bytes = size_t{256} << 20);
 
   base::Result<std::shared_ptr<const CompiledGrammar>> Get(const protocol::OutputConstraint& constraint);

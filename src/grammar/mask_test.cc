@@ -3,12 +3,9 @@
 // boundaries and on the DeepSeek vocabulary; plus rollback, end tokens and no dead ends.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <random>
 
 #include "grammar/test_util.h"
-#include "grammar/token_vocabulary.h"
-#include "tokenizer/tokenizer.h"
 
 namespace flashserve::grammar {
 namespace {
@@ -111,17 +108,8 @@ TEST(Mask, EndTokenOnlyWhereTheGrammarMayEnd) {
   EXPECT_EQ(Allowed(mask), std::vector<int32_t>{end});
 }
 
-std::shared_ptr<const Vocabulary> DeepSeekVocabulary() {
-  const std::string path = FLASHSERVE_ROOT "/third_party/tokenizer/deepseek_v3/tokenizer.json";
-  if (!std::filesystem::exists(path)) return nullptr;
-  auto tok = tokenizer::Tokenizer::Load(path);
-  if (!tok.ok()) return nullptr;
-  const auto eos = (*tok)->TokenId("<｜end▁of▁sentence｜>");
-  return VocabularyFromTokenizer(**tok, {eos.value_or(1)}, (*tok)->vocab_size());
-}
-
 TEST(Mask, EqualsTheNaiveCheckOnTheDeepSeekVocabulary) {
-  auto vocab = DeepSeekVocabulary();
+  auto vocab = testing::DeepSeekVocabulary();
   if (!vocab) GTEST_SKIP() << "third_party/tokenizer/deepseek_v3/tokenizer.json not installed (scripts/setup.sh)";
   auto g = testing::MustCompile(ConstraintKind::kJsonSchema, kSchema, vocab);
   ASSERT_NE(g, nullptr);

@@ -8,7 +8,6 @@
 namespace flashserve::grammar {
 namespace {
 constexpr size_t kCachedMasks = 4;
-constexpr size_t kRefineAbove = 32;  // uncertain tokens beyond which a state is classified in context
 }
 
 Matcher::Matcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
@@ -145,7 +144,7 @@ void Matcher::ComputeMask(std::span<uint32_t> mask) {
     const Stack& s = scannable[i];
     int32_t context = s.parent == kRootParent ? kAtRoot : kAlone;
     const TokenClasses* c = &grammar_->Classes(s.top, context);
-    if (context == kAlone && c->uncertain.size() > kRefineAbove) {
+    if (context == kAlone && c->needs_context) {
       context = pool_.frame(s.parent).state;
       c = &grammar_->Classes(s.top, context);
     }

@@ -2,6 +2,7 @@
 // grammar, and full-text acceptance checks through the matcher.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 
 #include "grammar/grammar_cache.h"
 #include "grammar/matcher.h"
+#include "grammar/token_vocabulary.h"
+#include "tokenizer/tokenizer.h"
 
 namespace flashserve::grammar::testing {
 
@@ -21,6 +24,16 @@ inline std::shared_ptr<const Vocabulary> ByteVocabulary(const std::vector<std::s
   bytes.emplace_back();  // the end token has no bytes
   const auto end = static_cast<int32_t>(bytes.size() - 1);
   return std::make_shared<const Vocabulary>(std::move(bytes), std::vector<int32_t>{end});
+}
+
+// The DeepSeek vocabulary from third_party (null when it is not installed: the test skips).
+inline std::shared_ptr<const Vocabulary> DeepSeekVocabulary() {
+  const std::string path = FLASHSERVE_ROOT "/third_party/tokenizer/deepseek_v3/tokenizer.json";
+  if (!std::filesystem::exists(path)) return nullptr;
+  auto tok = tokenizer::Tokenizer::Load(path);
+  if (!tok.ok()) return nullptr;
+  const auto eos = (*tok)->TokenId("<｜end▁of▁sentence｜>");
+  return VocabularyFromTokenizer(**tok, {eos.value_or(1)}, (*tok)->vocab_size());
 }
 
 inline std::shared_ptr<const CompiledGrammar> MustCompile(protocol::ConstraintKind kind, const std::string& text,

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "grammar/char_profile.h"
+
 namespace flashserve::grammar {
 namespace {
 
@@ -27,6 +29,12 @@ bool Utf8From(const std::string& bytes, size_t from) {
   return true;
 }
 
+std::array<uint64_t, 4> Key(const std::bitset<256>& set) {
+  std::array<uint64_t, 4> key{};
+  for (size_t b = 0; b < 256; ++b) key[b / 64] |= static_cast<uint64_t>(set[b]) << (b % 64);
+  return key;
+}
+
 }  // namespace
 
 Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_tokens)
@@ -49,6 +57,20 @@ Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_
   }
   for (int32_t e : end_tokens_) mix(static_cast<uint64_t>(e) + 0x9E3779B9ull);
   fingerprint_ = h;
+}
+
+Vocabulary::~Vocabulary() = default;
+
+const CharProfile& Vocabulary::Characters(const std::bitset<256>& ascii) const {
+  std::lock_guard<std::mutex> lock(profiles_mu_);
+  auto& slot = profiles_[Key(ascii)];
+  if (!slot) slot = std::make_unique<const CharProfile>(*this, ascii);
+  return *slot;
+}
+
+size_t Vocabulary::character_profiles() const {
+  std::lock_guard<std::mutex> lock(profiles_mu_);
+  return profiles_.size();
 }
 
 // The node for sorted tokens [lo, hi), which share their first `depth` bytes; returns the bytes
@@ -87,9 +109,7 @@ std::bitset<256> Vocabulary::Build(int32_t lo, int32_t hi, int depth, uint8_t by
     chars = std::max(chars, starts);
   }
   n.char_span = n.utf8_tail ? static_cast<uint16_t>(std::min<size_t>(chars, UINT16_MAX)) : 0;
-  std::array<uint64_t, 4> key{};
-  for (size_t b = 0; b < 256; ++b) key[b / 64] |= static_cast<uint64_t>(below[b]) << (b % 64);
-  auto [it, fresh] = bytes_ids_.emplace(key, static_cast<int32_t>(subtree_bytes_.size()));
+  auto [it, fresh] = bytes_ids_.emplace(Key(below), static_cast<int32_t>(subtree_bytes_.size()));
   if (fresh) subtree_bytes_.push_back(below);
   n.bytes_index = it->second;
   return below;

@@ -1,6 +1,7 @@
 // The tokenizer's vocabulary as a grammar sees it: the bytes of every token, the end tokens a
 // finished grammar allows, and a byte trie in depth-first order whose subtrees are contiguous
-// ranges of the byte-sorted token list. Built once per tokenizer; immutable; any thread.
+// ranges of the byte-sorted token list. Built once per tokenizer; immutable but for the character
+// profiles it keeps (built on first use under a lock); any thread.
 #pragma once
 
 #include <bitset>
@@ -9,9 +10,13 @@
 #include <string>
 #include <array>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <vector>
 
 namespace flashserve::grammar {
+
+class CharProfile;
 
 class Vocabulary {
  public:
@@ -33,6 +38,7 @@ class Vocabulary {
   // bytes[id]: what the token decodes to; empty for tokens a grammar never allows (control
   // and special tokens). end_tokens: allowed once the grammar is complete (EOS).
   Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_tokens);
+  ~Vocabulary();
 
   size_t size() const { return bytes_.size(); }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
@@ -43,6 +49,10 @@ class Vocabulary {
   size_t mask_words() const { return (bytes_.size() + 31) / 32; }
   size_t max_token_bytes() const { return nodes_.empty() ? 0 : nodes_[0].span; }  // the root's span
   uint64_t fingerprint() const { return fingerprint_; }
+  // The vocabulary as a run of characters over these ASCII bytes reads it (grammar/char_profile.h);
+  // built on first use and kept for the vocabulary's life.
+  const CharProfile& Characters(const std::bitset<256>& ascii) const;
+  size_t character_profiles() const;  // built so far
 
  private:
   std::bitset<256> Build(int32_t lo, int32_t hi, int depth, uint8_t byte);
@@ -53,6 +63,8 @@ class Vocabulary {
   std::vector<std::bitset<256>> subtree_bytes_;  // distinct sets only
   std::map<std::array<uint64_t, 4>, int32_t> bytes_ids_;  // while building
   uint64_t fingerprint_ = 0;
+  mutable std::mutex profiles_mu_;
+  mutable std::map<std::array<uint64_t, 4>, std::unique_ptr<const CharProfile>> profiles_;
 };
 
 }  // namespace flashserve::grammar
