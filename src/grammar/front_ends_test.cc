@@ -168,6 +168,36 @@ TEST(JsonSchema, UnionsEnumsConstAndNullable) {
   EXPECT_FALSE(Matches(types, R"("abc")"));
 }
 
+TEST(JsonSchema, OneOfIsExactWhereBranchesCannotOverlap) {
+  // A tagged union through references, a null, and constants: each value matches one branch.
+  auto g = MustCompile(ConstraintKind::kJsonSchema, R"({"$defs":{
+      "card":{"type":"object","properties":{"method":{"const":"card"},"last4":{"type":"string"}},"required":["method","last4"]},
+      "bank":{"type":"object","properties":{"method":{"enum":["iban","ach"]},"account":{"type":"string"}},"required":["method","account"]}},
+      "oneOf":[{"$ref":"#/$defs/card"},{"$ref":"#/$defs/bank"},{"type":"null"},{"enum":[1,2]},{"type":"string","maxLength":3}]})");
+  for (const char* ok : {R"({"method":"card","last4":"1234"})", R"({"method":"ach","account":"x"})", "null", "2", R"("abc")"})
+    EXPECT_TRUE(Matches(g, ok)) << ok;
+  for (const char* bad : {R"({"method":"cash","last4":"1"})", "3", R"("abcd")"}) EXPECT_FALSE(Matches(g, bad)) << bad;
+  // Branches that may share a value are refused, naming the pair; anyOf takes them.
+  const std::vector<std::pair<std::string, std::string>> overlapping = {
+      {R"({"oneOf":[{"type":"number"},{"type":"integer"}]})", "0 and 1"},
+      {R"({"oneOf":[{"type":"string"},{"type":"boolean"},{"type":"string","maxLength":2}]})", "0 and 2"},
+      {R"({"oneOf":[{"type":"object","properties":{"a":{"type":"string"}}},{"type":"object"}]})", "0 and 1"},
+      {R"({"oneOf":[{"type":"object","properties":{"k":{"enum":["a","b"]}},"required":["k"]},
+                    {"type":"object","properties":{"k":{"const":"b"}},"required":["k"]}]})", "0 and 1"},
+      {R"({"oneOf":[{"const":3},{"type":"number","maximum":9}]})", "0 and 1"},
+      {R"({"oneOf":[{"type":"string"},{}]})", "0 and 1"},
+  };
+  for (const auto& [schema, pair] : overlapping) {
+    const std::string error = SchemaError(schema);
+    EXPECT_EQ(error.rfind("oneOf: branches " + pair + " may both match one value", 0), 0u) << schema << " -> " << error;
+    std::string any = schema;
+    any.replace(any.find("oneOf"), 5, "anyOf");
+    EXPECT_EQ(SchemaError(any), "<compiled>") << any;
+  }
+  // A constant the other branch's type cannot hold is disjoint from it.
+  EXPECT_EQ(SchemaError(R"({"oneOf":[{"const":"auto"},{"type":"integer"},{"const":2.5}]})"), "<compiled>");
+}
+
 TEST(JsonSchema, AllOfMergesObjects) {
   auto g = MustCompile(ConstraintKind::kJsonSchema, R"({"allOf":[
       {"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "grammar/json_overlap.h"
 #include "grammar/regex.h"
 
 namespace flashserve::grammar {
@@ -574,18 +575,63 @@ class SchemaCompiler {
     rest.erase(key);
     const bool shared = HasAssertions(rest, {});
     std::vector<ExprId> alts;
+    std::vector<BranchShape> shapes;
     for (size_t i = 0; i < branches.size(); ++i) {
       const std::string bpath = Join(path, fmt::format("{}.{}", key, i));
+      Json branch = branches[i];
       if (shared) {
-        FS_ASSIGN_OR_RETURN(Json merged, Merge(rest, branches[i], bpath));
-        FS_ASSIGN_OR_RETURN(ExprId e, Value(merged, bpath));
-        alts.push_back(e);
-      } else {
-        FS_ASSIGN_OR_RETURN(ExprId e, Value(branches[i], bpath));
-        alts.push_back(e);
+        FS_ASSIGN_OR_RETURN(branch, Merge(rest, branches[i], bpath));
+      }
+      FS_ASSIGN_OR_RETURN(ExprId e, Value(branch, bpath));
+      alts.push_back(e);
+      if (std::string_view(key) == "oneOf") {
+        FS_ASSIGN_OR_RETURN(BranchShape shape, Shape(branch, bpath));
+        for (size_t j = 0; j < shapes.size(); ++j) {
+          if (MayOverlap(shapes[j], shape)) {
+            return At(Join(path, key), fmt::format("branches {} and {} may both match one value, and `oneOf` allows exactly one: it is "
+                                                   "enforced where branches cannot overlap (different types, distinct constants, or a "
+                                                   "required property with distinct constants); use `anyOf` if either may match", j, i));
+          }
+        }
+        shapes.push_back(std::move(shape));
       }
     }
     return g_->Alt(std::move(alts));
+  }
+
+  // What a oneOf branch shows of the values it takes (grammar/json_overlap.h).
+  base::Result<BranchShape> Shape(Json schema, const std::string& path) {
+    FS_ASSIGN_OR_RETURN(schema, Dereference(std::move(schema), path));
+    BranchShape shape;
+    if (!schema.is_object() || schema.contains("anyOf") || schema.contains("oneOf")) return shape;  // any value, as far as shown
+    if (schema.contains("allOf")) {
+      FS_ASSIGN_OR_RETURN(schema, MergeAllOf(schema, path));
+    }
+    if (schema.contains("const") || schema.contains("enum")) {
+      shape.values = schema.contains("const") ? std::vector<Json>{schema["const"]} : schema["enum"].get<std::vector<Json>>();
+      return shape;
+    }
+    FS_ASSIGN_OR_RETURN(shape.types, Types(schema, path));
+    const bool object = std::find(shape.types.begin(), shape.types.end(), "object") != shape.types.end();
+    if (!object || !schema.contains("required") || !schema.contains("properties")) return shape;
+    for (const Json& name : schema["required"]) {
+      if (!name.is_string() || !schema["properties"].contains(name.get<std::string>())) continue;
+      FS_ASSIGN_OR_RETURN(Json property, Dereference(schema["properties"][name.get<std::string>()], path));
+      if (property.is_object() && property.contains("const")) shape.tags[name.get<std::string>()] = {property["const"]};
+      else if (property.is_object() && property.contains("enum") && property["enum"].is_array())
+        shape.tags[name.get<std::string>()] = property["enum"].get<std::vector<Json>>();
+    }
+    return shape;
+  }
+
+  // A schema that is only a `$ref`, followed to its target.
+  base::Result<Json> Dereference(Json schema, const std::string& path) {
+    for (int depth = 0; schema.is_object() && schema.contains("$ref") && schema["$ref"].is_string(); ++depth) {
+      if (depth > 16) return At(path, "references nest too deeply");
+      FS_ASSIGN_OR_RETURN(const Json* target, Resolve(schema["$ref"].get<std::string>(), Join(path, "$ref")));
+      schema = *target;
+    }
+    return schema;
   }
 
   base::Result<Json> MergeAllOf(const Json& schema, const std::string& path) {
