@@ -63,6 +63,10 @@ void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
   counter("flashserve_generated_tokens_total", "Generated tokens", s.generated_tokens_total);
   counter("flashserve_preemptions_total", "Sequences preempted for memory", s.preemptions_total);
   counter("flashserve_engine_steps_total", "Engine steps run", s.steps_total);
+  counter("flashserve_engine_step_rows_total", "Rows fed to the engine by its steps (verified drafts included)",
+          s.step_rows_total);
+  gauge("flashserve_engine_step_rows_max", "The most rows one engine step has fed it (at most --max-step-tokens)",
+        s.step_rows_max);
   counter("flashserve_requests_finished_total", "Requests the engine finished", s.requests_finished_total);
   counter("flashserve_requests_rejected_total", "Requests refused because the queue was full",
           s.requests_rejected_total);

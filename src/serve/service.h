@@ -47,6 +47,8 @@ struct ServiceStats {
   int64_t generated_tokens_total = 0;
   int64_t preemptions_total = 0;
   int64_t steps_total = 0;          // engine steps that ran work
+  int64_t step_rows_total = 0;      // rows those steps fed the engine (verified drafts included)
+  int64_t step_rows_max = 0;        // the most rows one step fed it (at most --max-step-tokens)
   int64_t requests_finished_total = 0;
   int64_t requests_rejected_total = 0;
   int64_t queued_prefill_tokens = 0;       // prompt tokens admitted but not yet computed

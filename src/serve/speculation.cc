@@ -49,10 +49,13 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
                        std::span<Verify> verify) {
   std::vector<engine::DraftRequest> drafts;
   std::vector<size_t> owner;
+  int64_t room = config_.sched.max_step_tokens;  // draft rows count against the step's tokens
+  for (const sched::StepItem& item : items) room -= item.end - item.begin;
   for (size_t i = 0; i < items.size(); ++i) {
     LiveSequence& s = Live(items[i].seq);
-    const int k = DraftBudget(s, items[i]);
+    const int k = static_cast<int>(std::min<int64_t>(DraftBudget(s, items[i]), room));
     if (k == 0) continue;
+    room -= k;
     drafts.push_back({s.state.get(), s.tokens[static_cast<size_t>(items[i].begin)], k});
     owner.push_back(i);
   }

@@ -168,6 +168,26 @@ TEST(Speculation, OracleDraftsAreAcceptedCutAndGiveThePlainOutput) {
   }
 }
 
+TEST(Speculation, DraftRowsCountAgainstTheStepTokens) {
+  const auto requests = Mix();  // five choices decoding together
+  LoopConfig small = Plain();
+  small.sched.max_step_tokens = 12;
+  ServiceStats plain_stats;
+  const auto plain = RunAll(small, requests, nullptr, &plain_stats);
+  EXPECT_EQ(plain_stats.step_rows_max, 12);  // prompts are chunked to the limit
+  auto oracle = OracleOf(requests, plain, /*spoil=*/6);
+  LoopConfig c = small;
+  c.speculative.num_draft_tokens = 4;  // five choices with four drafts each would be 25 rows
+  c.speculative.external = [oracle](std::span<const int32_t> t, int n) { return (*oracle)(t, n); };
+  ServiceStats stats;
+  const auto spec = RunAll(c, requests, nullptr, &stats);
+  ExpectSameOutput(plain, spec, "max step tokens 12");
+  EXPECT_LE(stats.step_rows_max, 12);
+  EXPECT_GT(stats.speculative_accepted, 0);
+  EXPECT_LT(stats.steps_total, plain_stats.steps_total);  // the drafts still save steps
+  EXPECT_GT(stats.step_rows_total, 0);
+}
+
 TEST(Speculation, APrefixCacheResumeSpeculatesToThePlainOutput) {
   std::vector<int32_t> first = RandomTokens(300, 8), second = first;
   const std::vector<int32_t> extra = RandomTokens(20, 9);
