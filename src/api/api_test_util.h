@@ -61,7 +61,8 @@ inline std::vector<int32_t> Bytes(std::string_view text) {
   return ids;
 }
 
-// A Service that answers each request with `reply` (ids, one token per event, every choice),
+// A Service that answers each request with `reply` (ids, `tokens_per_event` tokens per event, as
+// a speculative step may make several; every choice),
 // then a stop (or length when `finish_length`). Events queue up until Deliver() (or the
 // background thread) hands them to the sinks, as the engine thread would.
 class FakeService final : public serve::Service {
@@ -72,6 +73,7 @@ class FakeService final : public serve::Service {
   serve::ModelInfo info;
   std::vector<int32_t> reply = Bytes("Hello world");
   bool finish_length = false;
+  size_t tokens_per_event = 1;
   int64_t cached_tokens = 0;
   std::optional<base::Error> reject;  // Submit fails with this
 
@@ -84,12 +86,14 @@ class FakeService final : public serve::Service {
     r.prompt_tokens = static_cast<int64_t>(request.prompt.size());
     r.n = request.n;
     const size_t len = std::min<size_t>(reply.size(), static_cast<size_t>(request.max_tokens));
-    for (size_t i = 0; i < len; ++i) {
+    for (size_t begin = 0; begin < len; begin += tokens_per_event) {
       for (int c = 0; c < request.n; ++c) {
         protocol::GenerateEvent e;
         e.choice = c;
-        e.tokens.push_back({reply[i], -0.5f, {}});
-        if (request.sampling.top_logprobs > 0) e.tokens.back().top_logprobs = {{reply[i], -0.5f}, {'x', -1.5f}};
+        for (size_t i = begin; i < std::min(len, begin + tokens_per_event); ++i) {
+          e.tokens.push_back({reply[i], -0.5f, {}});
+          if (request.sampling.top_logprobs > 0) e.tokens.back().top_logprobs = {{reply[i], -0.5f}, {'x', -1.5f}};
+        }
         queue_.emplace_back(request.id, e);
       }
     }

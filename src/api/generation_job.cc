@@ -27,6 +27,9 @@ struct GenerationJob::Choice {
   std::deque<std::pair<protocol::TokenOutput, size_t>> pending_logprobs;
   size_t pending_bytes = 0;
   int64_t reasoning_tokens = 0;  // generated tokens up to and including </think>
+  int64_t tokens_received = 0;   // in the service's events, read or not
+  int64_t tokens_read = 0;
+  int64_t tokens_kept = -1;      // up to the one that completed a stop string (-1: all)
   double last_token_seconds = 0;
 };
 
@@ -100,6 +103,8 @@ void GenerationJob::OnClientGone() {
 void GenerationJob::OnEvent(const protocol::GenerateEvent& e) {
   if (finished_) return;
   if (e.persisted_tokens > 0 && options_.on_persisted) options_.on_persisted(e.persisted_tokens);
+  if (e.choice >= 0 && e.choice < static_cast<int>(choices_.size()))
+    choices_[static_cast<size_t>(e.choice)]->tokens_received += static_cast<int64_t>(e.tokens.size());
   if (e.choice >= 0 && e.choice < static_cast<int>(choices_.size()) && !client_gone_ && !failure_) {
     Choice& c = *choices_[static_cast<size_t>(e.choice)];
     if (c.open && !e.tokens.empty()) OnTokens(c, e.tokens);
@@ -131,6 +136,22 @@ void GenerationJob::OnTokens(Choice& c, const std::vector<protocol::TokenOutput>
   }
   first_token_seen_ = true;
   c.last_token_seconds = now;
+  // With stop strings, the tokens of one event (a speculative step makes several) are read one
+  // at a time, so the one that completes a stop is known: usage counts the tokens up to it.
+  const size_t group = options_.stop.empty() ? tokens.size() : 1;
+  for (size_t begin = 0; begin < tokens.size(); begin += group) {
+    if (!ReadTokens(c, std::span(tokens).subspan(begin, std::min(group, tokens.size() - begin)))) continue;
+    c.tokens_kept = c.tokens_read;
+    EndChoice(c, Finish::kStopString);
+    if (num_open_ == 0 && !cancel_sent_) {
+      cancel_sent_ = true;
+      deps_.service->Cancel(request_id_);
+    }
+    return;
+  }
+}
+
+bool GenerationJob::ReadTokens(Choice& c, std::span<const protocol::TokenOutput> tokens) {
   std::string text;
   ChoiceDelta d;
   for (const protocol::TokenOutput& t : tokens) {
@@ -144,15 +165,11 @@ void GenerationJob::OnTokens(Choice& c, const std::vector<protocol::TokenOutput>
       c.pending_bytes += piece.size();
     }
   }
+  c.tokens_read += static_cast<int64_t>(tokens.size());
   const bool stopped = Process(c, text, false, d);
   ReleaseLogprobs(c, false, d);
   if (!d.empty()) writer_->Delta(d);
-  if (!stopped) return;
-  EndChoice(c, Finish::kStopString);
-  if (num_open_ == 0 && !cancel_sent_) {
-    cancel_sent_ = true;
-    deps_.service->Cancel(request_id_);
-  }
+  return stopped;
 }
 
 bool GenerationJob::Process(Choice& c, const std::string& text, bool at_end, ChoiceDelta& d) {
@@ -210,8 +227,12 @@ void GenerationJob::Fail(net::ApiError error) {
   if (!failure_) failure_ = std::move(error);
 }
 
-void GenerationJob::OnRequestDone(const protocol::Usage& usage) {
+void GenerationJob::OnRequestDone(const protocol::Usage& reported) {
   finished_ = true;
+  protocol::Usage usage = reported;  // less the tokens made after a stop string, before the cancel landed
+  for (const auto& c : choices_)
+    if (c->tokens_kept >= 0) usage.completion_tokens -= std::max<int64_t>(0, c->tokens_received - c->tokens_kept);
+  usage.completion_tokens = std::max<int64_t>(usage.completion_tokens, 0);
   if (options_.on_done && !failure_) options_.on_done(usage);
   if (client_gone_ || exchange_->closed()) return;
   if (failure_) return writer_->Fail(*failure_, begun_);

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,13 +63,14 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void OnClientGone();
   void ScheduleKeepAlive();
   void OnTokens(Choice& c, const std::vector<protocol::TokenOutput>& tokens);
+  bool ReadTokens(Choice& c, std::span<const protocol::TokenOutput> tokens);  // true: a stop string ended it
   // Parses and stop-matches `text` into d (d.choice set); returns true when a stop string hit.
   bool Process(Choice& c, const std::string& text, bool at_end, ChoiceDelta& d);
   // Moves into d the logprobs of content tokens whose text the parser no longer holds back (all
   // at the end); drops those of a tool-call block.
   void ReleaseLogprobs(Choice& c, bool at_end, ChoiceDelta& d);
   void EndChoice(Choice& c, Finish finish);
-  void OnRequestDone(const protocol::Usage& usage);
+  void OnRequestDone(const protocol::Usage& reported);
   void Fail(net::ApiError error);
 
   JobOptions options_;

@@ -255,6 +255,19 @@ TEST_F(RoutesTest, StopStringTrimsFinishesAndCancels) {
   EXPECT_LT(r["usage"]["completion_tokens"].get<int64_t>(), static_cast<int64_t>(service_.reply.size()));
 }
 
+TEST_F(RoutesTest, UsageCountsTokensUpToTheStopStringWhenStepsMakeSeveral) {
+  service_.reply = Bytes("Hello world, goodbye");
+  service_.tokens_per_event = 4;  // "Hell" "o wo" "rld," " goo" ...: the stop ends inside an event
+  for (int n : {1, 2}) {
+    auto ex = Run(NoThinking({{"stop", "world"}, {"n", n}}));
+    Json r = Body(*ex);
+    ASSERT_EQ(r["choices"].size(), static_cast<size_t>(n));
+    EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello ");
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+    EXPECT_EQ(r["usage"]["completion_tokens"], 11 * n);  // "Hello world": the tokens up to the stop's last
+  }
+}
+
 TEST_F(RoutesTest, StopStringIsNotMatchedInReasoning) {
   service_.reply = Bytes("stop here</think>fine");
   auto ex = Run(Chat({{"stop", "stop"}}));
