@@ -66,6 +66,7 @@ CharProfile::CharProfile(const Vocabulary& vocab, const std::bitset<256>& ascii)
   for (size_t i = 0; i < sorted.size(); ++i) {
     const std::string& bytes = others_->bytes(sorted[i]);
     const CharacterRun run = ReadCharacters(bytes, ascii);
+    max_exit_chars_ = std::max(max_exit_chars_, static_cast<size_t>(run.chars));
     if (run.inside) by_token[i].inside = true;
     else by_token[i].at_start.set(static_cast<uint8_t>(bytes[run.at]));
   }

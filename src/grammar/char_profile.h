@@ -22,6 +22,8 @@ class CharProfile {
   // counts as one); past max_chars(), all of them. A bitset over the vocabulary.
   std::span<const uint32_t> Within(size_t chars) const;
   size_t max_chars() const { return within_.size() - 1; }
+  // The most characters a token of others() reads before it stops being characters.
+  size_t max_exit_chars() const { return max_exit_chars_; }
   // Every other non-empty token, under its own id.
   const Vocabulary& others() const { return *others_; }
   // For the tokens below a node of others() (by index): the bytes where they stop being
@@ -40,6 +42,7 @@ class CharProfile {
   std::vector<std::vector<uint32_t>> within_;  // [chars] -> bitset, cumulative
   std::unique_ptr<const Vocabulary> others_;
   std::vector<Exits> exits_;  // per node of others_
+  size_t max_exit_chars_ = 0;
 };
 
 // Where a token stops being characters over `ascii` (with every non-ASCII character; a partial

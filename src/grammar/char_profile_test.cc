@@ -45,8 +45,9 @@ TEST(CharProfile, SplitsTheVocabularyByCharacters) {
   const std::vector<std::string> words = {"ab", "abc\"", "\xC3\xA9\xC3\xA9", "\xE4\xBD", "x\\n", "\xC3" "A", "   ", "\"}"};
   auto vocab = testing::ByteVocabulary(words);
   const auto ascii = JsonStringAscii();
-  const CharProfile& p = vocab->Characters(ascii);
-  EXPECT_EQ(&p, &vocab->Characters(ascii));  // built once
+  ASSERT_NE(vocab->Characters(ascii), nullptr);
+  const CharProfile& p = *vocab->Characters(ascii);
+  EXPECT_EQ(&p, vocab->Characters(ascii));  // built once
   EXPECT_EQ(vocab->character_profiles(), 1u);
   EXPECT_EQ(p.max_chars(), 3u);  // "   "
   for (size_t limit = 0; limit <= p.max_chars() + 1; ++limit) {
@@ -65,6 +66,22 @@ TEST(CharProfile, SplitsTheVocabularyByCharacters) {
   EXPECT_TRUE(root.at_start['"'] && root.at_start['\\'] && root.at_start['\n'] && root.at_start[0x80]);
   EXPECT_TRUE(root.inside);  // "\xC3A"
   EXPECT_FALSE(root.at_start['a']);
+  EXPECT_EQ(p.max_exit_chars(), 3u);  // "abc" before its quote
+}
+
+TEST(CharProfile, AVocabularyKeepsABoundedNumberOfProfiles) {
+  auto vocab = testing::ByteVocabulary();
+  for (size_t i = 0; i < Vocabulary::kMaxProfiles; ++i) {
+    std::bitset<256> set;
+    set.set('a' + i);
+    EXPECT_NE(vocab->Characters(set), nullptr);
+  }
+  std::bitset<256> one_more;
+  one_more.set('z');
+  EXPECT_EQ(vocab->Characters(one_more), nullptr);
+  std::bitset<256> first;
+  first.set('a');
+  EXPECT_NE(vocab->Characters(first), nullptr);  // those kept are still served
 }
 
 // Token ids accepted, as a sorted list whatever the representation.
@@ -77,13 +94,19 @@ std::vector<int32_t> AcceptedIds(const TokenClasses& c) {
   return out;
 }
 
-// Every state (at most `limit`, spread evenly) classified alone and at the root, both ways.
+// Every state (at most `limit`, spread evenly) classified alone, at the root and under the
+// first parent frames a rule resumes in, both ways.
 void ExpectClassesEqualTheWalk(const std::shared_ptr<const CompiledGrammar>& g, size_t limit) {
   const Automaton& a = g->automaton();
   const ChainSteps steps(a);
+  std::vector<int32_t> contexts = {kAlone, kAtRoot};
+  for (size_t s = 0; s < a.num_states() && contexts.size() < 5; ++s) {
+    for (const RefEdge& e : a.refs(static_cast<int32_t>(s)))
+      if (std::find(contexts.begin(), contexts.end(), e.next) == contexts.end() && contexts.size() < 5) contexts.push_back(e.next);
+  }
   const size_t stride = std::max<size_t>(1, a.num_states() / limit);
   for (size_t s = 0; s < a.num_states(); s += stride) {
-    for (int32_t context : {kAlone, kAtRoot}) {
+    for (int32_t context : contexts) {
       const auto state = static_cast<int32_t>(s);
       const TokenClasses fast = ClassifyState(a, g->vocab(), state, context, &steps);
       const TokenClasses walk = ClassifyStateByWalk(a, g->vocab(), state, context);
@@ -92,6 +115,24 @@ void ExpectClassesEqualTheWalk(const std::shared_ptr<const CompiledGrammar>& g, 
       ASSERT_EQ(fast.uncertain, walk.uncertain) << "state " << s << " context " << context;
     }
   }
+}
+
+TEST(CharProfile, ClassesEqualAWalkOnASmallVocabulary) {
+  // Tokens that read more characters before a quote than any token made only of characters,
+  // runs whose later steps take more bytes than the first, and partial characters.
+  auto vocab = testing::ByteVocabulary({"aaaa\"", "aaa\",", "ab1", "a\u00e9\"", "\xC3\xA9\xC3\"", "\xC3", "\"}", "12"});
+  for (const auto& [kind, text] : std::vector<std::pair<ConstraintKind, std::string>>{
+           {ConstraintKind::kJsonSchema, R"({"type":"string","minLength":2,"maxLength":4})"},
+           {ConstraintKind::kJsonSchema, R"({"type":"string","minLength":4})"},
+           {ConstraintKind::kJsonSchema, R"({"type":"array","items":{"type":"string","maxLength":3},"maxItems":3})"},
+           {ConstraintKind::kRegex, R"([^0-9]{2}.*)"},
+           {ConstraintKind::kRegex, R"(.{1,5}"})"}}) {
+    SCOPED_TRACE(text);
+    auto g = testing::MustCompile(kind, text, vocab);
+    ASSERT_NE(g, nullptr);
+    ExpectClassesEqualTheWalk(g, 400);
+  }
+  EXPECT_GE(vocab->character_profiles(), 1u);  // the shortcut ran
 }
 
 TEST(CharProfile, ClassesEqualAWalkOfTheWholeTrie) {

@@ -397,13 +397,16 @@ std::optional<TokenClasses> ClassifyCharRun(const Automaton& a, const Vocabulary
   if (chain.runs.size() != 1 || chain.runs[0].second.none()) return std::nullopt;
   const size_t length = static_cast<size_t>(chain.runs[0].first) + 1;
   const ByteSet& ascii = chain.runs[0].second;
-  const CharProfile& profile = vocab.Characters(ascii);
-  if (length <= profile.max_chars() && !RunEndsAfter(a, steps, state, length, ascii)) return std::nullopt;
-  const ByteSet dead = DeadExits(a, steps, state, std::min(length, profile.max_chars()), profile.exit_bytes());
-  TokenClasses out = Classifier(a, profile.others(), state, context, steps, &profile, dead).Run();
+  const CharProfile* profile = vocab.Characters(ascii);
+  if (profile == nullptr) return std::nullopt;  // the vocabulary keeps no more profiles
+  // A token reads at most `reach` characters along the run; a shorter run must end cleanly.
+  const size_t reach = std::max(profile->max_chars(), profile->max_exit_chars());
+  if (length <= reach && !RunEndsAfter(a, steps, state, length, ascii)) return std::nullopt;
+  const ByteSet dead = DeadExits(a, steps, state, std::min(length, profile->max_exit_chars()), profile->exit_bytes());
+  TokenClasses out = Classifier(a, profile->others(), state, context, steps, profile, dead).Run();
   if (out.needs_context) return out;
   std::vector<uint32_t> bits(vocab.mask_words(), 0);
-  const std::span<const uint32_t> within = profile.Within(length);
+  const std::span<const uint32_t> within = profile->Within(length);
   std::copy(within.begin(), within.end(), bits.begin());
   for (size_t w = 0; w < out.accepted_bits.size(); ++w) bits[w] |= out.accepted_bits[w];
   for (int32_t t : out.accepted) bits[static_cast<size_t>(t) / 32] |= 1u << (t % 32);

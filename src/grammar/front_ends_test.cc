@@ -186,6 +186,11 @@ TEST(JsonSchema, OneOfIsExactWhereBranchesCannotOverlap) {
                     {"type":"object","properties":{"k":{"const":"b"}},"required":["k"]}]})", "0 and 1"},
       {R"({"oneOf":[{"const":3},{"type":"number","maximum":9}]})", "0 and 1"},
       {R"({"oneOf":[{"type":"string"},{}]})", "0 and 1"},
+      // Without `type`, a branch's keywords leave values of other types free.
+      {R"({"oneOf":[{"type":"string"},{"properties":{"a":{"type":"integer"}}}]})", "0 and 1"},
+      {R"({"oneOf":[{"type":"integer"},{"maxLength":3}]})", "0 and 1"},
+      // Objects are equal whatever their members' order.
+      {R"({"oneOf":[{"const":{"a":1,"b":2}},{"enum":[{"b":2,"a":1}]}]})", "0 and 1"},
   };
   for (const auto& [schema, pair] : overlapping) {
     const std::string error = SchemaError(schema);

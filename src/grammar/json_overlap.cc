@@ -7,7 +7,7 @@
 namespace flashserve::grammar {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using Json = nlohmann::json;
 
 bool TypesMeet(const std::string& a, const std::string& b) {
   return a == b || (a == "integer" && b == "number") || (a == "number" && b == "integer");
@@ -26,6 +26,14 @@ bool ShareAValue(const std::vector<Json>& a, const std::vector<Json>& b) {
 }
 
 }  // namespace
+
+Json Unordered(const nlohmann::ordered_json& value) { return Json::parse(value.dump()); }
+
+std::vector<Json> UnorderedList(const nlohmann::ordered_json& values) {
+  std::vector<Json> out;
+  for (const auto& v : values) out.push_back(Unordered(v));
+  return out;
+}
 
 std::string JsonTypeOf(const Json& value) {
   switch (value.type()) {

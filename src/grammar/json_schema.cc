@@ -608,18 +608,19 @@ class SchemaCompiler {
       FS_ASSIGN_OR_RETURN(schema, MergeAllOf(schema, path));
     }
     if (schema.contains("const") || schema.contains("enum")) {
-      shape.values = schema.contains("const") ? std::vector<Json>{schema["const"]} : schema["enum"].get<std::vector<Json>>();
+      shape.values = schema.contains("const") ? std::vector<nlohmann::json>{Unordered(schema["const"])} : UnorderedList(schema["enum"]);
       return shape;
     }
+    if (!schema.contains("type")) return shape;  // keywords of one type leave the others free
     FS_ASSIGN_OR_RETURN(shape.types, Types(schema, path));
     const bool object = std::find(shape.types.begin(), shape.types.end(), "object") != shape.types.end();
     if (!object || !schema.contains("required") || !schema.contains("properties")) return shape;
     for (const Json& name : schema["required"]) {
       if (!name.is_string() || !schema["properties"].contains(name.get<std::string>())) continue;
       FS_ASSIGN_OR_RETURN(Json property, Dereference(schema["properties"][name.get<std::string>()], path));
-      if (property.is_object() && property.contains("const")) shape.tags[name.get<std::string>()] = {property["const"]};
+      if (property.is_object() && property.contains("const")) shape.tags[name.get<std::string>()] = {Unordered(property["const"])};
       else if (property.is_object() && property.contains("enum") && property["enum"].is_array())
-        shape.tags[name.get<std::string>()] = property["enum"].get<std::vector<Json>>();
+        shape.tags[name.get<std::string>()] = UnorderedList(property["enum"]);
     }
     return shape;
   }

@@ -61,11 +61,12 @@ Vocabulary::Vocabulary(std::vector<std::string> bytes, std::vector<int32_t> end_
 
 Vocabulary::~Vocabulary() = default;
 
-const CharProfile& Vocabulary::Characters(const std::bitset<256>& ascii) const {
+const CharProfile* Vocabulary::Characters(const std::bitset<256>& ascii) const {
   std::lock_guard<std::mutex> lock(profiles_mu_);
-  auto& slot = profiles_[Key(ascii)];
-  if (!slot) slot = std::make_unique<const CharProfile>(*this, ascii);
-  return *slot;
+  const auto key = Key(ascii);
+  if (auto it = profiles_.find(key); it != profiles_.end()) return it->second.get();
+  if (profiles_.size() >= kMaxProfiles) return nullptr;
+  return (profiles_[key] = std::make_unique<const CharProfile>(*this, ascii)).get();
 }
 
 size_t Vocabulary::character_profiles() const {

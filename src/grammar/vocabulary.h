@@ -50,8 +50,10 @@ class Vocabulary {
   size_t max_token_bytes() const { return nodes_.empty() ? 0 : nodes_[0].span; }  // the root's span
   uint64_t fingerprint() const { return fingerprint_; }
   // The vocabulary as a run of characters over these ASCII bytes reads it (grammar/char_profile.h);
-  // built on first use and kept for the vocabulary's life.
-  const CharProfile& Characters(const std::bitset<256>& ascii) const;
+  // built on first use and kept for the vocabulary's life, at most kMaxProfiles of them (then
+  // null for a new set: its states are classified by walking the whole trie).
+  static constexpr size_t kMaxProfiles = 8;
+  const CharProfile* Characters(const std::bitset<256>& ascii) const;
   size_t character_profiles() const;  // built so far
 
  private:
