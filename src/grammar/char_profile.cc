@@ -5,18 +5,23 @@
 
 namespace flashserve::grammar {
 
+bool Utf8Lead(uint8_t b, int* continuations, uint8_t* lo, uint8_t* hi) {
+  *lo = 0x80, *hi = 0xBF;
+  if (b >= 0xC2 && b <= 0xDF) *continuations = 1;
+  else if (b >= 0xE0 && b <= 0xEF) *continuations = 2, *lo = b == 0xE0 ? 0xA0 : 0x80, *hi = b == 0xED ? 0x9F : 0xBF;
+  else if (b >= 0xF0 && b <= 0xF4) *continuations = 3, *lo = b == 0xF0 ? 0x90 : 0x80, *hi = b == 0xF4 ? 0x8F : 0xBF;
+  else return false;
+  return true;
+}
+
 CharacterRun ReadCharacters(const std::string& token, const std::bitset<256>& ascii) {
   CharacterRun run;
   for (size_t i = 0; i < token.size();) {
     const auto b = static_cast<unsigned char>(token[i]);
     int n = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b < 0x80) n = ascii[b] ? 0 : -1;
-    else if (b >= 0xC2 && b <= 0xDF) n = 1;
-    else if (b >= 0xE0 && b <= 0xEF) n = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    else if (b >= 0xF0 && b <= 0xF4) n = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    else n = -1;
-    if (n < 0) {
+    uint8_t lo = 0x80, hi = 0xBF;
+    const bool ok = b < 0x80 ? static_cast<bool>(ascii[b]) : Utf8Lead(b, &n, &lo, &hi);
+    if (!ok) {
       run.at = i;
       return run;
     }

@@ -1,7 +1,8 @@
 // The vocabulary as a run of character steps reads it (a JSON string, bounded or not): for one
 // set of ASCII bytes taken as characters (every non-ASCII character taken too), the tokens made
 // only of such characters as bitsets by how many characters they hold, and every other token as
-// a vocabulary of its own to walk. Built once per byte set (Vocabulary::Characters); immutable.
+// a vocabulary of its own to walk. Built once per byte set (Vocabulary::Characters) and used by
+// the classifier (grammar/compiled_grammar.cc); immutable, any thread.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,10 @@ class CharProfile {
   std::vector<Exits> exits_;  // per node of others_
   size_t max_exit_chars_ = 0;
 };
+
+// A UTF-8 lead byte (shortest forms, no surrogates): how many continuation bytes follow, and
+// the range of the first of them; false for bytes that cannot start a multi-byte character.
+bool Utf8Lead(uint8_t lead, int* continuations, uint8_t* lo, uint8_t* hi);
 
 // Where a token stops being characters over `ascii` (with every non-ASCII character; a partial
 // last character allowed): `at` is the byte offset (the token's size when it never does),

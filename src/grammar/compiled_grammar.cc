@@ -19,6 +19,20 @@ bool IsSimple(const Automaton& a, int32_t state) {
   return !info.accepting && info.refs_begin == info.refs_end;
 }
 
+// Stores the accepted tokens of `bits` (`count` of them) as the bitset, or as a list when that
+// is smaller.
+void SetAccepted(std::vector<uint32_t> bits, size_t count, TokenClasses* out) {
+  out->accepted.clear();
+  out->accepted_bits.clear();
+  if (count > bits.size()) {
+    out->accepted_bits = std::move(bits);
+    return;
+  }
+  for (size_t w = 0; w < bits.size(); ++w) {
+    for (uint32_t b = bits[w]; b; b &= b - 1) out->accepted.push_back(static_cast<int32_t>(w * 32 + static_cast<size_t>(__builtin_ctz(b))));
+  }
+}
+
 // A depth-first walk of the trie carrying the set of stacks each prefix leads to.
 class Classifier {
  public:
@@ -42,13 +56,7 @@ class Classifier {
       out.needs_context = true;
       return out;
     }
-    if (accepted_count_ > v_.mask_words()) {
-      out.accepted_bits = std::move(bits_);
-    } else {
-      for (size_t w = 0; w < bits_.size(); ++w) {
-        for (uint32_t b = bits_[w]; b; b &= b - 1) out.accepted.push_back(static_cast<int32_t>(w * 32 + static_cast<size_t>(__builtin_ctz(b))));
-      }
-    }
+    SetAccepted(std::move(bits_), accepted_count_, &out);
     std::sort(uncertain_.begin(), uncertain_.end());
     out.uncertain = std::move(uncertain_);
     return out;
@@ -412,15 +420,7 @@ std::optional<TokenClasses> ClassifyCharRun(const Automaton& a, const Vocabulary
   for (int32_t t : out.accepted) bits[static_cast<size_t>(t) / 32] |= 1u << (t % 32);
   size_t count = 0;
   for (uint32_t w : bits) count += static_cast<size_t>(__builtin_popcount(w));
-  out.accepted.clear();
-  out.accepted_bits.clear();
-  if (count > vocab.mask_words()) {
-    out.accepted_bits = std::move(bits);
-  } else {
-    for (size_t w = 0; w < bits.size(); ++w) {
-      for (uint32_t b = bits[w]; b; b &= b - 1) out.accepted.push_back(static_cast<int32_t>(w * 32 + static_cast<size_t>(__builtin_ctz(b))));
-    }
-  }
+  SetAccepted(std::move(bits), count, &out);
   return out;
 }
 

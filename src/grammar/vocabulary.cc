@@ -14,12 +14,8 @@ bool Utf8From(const std::string& bytes, size_t from) {
   while (i < bytes.size()) {
     const auto b = static_cast<unsigned char>(bytes[i]);
     int n = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b < 0x80) n = 0;
-    else if (b >= 0xC2 && b <= 0xDF) n = 1;
-    else if (b >= 0xE0 && b <= 0xEF) n = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
-    else if (b >= 0xF0 && b <= 0xF4) n = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
-    else return false;
+    uint8_t lo = 0x80, hi = 0xBF;
+    if (b >= 0x80 && !Utf8Lead(b, &n, &lo, &hi)) return false;
     ++i;
     for (int k = 0; k < n && i < bytes.size(); ++k, ++i) {
       const auto c = static_cast<unsigned char>(bytes[i]);
