@@ -181,11 +181,9 @@ Status ParseMoe(const json& j, ModelConfig* c) {
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<ModelConfig> ParseModelConfig(const std::string& json_text) {
-  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) return Error(ErrorCode::kBadConfig, "config.json is not a JSON object");
+// The config's fields; json::value reads of keys of the wrong type throw (ParseModelConfig
+// turns that into kBadConfig).
+Result<ModelConfig> ParseConfigObject(const json& root) {
   ModelConfig c;
   FS_RETURN_IF_ERROR(ParseArchitecture(root, &c));
   FS_ASSIGN_OR_RETURN(json j, c.is_v41() ? V41TextSection(root) : root);
@@ -233,6 +231,18 @@ Result<ModelConfig> ParseModelConfig(const std::string& json_text) {
   FS_RETURN_IF_ERROR(ParseVisionConfig(root, &c));
   FS_RETURN_IF_ERROR(ValidateModelConfig(c));
   return c;
+}
+
+}  // namespace
+
+Result<ModelConfig> ParseModelConfig(const std::string& json_text) {
+  json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object()) return Error(ErrorCode::kBadConfig, "config.json is not a JSON object");
+  try {
+    return ParseConfigObject(root);
+  } catch (const json::exception& e) {  // a key of the wrong type read with a default (json::value)
+    return Error(ErrorCode::kBadConfig, std::string("config.json: a key has the wrong type: ") + e.what());
+  }
 }
 
 Result<ModelConfig> LoadModelConfig(const std::string& checkpoint_dir) {

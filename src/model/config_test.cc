@@ -112,6 +112,21 @@ TEST(ConfigTest, RejectsUnsupportedAndInconsistentValues) {
   { auto k = j; k["eos_token_id"] = 999999; ExpectRejected(k, base::ErrorCode::kBadConfig, "eos"); }
 }
 
+// Keys read with a default (json::value) threw nlohmann's type_error out of ParseModelConfig
+// when they held another type (found by fuzz/model_config_fuzz): now a kBadConfig.
+TEST(ConfigTest, KeysOfTheWrongTypeAreBadConfigNotExceptions) {
+  const auto j = OfficialTiny();
+  for (const char* key : {"norm_topk_prob", "tie_word_embeddings", "scoring_func", "hidden_act", "model_type",
+                          "expert_dtype"}) {
+    auto k = j;
+    k[key] = key == std::string("norm_topk_prob") || key == std::string("tie_word_embeddings") ? json(1) : json(true);
+    ExpectRejected(k, base::ErrorCode::kBadConfig, "wrong type");
+  }
+  auto k = j;
+  k["quantization_config"]["fmt"] = 3;
+  ExpectRejected(k, base::ErrorCode::kBadConfig, "wrong type");
+}
+
 TEST(ConfigTest, AcceptsTheOfficialFlashConfigShape) {
   // Key set of deepseek-ai/DeepSeek-V4-Flash (v4-architecture.md 2.1), trailing ratios for MTP.
   auto j = OfficialTiny();
