@@ -8,9 +8,9 @@ if(CCACHE_PROGRAM)
 endif()
 
 add_compile_options(-Wall -Wextra -Wno-unused-parameter -fno-strict-aliasing)
-if(FLASHSERVE_SANITIZE OR FLASHSERVE_TSAN)
-  # Sanitizer builds: -O1 with line tables compiles about 3x faster than -O3 -g and still gives
-  # every report its file and line.
+if(FLASHSERVE_SANITIZE OR FLASHSERVE_TSAN OR FLASHSERVE_FUZZ)
+  # Sanitizer and fuzzing builds: -O1 with line tables compiles about 3x faster than -O3 -g and
+  # still gives every report its file and line.
   add_compile_options(-O1 -g1)
 elseif(CMAKE_BUILD_TYPE MATCHES "Rel")
   add_compile_options(-O3)
