@@ -30,21 +30,25 @@ __m512 RoundE4m3(__m512 q) {
   return _mm512_mask_blend_ps(tiny, _mm512_castsi512_ps(rounded), sub);
 }
 
+// mag, or `value` where a compares to `edge` by kPredicate (a template argument: clang takes
+// the comparison only as a constant).
+template <int kPredicate>
+__m512 Step(__m512 a, __m512 mag, float edge, float value) {
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(edge), kPredicate), mag, _mm512_set1_ps(value));
+}
+
 // q (|q| <= 6 or NaN) -> e2m1 value with q's sign: the thresholds of model::FloatToE2m1, whose
 // midpoints go to the even code (<= at 0.25, 1.25, 2.5, 5; < at 0.75, 1.75, 3.5); NaN -> 6.
 __m512 RoundE2m1(__m512 q) {
   const __m512 a = _mm512_abs_ps(q);
   __m512 mag = _mm512_setzero_ps();
-  const auto step = [&](float edge, int predicate, float value) {
-    mag = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, _mm512_set1_ps(edge), predicate), mag, _mm512_set1_ps(value));
-  };
-  step(0.25f, _CMP_GT_OQ, 0.5f);
-  step(0.75f, _CMP_GE_OQ, 1.0f);
-  step(1.25f, _CMP_GT_OQ, 1.5f);
-  step(1.75f, _CMP_GE_OQ, 2.0f);
-  step(2.5f, _CMP_GT_OQ, 3.0f);
-  step(3.5f, _CMP_GE_OQ, 4.0f);
-  step(5.0f, _CMP_GT_OQ, 6.0f);
+  mag = Step<_CMP_GT_OQ>(a, mag, 0.25f, 0.5f);
+  mag = Step<_CMP_GE_OQ>(a, mag, 0.75f, 1.0f);
+  mag = Step<_CMP_GT_OQ>(a, mag, 1.25f, 1.5f);
+  mag = Step<_CMP_GE_OQ>(a, mag, 1.75f, 2.0f);
+  mag = Step<_CMP_GT_OQ>(a, mag, 2.5f, 3.0f);
+  mag = Step<_CMP_GE_OQ>(a, mag, 3.5f, 4.0f);
+  mag = Step<_CMP_GT_OQ>(a, mag, 5.0f, 6.0f);
   mag = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(a, a, _CMP_UNORD_Q), mag, _mm512_set1_ps(6.0f));
   const __m512i sign = _mm512_and_si512(_mm512_castps_si512(q), _mm512_set1_epi32(static_cast<int>(0x80000000u)));
   return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(mag), sign));
