@@ -31,6 +31,9 @@ if(FLASHSERVE_FUZZ)
     message(FATAL_ERROR "FLASHSERVE_FUZZ needs clang (libFuzzer): CXX=clang++ CC=clang, or scripts/fuzz.sh")
   endif()
   add_compile_options(-fsanitize=fuzzer-no-link)  # coverage for the fuzzers in every room they reach
+  # clang 14 with libstdc++ 12: Boost.Asio does not detect the C++20 coroutines (its awaitable
+  # and use_awaitable are then missing); they are there.
+  add_compile_definitions(BOOST_ASIO_HAS_CO_AWAIT=1 BOOST_ASIO_HAS_STD_COROUTINE=1)
 endif()
 
 # Repository root and the read-only shared folder (golden fixtures); tests skip when absent.
