@@ -127,6 +127,12 @@ std::optional<net::ApiError> ReadConstraintFields(const Json& body, bool chat, C
   return ReadOne(found[0].first, *found[0].second, out);
 }
 
+// A tool's `strict` flag (the decoder admits a boolean or null only).
+bool Strict(const Json& function) {
+  const auto it = function.find("strict");
+  return it != function.end() && it->is_boolean() && it->get<bool>();
+}
+
 std::optional<net::ApiError> ToolCallConstraint(const protocol::ChatRequest& chat, encoding::EncodingVersion version,
                                                 ConstraintSource* out) {
   using protocol::ToolChoiceMode;
@@ -135,7 +141,7 @@ std::optional<net::ApiError> ToolCallConstraint(const protocol::ChatRequest& cha
   if (forced && chat.tools.empty()) return Bad("tool_choice", "forces a tool call, but the request has no tools");
   if (chat.tools.empty() || choice.mode == ToolChoiceMode::kNone) return std::nullopt;
   bool strict = false;
-  for (const protocol::ToolSpec& t : chat.tools) strict = strict || t.function.value("strict", false);
+  for (const protocol::ToolSpec& t : chat.tools) strict = strict || Strict(t.function);
   if (!forced && chat.parallel_tool_calls && !strict) return std::nullopt;
   if (out->constraint.active()) {
     return Bad("tools", fmt::format("forced or strict tool calls and `{}` cannot both constrain one answer", out->param));
@@ -149,7 +155,7 @@ std::optional<net::ApiError> ToolCallConstraint(const protocol::ChatRequest& cha
       const std::string ns = t.tool_namespace["name"].get<std::string>() + "::";
       if (name.rfind(ns, 0) != 0) name = ns + name;
     }
-    tools.push_back({{"name", name}, {"strict", t.function.value("strict", false)},
+    tools.push_back({{"name", name}, {"strict", Strict(t.function)},
                      {"parameters", t.function.value("parameters", Json::object())}});
   }
   if (tools.empty()) return Bad("tool_choice", fmt::format("names '{}', which is not among the tools", choice.function_name));

@@ -251,6 +251,8 @@ TEST(JsonSchema, UnsupportedKeywordsNameTheirPath) {
   EXPECT_EQ(SchemaError(R"({"$ref":"#/$defs/missing"})"), "$ref: reference '#/$defs/missing' points nowhere");
   EXPECT_EQ(SchemaError(R"({"type":"strnig"})"), "type: unknown type 'strnig'");
   EXPECT_EQ(SchemaError("{"), "the schema is not valid JSON");
+  // Read with a default before, so a non-boolean threw out of the compiler (a 500 over HTTP).
+  EXPECT_EQ(SchemaError(R"({"type":"string","nullable":0})"), "nullable: must be a boolean");
   auto path = BuildGrammar({ConstraintKind::kJsonSchema, R"({"properties":{"a":{"multipleOf":2}}})"});
   ASSERT_FALSE(path.ok());
   EXPECT_EQ(SchemaErrorPath(path.error()), "properties.a.multipleOf");

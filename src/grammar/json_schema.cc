@@ -239,7 +239,10 @@ class SchemaCompiler {
     for (const std::string& t : types) {
       if (!kKnown.count(t)) return At(Join(path, "type"), fmt::format("unknown type '{}'", t));
     }
-    if (schema.value("nullable", false) && std::find(types.begin(), types.end(), "null") == types.end() && !types.empty()) {
+    const auto nullable = schema.find("nullable");
+    if (nullable != schema.end() && !nullable->is_boolean()) return At(Join(path, "nullable"), "must be a boolean");
+    if (nullable != schema.end() && nullable->get<bool>() && std::find(types.begin(), types.end(), "null") == types.end() &&
+        !types.empty()) {
       types.push_back("null");
     }
     return types;

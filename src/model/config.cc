@@ -118,6 +118,7 @@ Status ParseRope(const json& j, ModelConfig* c) {
   if (rope_dim < 0) {
     double factor = 64.0 / 512.0;
     FS_RETURN_IF_ERROR(GetDouble(j, "partial_rotary_factor", &factor));
+    if (!(factor > 0.0 && factor <= 1.0)) return BadKey("partial_rotary_factor", "must be in (0, 1]");
     rope_dim = static_cast<int64_t>(c->head_dim * factor + 0.5);
   }
   c->rope_head_dim = static_cast<int>(rope_dim);
@@ -191,6 +192,9 @@ Result<ModelConfig> ParseConfigObject(const json& root) {
   FS_RETURN_IF_ERROR(GetInt(j, "hidden_size", true, &c.hidden_size));
   FS_RETURN_IF_ERROR(GetIntAs(j, "num_hidden_layers", true, &c.num_layers));
   FS_RETURN_IF_ERROR(GetIntAs(j, "num_nextn_predict_layers", false, &c.num_mtp_layers));
+  // Bounded before anything is sized by them (ValidateModelConfig checks the rest later).
+  if (c.num_layers < 1 || c.num_layers > 4096) return BadKey("num_hidden_layers", "must be 1..4096");
+  if (c.num_mtp_layers < 0 || c.num_mtp_layers > 64) return BadKey("num_nextn_predict_layers", "must be 0..64");
   if (c.is_v41()) {  // V4.1's extra layers are DSpark draft stages, not an MTP block
     c.num_draft_layers = c.num_mtp_layers;
     c.num_mtp_layers = 0;

@@ -2,6 +2,7 @@
 // lookups whose errors name the key. Internal to the model room.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,7 +33,8 @@ inline Status GetInt(const json& j, const std::string& key, bool required, int64
   }
   if (it->is_number_integer()) {
     *out = it->get<int64_t>();
-  } else if (it->is_number_float() && it->get<double>() == static_cast<double>(static_cast<int64_t>(it->get<double>()))) {
+  } else if (it->is_number_float() && std::abs(it->get<double>()) < 0x1p62 &&
+             it->get<double>() == static_cast<double>(static_cast<int64_t>(it->get<double>()))) {
     *out = static_cast<int64_t>(it->get<double>());
   } else {
     return BadKey(key, "must be an integer");

@@ -127,6 +127,22 @@ TEST(ConfigTest, KeysOfTheWrongTypeAreBadConfigNotExceptions) {
   ExpectRejected(k, base::ErrorCode::kBadConfig, "wrong type");
 }
 
+// Values that sized vectors or were cast before validation (found by reading the fuzz target's
+// reach): layer counts out of range, integers as huge doubles, a huge rotary factor.
+TEST(ConfigTest, OutOfRangeNumbersAreBadConfig) {
+  const auto j = OfficialTiny();
+  { auto k = j; k["num_hidden_layers"] = -1; ExpectRejected(k, base::ErrorCode::kBadConfig, "num_hidden_layers"); }
+  { auto k = j; k["num_hidden_layers"] = 1 << 30; ExpectRejected(k, base::ErrorCode::kBadConfig, "num_hidden_layers"); }
+  { auto k = j; k["num_nextn_predict_layers"] = 2000000000; ExpectRejected(k, base::ErrorCode::kBadConfig, "num_nextn_predict_layers"); }
+  { auto k = j; k["vocab_size"] = 1e300; ExpectRejected(k, base::ErrorCode::kBadConfig, "vocab_size"); }
+  {
+    auto k = j;
+    k.erase("qk_rope_head_dim");
+    k["partial_rotary_factor"] = 1e30;
+    ExpectRejected(k, base::ErrorCode::kBadConfig, "partial_rotary_factor");
+  }
+}
+
 TEST(ConfigTest, AcceptsTheOfficialFlashConfigShape) {
   // Key set of deepseek-ai/DeepSeek-V4-Flash (v4-architecture.md 2.1), trailing ratios for MTP.
   auto j = OfficialTiny();

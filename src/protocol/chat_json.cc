@@ -183,8 +183,14 @@ Result<ToolSpec> ParseTool(const Json& tool, std::string_view path) {
   if (!function->is_object()) return WrongType(function_path, "an object", *function);
   ToolSpec out;
   FS_ASSIGN_OR_RETURN(out.name, RequiredString(*function, "name", function_path));
+  if (const Json* strict = Find(*function, "strict"); strict != nullptr && !strict->is_null() && !strict->is_boolean())
+    return WrongType(Field(function_path, "strict"), "a boolean", *strict);
   out.function = *function;
-  if (const Json* ns = Find(tool, "namespace")) out.tool_namespace = *ns;
+  if (const Json* ns = Find(tool, "namespace")) {
+    const Json* name = ns->is_object() ? Find(*ns, "name") : nullptr;
+    if (name != nullptr && !name->is_string()) return WrongType(Field(Field(path, "namespace"), "name"), "a string", *name);
+    out.tool_namespace = *ns;
+  }
   return out;
 }
 

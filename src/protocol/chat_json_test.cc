@@ -122,6 +122,12 @@ TEST(ChatJsonTest, RejectsMalformedBodies) {
   ExpectBad(R"({"messages": {}})", "messages: expected an array, got object");
   ExpectBad(R"({"messages": []})", "messages: must not be empty");
   ExpectBad(R"({"messages": [3]})", "messages[0]: expected a message object, got number");
+  // Read later with a default, these threw out of the route (a 500) before they were checked here.
+  const std::string user = R"("messages": [{"role": "user", "content": "a"}])";
+  ExpectBad("{" + user + R"(, "tools": [{"type": "function", "function": {"name": "f", "strict": "yes"}}]})",
+            "tools[0].function.strict: expected a boolean, got string");
+  ExpectBad("{" + user + R"(, "tools": [{"type": "function", "function": {"name": "f"}, "namespace": {"name": 5}}]})",
+            "tools[0].namespace.name: expected a string, got number");
 }
 
 TEST(ChatJsonTest, RejectsMalformedMessages) {

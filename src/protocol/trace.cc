@@ -17,11 +17,14 @@ base::Error BadLine(int line, std::string_view what) {
   return base::MakeError(base::ErrorCode::kInvalidArgument, fmt::format("trace line {}: {}", line, what));
 }
 
-// A number >= 0 under `key` into *out; absent is an error only when `required`.
+// A number in [0, 2^53] under `key` into *out (exact as a double, and castable to int64 and to
+// milliseconds); absent is an error only when `required`.
 base::Status NumberField(const json& j, const char* key, bool required, int line, double* out) {
   auto it = j.find(key);
   if (it == j.end()) return required ? base::Status(BadLine(line, fmt::format("missing \"{}\"", key))) : base::Status();
-  if (!it->is_number() || it->get<double>() < 0) return BadLine(line, fmt::format("\"{}\" must be a number >= 0", key));
+  if (!it->is_number() || !(it->get<double>() >= 0 && it->get<double>() <= 9007199254740992.0)) {
+    return BadLine(line, fmt::format("\"{}\" must be a number from 0 to 2^53", key));
+  }
   *out = it->get<double>();
   return base::Status::Ok();
 }

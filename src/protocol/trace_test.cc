@@ -52,6 +52,10 @@ TEST(TraceTest, ErrorsNameTheLine) {
   EXPECT_FALSE(ParseTrace("{\"timestamp\": -1, \"input_length\": 1, \"hash_ids\": []}").ok());
   EXPECT_FALSE(ParseTrace("{\"timestamp\": 1, \"input_length\": \"9\", \"hash_ids\": []}").ok());
   EXPECT_FALSE(ParseTrace("{\"timestamp\": 1, \"input_length\": 1, \"hash_ids\": [], \"session\": 3}").ok());
+  // Past 2^53 a count no longer casts to int64 (undefined) nor a time back from milliseconds.
+  EXPECT_FALSE(ParseTrace("{\"timestamp\": 1, \"input_length\": 1e300, \"hash_ids\": []}").ok());
+  EXPECT_FALSE(ParseTrace("{\"timestamp\": 1e19, \"input_length\": 1, \"hash_ids\": []}").ok());
+  EXPECT_TRUE(ParseTrace("{\"timestamp\": 9007199254740992, \"input_length\": 1, \"hash_ids\": []}").ok());
 }
 
 TEST(TraceTest, WritesAndReadsFiles) {
