@@ -1,7 +1,8 @@
 // HTTP requests from the network through a running API server (on 127.0.0.1, a scripted
 // Service behind it): raw request bytes, or a JSON body framed as a POST to one of the routes
 // (chat, completions, messages, count_tokens, responses, tokenize, detokenize). Whatever a
-// request does, the server answers the next client's GET /health with 200 and ends idle.
+// request does, it is never answered 500 (an exception a handler let through), the server
+// answers the next client's GET /health with 200, and it ends idle (nothing left pending).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -40,8 +41,11 @@ Server& TheServer() {
   return *server;
 }
 
-// Sends `request`, half-closes, and reads until the server closes (or 5 s pass).
-std::string Exchange(int port, const std::string& request) {
+// Sends `request` and reads until the server closes (or 5 s pass). half_close: ends the
+// sending side at once (raw bytes: the server then sees the end of the stream); a framed
+// request keeps it open, as a client waiting for its answer does (a closed side reads as a
+// client that left, which cancels the request before any response is written).
+std::string Exchange(int port, const std::string& request, bool half_close) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) std::abort();
   timeval tv{5, 0};
@@ -56,7 +60,7 @@ std::string Exchange(int port, const std::string& request) {
     if (n <= 0) break;
     sent += static_cast<size_t>(n);
   }
-  shutdown(fd, SHUT_WR);
+  if (half_close) shutdown(fd, SHUT_WR);
   std::string reply;
   char buf[4096];
   for (ssize_t n; (n = recv(fd, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
@@ -81,10 +85,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     request = rest;
   }
-  (void)Exchange(server.http->port(), request);
-  const std::string health = Exchange(server.http->port(), "GET /health HTTP/1.1\r\nHost: fuzz\r\nConnection: close\r\n\r\n");
+  const std::string reply = Exchange(server.http->port(), request, /*half_close=*/(data[0] & 1) == 0);
+  if (reply.rfind("HTTP/1.1 500", 0) == 0) __builtin_trap();  // a handler threw
+  const std::string health =
+      Exchange(server.http->port(), "GET /health HTTP/1.1\r\nHost: fuzz\r\nConnection: close\r\n\r\n", false);
   if (health.rfind("HTTP/1.1 200", 0) != 0) __builtin_trap();
-  if (!server.http->WaitIdle(10)) __builtin_trap();  // a request still pending: something leaked it
+  if (!server.http->WaitIdle(2)) __builtin_trap();  // a request still pending: something leaked it
   server.service.Reset();
   return 0;
 }

@@ -1,6 +1,6 @@
 // JSON Schemas from requests (response_format, tool parameters) through the grammar compiler:
-// any JSON either compiles or is refused with an error that names a path, never a crash, a
-// hang or unbounded memory ($ref cycles, deep nesting, huge bounds).
+// any JSON either compiles or is refused with an error, never a crash, an exception, a hang or
+// unbounded memory ($ref cycles, deep nesting, huge bounds).
 #include <cstddef>
 #include <cstdint>
 

@@ -3,6 +3,7 @@
 // long runs) encode without a crash, to known ids only.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <string_view>
@@ -15,7 +16,10 @@ namespace {
 const flashserve::tokenizer::Tokenizer& DeepSeek() {
   static const std::unique_ptr<flashserve::tokenizer::Tokenizer> tokenizer = [] {
     auto loaded = flashserve::tokenizer::Tokenizer::Load(FLASHSERVE_FUZZ_TOKENIZER);
-    if (!loaded.ok()) std::abort();
+    if (!loaded.ok()) {  // scripts/setup.sh fetches it
+      std::fprintf(stderr, "tokenizer_fuzz: %s\n", loaded.error().ToString().c_str());
+      std::abort();
+    }
     return std::move(loaded).value();
   }();
   return *tokenizer;

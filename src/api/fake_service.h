@@ -173,8 +173,8 @@ class FakeService final : public serve::Service {
     running_ = false;
     if (thread_.joinable()) thread_.join();
   }
-  // Drops every sink (and what they hold) without delivering.
-  // Forgets every request (call when none is in flight).
+  // Drops every sink (and what they hold) without delivering, and forgets every request (call
+  // when none is in flight).
   void Reset() {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.clear();
