@@ -24,5 +24,6 @@ void RegisterBenchCommand(CLI::App& app, CommandFn* run);
 void RegisterKvCommand(CLI::App& app, CommandFn* run);
 void RegisterRouterCommand(CLI::App& app, CommandFn* run);
 void RegisterImageInfoCommand(CLI::App& app, CommandFn* run);
+void RegisterPlanCommand(CLI::App& app, CommandFn* run);
 
 }  // namespace flashserve::app

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   RegisterKvCommand(app, &run);
   RegisterRouterCommand(app, &run);
   RegisterImageInfoCommand(app, &run);
+  RegisterPlanCommand(app, &run);
   CLI11_PARSE(app, argc, argv);
   if (verbose) flashserve::base::SetLogLevel(flashserve::base::LogLevel::kDebug);
   return run ? run() : 1;

@@ -6,20 +6,7 @@
 set -u
 bin="$1"
 tok="$2"
-fail=0
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-
-check() {  # check NAME EXPECTED ACTUAL
-  if [ "$2" == "$3" ]; then echo "ok   $1"; else echo "FAIL $1: expected [$2] got [$3]"; fail=1; fi
-}
-check_fails() {  # check_fails NAME NEEDLE COMMAND...
-  local name="$1" needle="$2"
-  shift 2
-  local out
-  if out="$("$@" 2>&1)"; then echo "FAIL $name: exit 0"; fail=1; return; fi
-  if [[ "$out" == *"$needle"* ]]; then echo "ok   $name"; else echo "FAIL $name: no '$needle' in: $out"; fail=1; fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check_util.sh"
 
 # Developer model tools (no tokenizer needed).
 "$bin" make-model --preset tiny --vocab 1280 --out "$tmp/m" >/dev/null || { echo "FAIL make-model"; exit 1; }
