@@ -25,9 +25,9 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   context_.ids = &ids_;
   context_.seal = config.seal.get();
   context_.grammars = config.grammars.get();
-  keys_ = meter::ApiKeyRing(config.api_keys);
-  context_.keys = &keys_;
-  routes_.SetAuthorizer([this](const net::HttpRequest& r) { return keys_.Allows(r); });
+  keys_ = config.key_ring ? config.key_ring : std::make_shared<meter::ApiKeyRing>(config.api_keys);
+  context_.keys = keys_.get();
+  routes_.SetAuthorizer([this](const net::HttpRequest& r) { return keys_->Allows(r); });
   context_.options = config.routes;
   context_.created =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();

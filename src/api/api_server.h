@@ -23,6 +23,8 @@ struct ApiConfig {
   net::HttpServerConfig http;
   RouteOptions routes;
   std::vector<meter::ApiKey> api_keys;  // empty: no authentication
+  // A live ring kept by the metering store's KeyDirectory; when set, used instead of api_keys.
+  std::shared_ptr<meter::ApiKeyRing> key_ring;
   // Seals reasoning handed to stateless clients (Messages signatures, Responses
   // encrypted_content); null: thinking blocks and encrypted reasoning cannot be returned.
   std::shared_ptr<const ReasoningSeal> seal;
@@ -52,7 +54,7 @@ class ApiServer {
   ApiConfig config_;
   ApiMetrics metrics_;
   IdSource ids_;
-  meter::ApiKeyRing keys_;
+  std::shared_ptr<meter::ApiKeyRing> keys_;
   RouteContext context_;
   std::unique_ptr<ImageFetchStage> fetch_;  // remote pictures ahead of the routes that take them
   net::RouteTable routes_;

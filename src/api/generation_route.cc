@@ -206,7 +206,7 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
     request.think_end_token = think_end;
   }
   if (ctx.keys != nullptr && ctx.keys->enabled()) {
-    if (const meter::ApiKey* key = ctx.keys->Find(exchange->request())) {
+    if (const std::optional<meter::ApiKey> key = ctx.keys->Find(exchange->request())) {
       request.cache_namespace = meter::ApiKeyRing::Namespace(*key);
       if (request.ttl_class.empty()) request.ttl_class = key->ttl_class;
     }

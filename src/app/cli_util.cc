@@ -1,6 +1,7 @@
 // Developer command helpers (app/cli_util.h).
 #include "app/cli_util.h"
 
+#include <ctime>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -195,7 +196,8 @@ base::Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::str
   return tok;
 }
 
-base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file) {
+base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file,
+                                                     std::string* first_secret) {
   std::vector<std::string> specs = flags;
   if (!file.empty()) {
     FS_ASSIGN_OR_RETURN(std::string text, base::ReadFileToString(file));
@@ -213,9 +215,19 @@ base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::stri
   for (const std::string& spec : specs) {
     auto key = meter::ParseApiKey(spec);
     if (!key.ok()) return key.error();
+    if (first_secret != nullptr && keys.empty()) *first_secret = spec.substr(0, spec.find(':'));
     keys.push_back(*key);
   }
   return keys;
+}
+
+std::string UtcMinute(int64_t unix_seconds) {
+  const std::time_t t = unix_seconds;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
+  return buf;
 }
 
 vision::VisionParams VisionParamsOf(const model::ModelConfig& c) {

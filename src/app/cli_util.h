@@ -59,8 +59,12 @@ std::string FindDefaultTokenizer();
 base::Result<std::unique_ptr<tokenizer::Tokenizer>> LoadTokenizer(const std::string& path, bool demo);
 
 // --api-key specs plus the lines of an --api-keys-file ("" = none; blank lines and # comments
-// skipped), parsed.
-base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file);
+// skipped), parsed; *first_secret (when given) gets the first key itself.
+base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::string>& flags, const std::string& file,
+                                                     std::string* first_secret = nullptr);
+
+// Unix seconds -> "2026-12-06 22:47" (UTC).
+std::string UtcMinute(int64_t unix_seconds);
 
 // Prints "error: <message>" to stderr and returns 1.
 int PrintError(const base::Error& error);

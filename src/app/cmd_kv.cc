@@ -1,10 +1,10 @@
 // `flashserve kv stat|verify|gc --dir DIR`: inspect, check and garbage-collect a KV store
 // directory (kvstore/dir_tool.h) while workers may be using it. Main thread only.
 #include <cstdio>
-#include <ctime>
 #include <memory>
 #include <string>
 
+#include "app/cli_util.h"
 #include "app/commands.h"
 #include "base/clock.h"
 #include "fmt/format.h"
@@ -25,15 +25,7 @@ struct KvFlags {
 
 std::string Mb(int64_t bytes) { return fmt::format("{:.1f} MB", static_cast<double>(bytes) / 1e6); }
 
-std::string Date(int64_t unix_seconds) {
-  if (unix_seconds <= 0) return "-";
-  const std::time_t t = unix_seconds;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
-  return buf;
-}
+std::string Date(int64_t unix_seconds) { return unix_seconds <= 0 ? "-" : UtcMinute(unix_seconds) + " UTC"; }
 
 void PrintSummary(const kvstore::DirReport& r) {
   std::printf("%lld objects, %s (%lld expired) in %.2f s\n", static_cast<long long>(r.objects), Mb(r.bytes).c_str(),

@@ -10,6 +10,7 @@
 
 #include "app/cli_util.h"
 #include "app/commands.h"
+#include "app/meter_setup.h"
 #include "base/log.h"
 #include "encoding/version.h"
 #include "router/router_server.h"
@@ -23,6 +24,7 @@ struct RouterFlags {
   std::string host = "127.0.0.1", policy = "cache-aware", tokenizer, encoding = "auto", api_keys_file;
   int port = 8080;
   std::vector<std::string> api_keys;
+  MeterFlags meter;
 };
 
 int RunRouter(RouterFlags f) {
@@ -42,10 +44,14 @@ int RunRouter(RouterFlags f) {
   }
   auto tok = LoadTokenizer(tokenizer_path, /*demo=*/f.tokenizer.empty());
   if (!tok.ok()) return PrintError(tok.error());
-  auto keys = ReadApiKeys(f.api_keys, f.api_keys_file);
+  std::string first_key;
+  auto keys = ReadApiKeys(f.api_keys, f.api_keys_file, &first_key);
   if (!keys.ok()) return PrintError(keys.error());
   f.config.api_keys = *keys;
-  if (f.config.pool.control_api_key.empty() && !keys->empty()) f.config.pool.control_api_key = keys->front().key;
+  if (f.config.pool.control_api_key.empty()) f.config.pool.control_api_key = first_key;
+  if (!f.meter.db.empty() && f.config.pool.control_api_key.empty())
+    return PrintError(base::Error(base::ErrorCode::kInvalidArgument,
+                                  "with --meter-db the router needs --worker-key (a key the workers accept) for its polls"));
   f.config.http.host = f.host;
   f.config.http.port = f.port;
 
@@ -54,6 +60,9 @@ int RunRouter(RouterFlags f) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  auto metering = StartMetering(f.meter, *keys);
+  if (!metering.ok()) return PrintError(metering.error());
+  f.config.key_ring = metering->ring;
   router::RouterServer server(f.config, **tok);
   if (base::Status s = server.Start(); !s.ok()) return PrintError(s.error());
   std::printf("flashserve: router (%s) over %zu workers on http://%s:%d\n", router::PolicyName(*policy),
@@ -84,6 +93,7 @@ void RegisterRouterCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--api-key", f->api_keys, "KEY[:TENANT[:TTL_CLASS]] as on the workers (repeatable); clients must send one");
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one per line")->check(CLI::ExistingFile);
   cmd->add_option("--worker-key", c.pool.control_api_key, "Key for the router's own polls (default: the first --api-key)");
+  AddMeterFlags(cmd, &f->meter);
   cmd->add_option("--poll-interval", c.pool.poll_interval_s, "Seconds between load / KV-event polls per worker")->capture_default_str();
   cmd->add_option("--poll-timeout", c.pool.control_timeout_s, "A poll slower than this marks the worker down")->capture_default_str();
   cmd->add_option("--proxy-timeout", c.pool.proxy_timeout_s, "Bound on each read of a forwarded response")->capture_default_str();

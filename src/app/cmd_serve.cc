@@ -260,6 +260,9 @@ int RunServe(ServeFlags f) {
   auto store = OpenStore(f, *model);
   if (!store.ok()) return PrintError(store.error());
   if (base::Status s = LoadApiKeys(&f); !s.ok()) return PrintError(s.error());
+  auto metering = StartMetering(f.meter, f.api.api_keys);
+  if (!metering.ok()) return PrintError(metering.error());
+  f.api.key_ring = metering->ring;
   auto seal = OpenReasoningSeal(f);
   if (!seal.ok() && !f.seal_key_file.empty()) return PrintError(seal.error());
   if (seal.ok()) {

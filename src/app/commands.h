@@ -25,5 +25,6 @@ void RegisterKvCommand(CLI::App& app, CommandFn* run);
 void RegisterRouterCommand(CLI::App& app, CommandFn* run);
 void RegisterImageInfoCommand(CLI::App& app, CommandFn* run);
 void RegisterPlanCommand(CLI::App& app, CommandFn* run);
+void RegisterTenantCommands(CLI::App& app, CommandFn* run);
 
 }  // namespace flashserve::app

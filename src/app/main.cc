@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   RegisterRouterCommand(app, &run);
   RegisterImageInfoCommand(app, &run);
   RegisterPlanCommand(app, &run);
+  RegisterTenantCommands(app, &run);
   CLI11_PARSE(app, argc, argv);
   if (verbose) flashserve::base::SetLogLevel(flashserve::base::LogLevel::kDebug);
   return run ? run() : 1;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "api/api_server.h"
+#include "app/meter_setup.h"
 #include "base/result.h"
 #include "engine/model.h"
 #include "engine/options.h"
@@ -42,6 +43,7 @@ struct ServeFlags {
   std::string ttl_spec = "agent=3d,chat=7d";
   std::vector<std::string> api_keys;
   std::string api_keys_file;
+  MeterFlags meter;
   api::ApiConfig api;
   engine::EngineOptions engine;
   bool no_qat = false;
@@ -52,7 +54,7 @@ struct ServeFlags {
 base::Result<std::unique_ptr<kvstore::KvStore>> OpenStore(ServeFlags& f, const engine::Model& model);
 // --api-key specs and the lines of --api-keys-file into f->api.api_keys.
 base::Status LoadApiKeys(ServeFlags* f);
-// The --kv-* and --api-key* flags.
+// The --kv-*, --api-key* and --meter-* flags.
 void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f);
 
 }  // namespace flashserve::app

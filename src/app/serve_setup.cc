@@ -66,6 +66,7 @@ void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f) {
                   "The tenant is the key's prefix-cache namespace, TTL_CLASS its default retention");
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one KEY[:TENANT[:TTL_CLASS]] per line")
       ->check(CLI::ExistingFile);
+  AddMeterFlags(cmd, &f->meter);
 }
 
 }  // namespace flashserve::app

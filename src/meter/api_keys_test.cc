@@ -19,14 +19,14 @@ TEST(ApiKeysTest, ParsesSpecsAndMatchesBearerOrHeader) {
   EXPECT_FALSE(ParseApiKey("sk-12345678:acme:").ok());
   ApiKeyRing ring({*plain, *full});
   net::HttpRequest r;
-  EXPECT_EQ(ring.Find(r), nullptr);
+  EXPECT_FALSE(ring.Find(r).has_value());
   r.headers = {{"Authorization", "Bearer sk-12345678"}};
-  ASSERT_NE(ring.Find(r), nullptr);
+  ASSERT_TRUE(ring.Find(r).has_value());
   EXPECT_EQ(ring.Find(r)->tenant, "acme");
   r.headers = {{"x-api-key", "sk-abcdefgh"}};
-  ASSERT_NE(ring.Find(r), nullptr);
+  ASSERT_TRUE(ring.Find(r).has_value());
   r.headers = {{"Authorization", "Bearer sk-abcdefgX"}};
-  EXPECT_EQ(ring.Find(r), nullptr);
+  EXPECT_FALSE(ring.Find(r).has_value());
   // Tenants are cache namespaces: different tenants never share one, a key without a tenant
   // gets its own.
   EXPECT_EQ(ApiKeyRing::Namespace(*full), "tenant:acme");

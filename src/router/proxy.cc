@@ -54,7 +54,7 @@ std::string AffinityKey(const net::HttpRequest& req, const Json& body, const met
   }
   if (auto it = body.find("user"); it != body.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
     return "user:" + it->get<std::string>();
-  return key != nullptr ? "key:" + key->key : "";
+  return key != nullptr ? "key:" + key->id : "";
 }
 
 // The worker's own x-flashserve-* fields (dropped hosted tools, ...) reach the client; the router
@@ -78,7 +78,8 @@ void PostResponse(const std::shared_ptr<net::Exchange>& exchange, net::HttpRespo
 
 void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind, Wire wire) {
   const net::HttpRequest& req = exchange->request();
-  const meter::ApiKey* key = keys.enabled() ? keys.Find(req) : nullptr;  // the route table checked it
+  const std::optional<meter::ApiKey> found = keys->enabled() ? keys->Find(req) : std::nullopt;  // the route table checked it
+  const meter::ApiKey* key = found ? &*found : nullptr;
   auto call = std::make_shared<ProxyCall>();
   call->exchange = exchange;
   call->kind = kind;

@@ -92,7 +92,7 @@ struct RouterServer::Impl {
   const RouterConfig config;
   const tokenizer::Tokenizer& tokenizer;
   const PromptHasher hasher;
-  meter::ApiKeyRing keys;
+  const std::shared_ptr<meter::ApiKeyRing> keys;  // live when the metering store keeps it
   net::MetricsRegistry metrics;
   boost::asio::io_context ioc{1};
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;

@@ -33,7 +33,7 @@ RouterServer::Impl::Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok)
     : config(c),
       tokenizer(tok),
       hasher(tok),
-      keys(c.api_keys),
+      keys(c.key_ring ? c.key_ring : std::make_shared<meter::ApiKeyRing>(c.api_keys)),
       index(c.max_index_entries_per_worker),
       chooser(c.chooser),
       decode_chooser([&c] {
@@ -97,7 +97,7 @@ void RouterServer::Impl::AddRoutes() {
     r.body = metrics.Render();
     e->Respond(std::move(r));
   });
-  routes.SetAuthorizer([this](const net::HttpRequest& r) { return keys.Allows(r); });
+  routes.SetAuthorizer([this](const net::HttpRequest& r) { return keys->Allows(r); });
 }
 
 void RouterServer::Impl::AnswerHealth(const std::shared_ptr<net::Exchange>& exchange) {

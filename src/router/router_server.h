@@ -30,6 +30,7 @@ struct RouterConfig {
   // answered).
   std::optional<encoding::EncodingVersion> encoding_version;
   std::vector<meter::ApiKey> api_keys;       // empty: no authentication at the router
+  std::shared_ptr<meter::ApiKeyRing> key_ring;  // live (metering store); when set, used instead
   int max_attempts = 3;                    // workers tried per request before giving up
   int64_t max_index_entries_per_worker = int64_t{1} << 22;
   base::Status Validate() const;

@@ -1,0 +1,31 @@
+// Metering flags and start-up (app/meter_setup.h).
+#include "app/meter_setup.h"
+
+#include "base/log.h"
+
+namespace flashserve::app {
+
+void AddMeterFlags(CLI::App* cmd, MeterFlags* f) {
+  cmd->add_option("--meter-db", f->db,
+                  "Metering store (a SQLite file): tenants' API keys, checked live; every generation route then "
+                  "needs a key (`flashserve key create`)")
+      ->envname("FLASHSERVE_METER_DB");
+  cmd->add_option("--meter-refresh", f->refresh_s, "Seconds between looks for tenant and key changes")
+      ->check(CLI::Range(0.05, 3600.0))
+      ->capture_default_str();
+}
+
+base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::ApiKey> static_keys) {
+  Metering m;
+  if (f.db.empty()) return m;
+  FS_ASSIGN_OR_RETURN(m.store, meter::OpenMeterStore(f.db));
+  m.ring = std::make_shared<meter::ApiKeyRing>();
+  auto directory = meter::KeyDirectory::Start(m.store.get(), m.ring, std::move(static_keys), f.refresh_s);
+  if (!directory.ok()) return directory.error().WithContext("metering store " + f.db);
+  m.directory = std::move(directory).value();
+  const auto tenants = m.directory->Tenants();
+  FS_LOG(kInfo, "metering store {}: {} tenants; keys refreshed every {} s", f.db, tenants->size(), f.refresh_s);
+  return m;
+}
+
+}  // namespace flashserve::app

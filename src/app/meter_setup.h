@@ -1,0 +1,37 @@
+// The metering store as `serve` and `router` use it: --meter-db and --meter-refresh flags, and
+// a live key ring holding the keys from flags plus the store's, refreshed by a KeyDirectory.
+// Main thread only (the directory's thread is its own).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "meter/api_keys.h"
+#include "meter/key_directory.h"
+#include "meter/store.h"
+
+namespace flashserve::app {
+
+struct MeterFlags {
+  std::string db;          // "" = no metering store
+  double refresh_s = 2.0;  // how often running servers look for tenant and key changes
+};
+
+void AddMeterFlags(CLI::App* cmd, MeterFlags* f);
+
+// Members destroyed in reverse: the directory stops before the store closes.
+struct Metering {
+  std::unique_ptr<meter::MeterStore> store;
+  std::shared_ptr<meter::ApiKeyRing> ring;
+  std::unique_ptr<meter::KeyDirectory> directory;
+};
+
+// No store: an empty Metering (the servers build their rings from the static keys). Otherwise
+// the store opened, loaded once and polled; every generation route then needs a key.
+base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::ApiKey> static_keys);
+
+}  // namespace flashserve::app

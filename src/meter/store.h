@@ -1,0 +1,45 @@
+// The metering store: tenants and API keys (and, in ledger.h's records, usage), shared by the
+// CLI, the workers and the router. Every tenant or key change bumps a generation counter in
+// the same transaction, so readers notice changes with one cheap query. Implementations are
+// safe to call from any thread; several processes may use one store at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "meter/tenant.h"
+
+namespace flashserve::meter {
+
+class MeterStore {
+ public:
+  virtual ~MeterStore() = default;
+
+  // kAlreadyExists when the name is taken.
+  virtual base::Status AddTenant(const Tenant& tenant) = 0;
+  // Replaces every field but name and created; kNotFound when absent.
+  virtual base::Status UpdateTenant(const Tenant& tenant) = 0;
+  // Removes the tenant and revokes its keys (its ledger records stay); kNotFound when absent.
+  virtual base::Status RemoveTenant(const std::string& name, int64_t now) = 0;
+  virtual base::Result<std::optional<Tenant>> GetTenant(const std::string& name) = 0;
+  virtual base::Result<std::vector<Tenant>> ListTenants() = 0;
+
+  // kNotFound when the key's tenant does not exist; kAlreadyExists for a taken id or digest.
+  virtual base::Status AddKey(const KeyRecord& key) = 0;
+  // Keys of one tenant ("" = all), revoked ones included, oldest first.
+  virtual base::Result<std::vector<KeyRecord>> ListKeys(const std::string& tenant) = 0;
+  // kNotFound when no active key has this id.
+  virtual base::Status RevokeKey(const std::string& id, int64_t now) = 0;
+
+  // Increases with every tenant or key change.
+  virtual base::Result<int64_t> Generation() = 0;
+};
+
+// Opens (creating when absent) the store at `location`: a file path for SQLite.
+base::Result<std::unique_ptr<MeterStore>> OpenMeterStore(const std::string& location);
+
+}  // namespace flashserve::meter
