@@ -25,6 +25,11 @@ struct ApiConfig {
   std::vector<meter::ApiKey> api_keys;  // empty: no authentication
   // A live ring kept by the metering store's KeyDirectory; when set, used instead of api_keys.
   std::shared_ptr<meter::ApiKeyRing> key_ring;
+  // The metering store's usage ledger and tenants (null = none); not owned, outlive the server.
+  meter::Ledger* ledger = nullptr;
+  const meter::KeyDirectory* tenants = nullptr;
+  meter::MeterStore* meter_store = nullptr;
+  std::vector<meter::ApiKey> admin_keys;  // empty: admin routes answer 403
   // Seals reasoning handed to stateless clients (Messages signatures, Responses
   // encrypted_content); null: thinking blocks and encrypted reasoning cannot be returned.
   std::shared_ptr<const ReasoningSeal> seal;
@@ -55,6 +60,7 @@ class ApiServer {
   ApiMetrics metrics_;
   IdSource ids_;
   std::shared_ptr<meter::ApiKeyRing> keys_;
+  meter::ApiKeyRing admin_keys_;
   RouteContext context_;
   std::unique_ptr<ImageFetchStage> fetch_;  // remote pictures ahead of the routes that take them
   net::RouteTable routes_;

@@ -11,25 +11,9 @@ namespace {
 
 constexpr size_t kMaxEventsPerPage = 4096;
 
-// The value of `name` in the target's query string ("" when absent).
-std::string QueryParam(const std::string& target, std::string_view name) {
-  const size_t q = target.find('?');
-  if (q == std::string::npos) return "";
-  std::string_view query = std::string_view(target).substr(q + 1);
-  while (!query.empty()) {
-    const size_t amp = query.find('&');
-    const std::string_view pair = query.substr(0, amp);
-    const size_t eq = pair.find('=');
-    if (pair.substr(0, eq) == name) return eq == std::string_view::npos ? "" : std::string(pair.substr(eq + 1));
-    if (amp == std::string_view::npos) break;
-    query.remove_prefix(amp + 1);
-  }
-  return "";
-}
-
 // Parses an optional unsigned query parameter; false (and answers 400) when malformed.
 bool ReadCount(const ExchangePtr& exchange, std::string_view name, uint64_t* out) {
-  const std::string text = QueryParam(exchange->request().target, name);
+  const std::string text = exchange->request().Query(name);
   if (text.empty()) return true;
   uint64_t value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);

@@ -72,8 +72,10 @@ void GenerationJob::Start(protocol::GenerateRequest request) {
     const bool context = s.error().code() == base::ErrorCode::kContextOverflow;
     const bool choices = s.error().message().rfind("n must", 0) == 0;
     writer_->Fail(net::FromError(s.error(), context ? options_.prompt_param : choices ? "n" : ""), false);
+    if (options_.meter) options_.meter->Refused();
     return;
   }
+  if (options_.meter) options_.meter->Accepted();
   begun_ = true;
   writer_->Begin(n);
   ScheduleKeepAlive();
@@ -93,6 +95,10 @@ void GenerationJob::ScheduleKeepAlive() {
 }
 
 void GenerationJob::OnClientGone() {
+  if (!client_gone_) {
+    delivered_at_gone_ = DeliveredTokens();
+    reasoning_at_gone_ = DeliveredReasoning();
+  }
   client_gone_ = true;
   if (!cancel_sent_ && !finished_) {
     cancel_sent_ = true;
@@ -166,6 +172,7 @@ bool GenerationJob::ReadTokens(Choice& c, std::span<const protocol::TokenOutput>
     }
   }
   c.tokens_read += static_cast<int64_t>(tokens.size());
+  if (options_.meter) options_.meter->Delivered(DeliveredTokens(), DeliveredReasoning());
   const bool stopped = Process(c, text, false, d);
   ReleaseLogprobs(c, false, d);
   if (!d.empty()) writer_->Delta(d);
@@ -215,6 +222,7 @@ void GenerationJob::ReleaseLogprobs(Choice& c, bool at_end, ChoiceDelta& d) {
 
 void GenerationJob::EndChoice(Choice& c, Finish finish) {
   c.open = false;
+  if (finish == Finish::kLength) any_length_ = true;
   --num_open_;
   ChoiceEnd end;
   end.choice = c.index;
@@ -234,6 +242,7 @@ void GenerationJob::OnRequestDone(const protocol::Usage& reported) {
     if (c->tokens_kept >= 0) usage.completion_tokens -= std::max<int64_t>(0, c->tokens_received - c->tokens_kept);
   usage.completion_tokens = std::max<int64_t>(usage.completion_tokens, 0);
   if (options_.on_done && !failure_) options_.on_done(usage);
+  MeterEnd(usage);
   if (client_gone_ || exchange_->closed()) return;
   if (failure_) return writer_->Fail(*failure_, begun_);
   RequestDone done;
@@ -249,6 +258,33 @@ void GenerationJob::OnRequestDone(const protocol::Usage& reported) {
     done.reasoning_tokens += c->reasoning_tokens;
   }
   writer_->Done(done);
+}
+
+int64_t GenerationJob::DeliveredTokens() const {
+  int64_t n = 0;
+  for (const auto& c : choices_) n += c->tokens_kept >= 0 ? std::min(c->tokens_kept, c->tokens_read) : c->tokens_read;
+  return n;
+}
+
+int64_t GenerationJob::DeliveredReasoning() const {
+  int64_t n = 0;
+  for (const auto& c : choices_) n += c->reasoning_tokens;
+  return n;
+}
+
+void GenerationJob::MeterEnd(const protocol::Usage& usage) {
+  if (!options_.meter) return;
+  using meter::UsageStatus;
+  if (client_gone_ || exchange_->closed()) {
+    const bool gone_before = client_gone_;
+    options_.meter->Ended(UsageStatus::kCancelled, usage, gone_before ? delivered_at_gone_ : DeliveredTokens(),
+                          gone_before ? reasoning_at_gone_ : DeliveredReasoning());
+  } else if (failure_) {
+    options_.meter->Ended(UsageStatus::kFailed, usage, DeliveredTokens(), DeliveredReasoning());
+  } else {
+    options_.meter->Ended(any_length_ ? UsageStatus::kLength : UsageStatus::kCompleted, usage, usage.completion_tokens,
+                          DeliveredReasoning());
+  }
 }
 
 }  // namespace flashserve::api

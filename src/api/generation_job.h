@@ -13,6 +13,7 @@
 
 #include "api/dialect_writer.h"
 #include "api/metrics.h"
+#include "api/request_meter.h"
 #include "encoding/version.h"
 #include "net/api_error.h"
 #include "net/exchange.h"
@@ -36,6 +37,8 @@ struct JobOptions {
   std::function<void(const protocol::Usage&)> on_done;
   // Called on the strand for each GenerateEvent::persisted_tokens (report_persisted requests).
   std::function<void(int64_t)> on_persisted;
+  // The request's usage-ledger record (null: not metered).
+  std::shared_ptr<RequestMeter> meter;
 };
 
 struct JobDeps {
@@ -72,6 +75,10 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   void EndChoice(Choice& c, Finish finish);
   void OnRequestDone(const protocol::Usage& reported);
   void Fail(net::ApiError error);
+  // Output tokens handed to the writer so far (none after a stop string), and of them reasoning.
+  int64_t DeliveredTokens() const;
+  int64_t DeliveredReasoning() const;
+  void MeterEnd(const protocol::Usage& usage);
 
   JobOptions options_;
   JobDeps deps_;
@@ -85,6 +92,9 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   bool client_gone_ = false;
   bool first_token_seen_ = false;
   bool finished_ = false;
+  bool any_length_ = false;        // a choice ended at max_tokens
+  int64_t delivered_at_gone_ = 0;  // output tokens the client had when it went away
+  int64_t reasoning_at_gone_ = 0;
   std::optional<net::ApiError> failure_;
 };
 

@@ -117,6 +117,31 @@ std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const R
   return std::nullopt;
 }
 
+// The ledger record of a request at arrival: its tenant's price book in force now.
+std::shared_ptr<RequestMeter> MeterFor(const RouteContext& ctx, const std::string& route,
+                                       const std::optional<meter::ApiKey>& key, const std::string& model,
+                                       const protocol::GenerateRequest& request) {
+  meter::UsageRecord r;
+  r.request_id = request.id;
+  r.route = route;
+  r.model = model;
+  r.arrival_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count();
+  r.input_uncached = static_cast<int64_t>(request.prompt.size());
+  if (key) {
+    r.tenant = key->tenant;
+    r.key_id = key->id;
+  }
+  if (ctx.tenants != nullptr && !r.tenant.empty()) {
+    const auto tenants = ctx.tenants->Tenants();
+    if (auto it = tenants->find(r.tenant); it != tenants->end()) {
+      r.currency = it->second.prices.currency;
+      r.rates = it->second.prices.RatesAt(r.arrival_us / 1'000'000);
+    }
+  }
+  return std::make_shared<RequestMeter>(ctx.ledger, std::move(r));
+}
+
 }  // namespace
 
 std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protocol::ChatRequest& chat,
@@ -205,12 +230,15 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
     request.constrain_after_think = true;
     request.think_end_token = think_end;
   }
-  if (ctx.keys != nullptr && ctx.keys->enabled()) {
-    if (const std::optional<meter::ApiKey> key = ctx.keys->Find(exchange->request())) {
-      request.cache_namespace = meter::ApiKeyRing::Namespace(*key);
-      if (request.ttl_class.empty()) request.ttl_class = key->ttl_class;
-    }
+  std::optional<meter::ApiKey> key;
+  if (ctx.keys != nullptr && ctx.keys->enabled()) key = ctx.keys->Find(exchange->request());
+  if (key) {
+    request.cache_namespace = meter::ApiKeyRing::Namespace(*key);
+    if (request.ttl_class.empty()) request.ttl_class = key->ttl_class;
   }
+  // The prefill half of a disaggregated request is the decode worker's to meter.
+  if (ctx.ledger != nullptr && exchange->request().Header(protocol::kPrefillToHeader).empty())
+    job.meter = MeterFor(ctx, exchange->request().path, key, w.meta.model, request);
 
   struct Launch {  // the start, now or once the request's pictures have arrived from encode workers
     JobOptions job;

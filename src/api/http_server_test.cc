@@ -123,7 +123,9 @@ std::string Post(const std::string& path, const std::string& body, const std::st
   return "POST " + path + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n" + extra_headers + "\r\n" + body;
 }
-std::string Get(const std::string& path) { return "GET " + path + " HTTP/1.1\r\nHost: x\r\n\r\n"; }
+std::string Get(const std::string& path, const std::string& extra_headers = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: x\r\n" + extra_headers + "\r\n";
+}
 
 std::string ChatBody(bool stream, int max_tokens = 100) {
   nlohmann::json body = {{"model", "test-model"},
@@ -465,6 +467,40 @@ TEST(HttpServerKeysTest, GenerationRoutesNeedAKeyAndTheKeyChoosesTenantAndRetent
   EXPECT_EQ(service.submitted[1].cache_namespace, "tenant:beta");
   EXPECT_EQ(service.submitted[1].ttl_class, "");       // server default
   EXPECT_EQ(service.submitted[2].ttl_class, "chat");   // the request's own choice wins
+}
+
+TEST(HttpServerKeysTest, AdminRoutesNeedAnAdminKeyNeverATenantKey) {
+  auto tok = testing::ByteTokenizer();
+  FakeService service;
+  ApiConfig off;
+  off.http.port = 0;
+  off.api_keys = {meter::ParseApiKey("sk-acme-0001:acme").value()};
+  {
+    ApiServer server(off, service, *tok);
+    ASSERT_TRUE(server.Start().ok());
+    Client c(server.port());
+    c.Send(Get("/admin/usage", "Authorization: Bearer sk-acme-0001\r\n"));
+    Response r = c.Read();
+    EXPECT_EQ(r.status, 403);  // no admin key configured: the routes are off
+    EXPECT_NE(r.body.find("--admin-key"), std::string::npos) << r.body;
+    server.Stop();
+  }
+  ApiConfig on = off;
+  on.admin_keys = {meter::ParseApiKey("adm-000000001").value()};
+  ApiServer server(on, service, *tok);
+  ASSERT_TRUE(server.Start().ok());
+  Client c(server.port());
+  c.Send(Get("/admin/usage", "Authorization: Bearer sk-acme-0001\r\n"));
+  EXPECT_EQ(c.Read().status, 401);  // a tenant key never reaches them
+  c.Send(Get("/admin/usage"));
+  EXPECT_EQ(c.Read().status, 401);
+  c.Send(Get("/admin/usage", "Authorization: Bearer adm-000000001\r\n"));
+  Response r = c.Read();
+  EXPECT_EQ(r.status, 404);  // admitted; no metering store behind it
+  EXPECT_NE(r.body.find("--meter-db"), std::string::npos) << r.body;
+  c.Send(Post("/v1/chat/completions", ChatBody(false), "Authorization: Bearer adm-000000001\r\n"));
+  EXPECT_EQ(c.Read().status, 401);  // and an admin key is not a tenant key
+  server.Stop();
 }
 
 }  // namespace

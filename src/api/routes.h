@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "meter/api_keys.h"
+#include "meter/key_directory.h"
+#include "meter/ledger.h"
 #include "net/exchange.h"
 #include "api/constraint_fields.h"
 #include "api/metrics.h"
@@ -59,6 +61,10 @@ struct RouteContext {
   serve::TransferInbox* inbox = nullptr;  // decode side of disaggregated serving (null = off)
   const ReasoningSeal* seal = nullptr;     // seals reasoning handed to stateless clients (null = none)
   grammar::GrammarCache* grammars = nullptr;  // structured outputs (null = refused with a 400)
+  meter::Ledger* ledger = nullptr;            // usage ledger (null = requests are not metered)
+  const meter::KeyDirectory* tenants = nullptr;  // the keys' tenants and price books (null = none)
+  meter::MeterStore* meter_store = nullptr;      // for the admin routes (null = none)
+  const meter::ApiKeyRing* admin_keys = nullptr;  // null or empty: admin routes are off (403)
 };
 
 using ExchangePtr = std::shared_ptr<net::Exchange>;
@@ -79,6 +85,9 @@ void HandleDetokenize(const RouteContext& ctx, const ExchangePtr& exchange);    
 void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange);             // GET /v1/load
 void HandleKvEvents(const RouteContext& ctx, const ExchangePtr& exchange);         // GET /v1/kv/events
 void HandleKvSnapshot(const RouteContext& ctx, const ExchangePtr& exchange);       // GET /v1/kv/snapshot
+// Operators' routes: need an admin key (401 without, 403 when none is configured).
+bool AdminAllowed(const RouteContext& ctx, const ExchangePtr& exchange);  // false: answered
+void HandleAdminUsage(const RouteContext& ctx, const ExchangePtr& exchange);       // GET /admin/usage
 
 // What the generation routes share. ReadJsonBody checks UTF-8 and parses the JSON object;
 // ModelServed says whether `name` is the served model or one of its aliases. On failure

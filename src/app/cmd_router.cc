@@ -60,7 +60,7 @@ int RunRouter(RouterFlags f) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  auto metering = StartMetering(f.meter, *keys);
+  auto metering = StartMetering(f.meter, *keys, /*ledger=*/false);
   if (!metering.ok()) return PrintError(metering.error());
   f.config.key_ring = metering->ring;
   router::RouterServer server(f.config, **tok);
@@ -93,7 +93,7 @@ void RegisterRouterCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--api-key", f->api_keys, "KEY[:TENANT[:TTL_CLASS]] as on the workers (repeatable); clients must send one");
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one per line")->check(CLI::ExistingFile);
   cmd->add_option("--worker-key", c.pool.control_api_key, "Key for the router's own polls (default: the first --api-key)");
-  AddMeterFlags(cmd, &f->meter);
+  AddMeterFlags(cmd, &f->meter, /*ledger=*/false);
   cmd->add_option("--poll-interval", c.pool.poll_interval_s, "Seconds between load / KV-event polls per worker")->capture_default_str();
   cmd->add_option("--poll-timeout", c.pool.control_timeout_s, "A poll slower than this marks the worker down")->capture_default_str();
   cmd->add_option("--proxy-timeout", c.pool.proxy_timeout_s, "Bound on each read of a forwarded response")->capture_default_str();

@@ -260,9 +260,12 @@ int RunServe(ServeFlags f) {
   auto store = OpenStore(f, *model);
   if (!store.ok()) return PrintError(store.error());
   if (base::Status s = LoadApiKeys(&f); !s.ok()) return PrintError(s.error());
-  auto metering = StartMetering(f.meter, f.api.api_keys);
+  auto metering = StartMetering(f.meter, f.api.api_keys, /*ledger=*/true);
   if (!metering.ok()) return PrintError(metering.error());
   f.api.key_ring = metering->ring;
+  f.api.ledger = metering->ledger.get();
+  f.api.tenants = metering->directory.get();
+  f.api.meter_store = metering->store.get();
   auto seal = OpenReasoningSeal(f);
   if (!seal.ok() && !f.seal_key_file.empty()) return PrintError(seal.error());
   if (seal.ok()) {

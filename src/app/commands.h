@@ -26,5 +26,6 @@ void RegisterRouterCommand(CLI::App& app, CommandFn* run);
 void RegisterImageInfoCommand(CLI::App& app, CommandFn* run);
 void RegisterPlanCommand(CLI::App& app, CommandFn* run);
 void RegisterTenantCommands(CLI::App& app, CommandFn* run);
+void RegisterUsageCommand(CLI::App& app, CommandFn* run);
 
 }  // namespace flashserve::app

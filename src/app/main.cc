@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   RegisterImageInfoCommand(app, &run);
   RegisterPlanCommand(app, &run);
   RegisterTenantCommands(app, &run);
+  RegisterUsageCommand(app, &run);
   CLI11_PARSE(app, argc, argv);
   if (verbose) flashserve::base::SetLogLevel(flashserve::base::LogLevel::kDebug);
   return run ? run() : 1;

@@ -5,7 +5,7 @@
 
 namespace flashserve::app {
 
-void AddMeterFlags(CLI::App* cmd, MeterFlags* f) {
+void AddMeterFlags(CLI::App* cmd, MeterFlags* f, bool ledger) {
   cmd->add_option("--meter-db", f->db,
                   "Metering store (a SQLite file): tenants' API keys, checked live; every generation route then "
                   "needs a key (`flashserve key create`)")
@@ -13,9 +13,14 @@ void AddMeterFlags(CLI::App* cmd, MeterFlags* f) {
   cmd->add_option("--meter-refresh", f->refresh_s, "Seconds between looks for tenant and key changes")
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str();
+  if (!ledger) return;
+  cmd->add_option("--meter-flush", f->flush_s,
+                  "Seconds between writes of usage records (a crash loses at most this much progress)")
+      ->check(CLI::Range(0.05, 60.0))
+      ->capture_default_str();
 }
 
-base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::ApiKey> static_keys) {
+base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::ApiKey> static_keys, bool ledger) {
   Metering m;
   if (f.db.empty()) return m;
   FS_ASSIGN_OR_RETURN(m.store, meter::OpenMeterStore(f.db));
@@ -23,6 +28,7 @@ base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::Api
   auto directory = meter::KeyDirectory::Start(m.store.get(), m.ring, std::move(static_keys), f.refresh_s);
   if (!directory.ok()) return directory.error().WithContext("metering store " + f.db);
   m.directory = std::move(directory).value();
+  if (ledger) m.ledger = std::make_unique<meter::Ledger>(m.store.get(), f.flush_s);
   const auto tenants = m.directory->Tenants();
   FS_LOG(kInfo, "metering store {}: {} tenants; keys refreshed every {} s", f.db, tenants->size(), f.refresh_s);
   return m;

@@ -12,6 +12,7 @@
 #include "base/result.h"
 #include "meter/api_keys.h"
 #include "meter/key_directory.h"
+#include "meter/ledger.h"
 #include "meter/store.h"
 
 namespace flashserve::app {
@@ -19,19 +20,23 @@ namespace flashserve::app {
 struct MeterFlags {
   std::string db;          // "" = no metering store
   double refresh_s = 2.0;  // how often running servers look for tenant and key changes
+  double flush_s = 1.0;    // how often a worker writes usage records
 };
 
-void AddMeterFlags(CLI::App* cmd, MeterFlags* f);
+// --meter-db and --meter-refresh; --meter-flush too for workers (`ledger`).
+void AddMeterFlags(CLI::App* cmd, MeterFlags* f, bool ledger);
 
 // Members destroyed in reverse: the directory stops before the store closes.
 struct Metering {
   std::unique_ptr<meter::MeterStore> store;
   std::shared_ptr<meter::ApiKeyRing> ring;
   std::unique_ptr<meter::KeyDirectory> directory;
+  std::unique_ptr<meter::Ledger> ledger;  // workers only
 };
 
 // No store: an empty Metering (the servers build their rings from the static keys). Otherwise
-// the store opened, loaded once and polled; every generation route then needs a key.
-base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::ApiKey> static_keys);
+// the store opened, loaded once and polled; every generation route then needs a key. With
+// `ledger` (workers) usage records are written too.
+base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::ApiKey> static_keys, bool ledger);
 
 }  // namespace flashserve::app

@@ -43,6 +43,7 @@ struct ServeFlags {
   std::string ttl_spec = "agent=3d,chat=7d";
   std::vector<std::string> api_keys;
   std::string api_keys_file;
+  std::vector<std::string> admin_keys;  // --admin-key: the /admin routes
   MeterFlags meter;
   api::ApiConfig api;
   engine::EngineOptions engine;

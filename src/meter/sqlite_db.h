@@ -27,6 +27,7 @@ class SqliteStatement {
   // true: a row is ready; false: done.
   base::Result<bool> Step();
   base::Status Run();  // steps to the end
+  void Reset() { sqlite3_reset(stmt_); }  // to run again with new binds
   int64_t Int(int column) const { return sqlite3_column_int64(stmt_, column); }
   std::string Text(int column) const;
   bool IsNull(int column) const { return sqlite3_column_type(stmt_, column) == SQLITE_NULL; }

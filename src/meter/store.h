@@ -1,4 +1,4 @@
-// The metering store: tenants and API keys (and, in ledger.h's records, usage), shared by the
+// The metering store: tenants, API keys and the usage ledger, shared by the
 // CLI, the workers and the router. Every tenant or key change bumps a generation counter in
 // the same transaction, so readers notice changes with one cheap query. Implementations are
 // safe to call from any thread; several processes may use one store at once.
@@ -12,6 +12,7 @@
 
 #include "base/result.h"
 #include "meter/tenant.h"
+#include "meter/usage.h"
 
 namespace flashserve::meter {
 
@@ -37,6 +38,13 @@ class MeterStore {
 
   // Increases with every tenant or key change.
   virtual base::Result<int64_t> Generation() = 0;
+
+  // Writes records in one transaction, keyed by request id: a new id is inserted; an existing
+  // record is replaced only while it is still kInterrupted (a final record never changes).
+  virtual base::Status WriteUsage(const std::vector<UsageRecord>& records) = 0;
+  virtual base::Result<std::optional<UsageRecord>> GetUsage(const std::string& request_id) = 0;
+  // Sums of the records that arrived in [from, to), grouped, each currency apart.
+  virtual base::Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& query) = 0;
 };
 
 // Opens (creating when absent) the store at `location`: a file path for SQLite.

@@ -57,6 +57,8 @@ ApiError RateLimited(std::string message, int retry_after_s) {
   return e;
 }
 
+ApiError Forbidden(std::string message) { return Make(403, std::move(message), "permission_error", "forbidden"); }
+
 ApiError Internal(std::string message) { return Make(500, std::move(message), "server_error", "internal_error"); }
 
 ApiError NotImplemented(std::string message) {

@@ -28,6 +28,8 @@ ApiError InvalidRequest(std::string message, std::string param = "", std::string
 ApiError ContextLengthExceeded(std::string message);
 // 401 authentication_error / invalid_api_key (the default message says how to send a key).
 ApiError Unauthorized(std::string message = "");
+// 403 permission_error / forbidden: a valid request this caller may not make.
+ApiError Forbidden(std::string message);
 // 404 invalid_request_error (code "not_found" unless given: "model_not_found", "unknown_url").
 ApiError NotFound(std::string message, std::string param = "", std::string code = "not_found");
 // 413 request_too_large / 431: a request the HTTP layer refuses before any route sees it.

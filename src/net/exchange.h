@@ -21,6 +21,8 @@ struct HttpRequest {
   std::string body;
   // Value of the first header named `name` (case-insensitive); "" when absent.
   std::string Header(std::string_view name) const;
+  // Value of the first query parameter `name`, percent-decoded ('+' is a space); "" when absent.
+  std::string Query(std::string_view name) const;
 };
 
 struct HttpResponse {

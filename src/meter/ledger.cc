@@ -1,0 +1,84 @@
+// The ledger's writer thread (meter/ledger.h).
+#include "meter/ledger.h"
+
+#include <chrono>
+#include <vector>
+
+#include "base/log.h"
+
+namespace flashserve::meter {
+
+namespace {
+// Pending records beyond this while the store refuses writes: the oldest in-flight progress
+// is dropped (final records are kept).
+constexpr size_t kMaxPending = 1'000'000;
+}  // namespace
+
+Ledger::Ledger(MeterStore* store, double flush_interval_s)
+    : store_(store), interval_s_(flush_interval_s), thread_([this] { Loop(); }) {}
+
+Ledger::~Ledger() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+  base::Status last = Flush();
+  if (!last.ok()) FS_LOG(kError, "usage ledger: {} records not written: {}", stats().pending, last.ToString());
+}
+
+void Ledger::Put(UsageRecord record) {
+  PriceRecord(&record);
+  std::lock_guard lock(mu_);
+  if (pending_.size() >= kMaxPending && pending_.count(record.request_id) == 0) {
+    for (auto it = pending_.begin(); it != pending_.end(); ++it)
+      if (it->second.status == UsageStatus::kInterrupted) {
+        pending_.erase(it);
+        break;
+      }
+  }
+  std::string id = record.request_id;
+  pending_[std::move(id)] = std::move(record);
+  stats_.pending = static_cast<int64_t>(pending_.size());
+}
+
+base::Status Ledger::Flush() {
+  std::lock_guard write_lock(write_mu_);
+  std::map<std::string, UsageRecord> batch;
+  {
+    std::lock_guard lock(mu_);
+    batch.swap(pending_);
+  }
+  if (batch.empty()) return base::Status::Ok();
+  std::vector<UsageRecord> records;
+  records.reserve(batch.size());
+  for (auto& [id, r] : batch) records.push_back(r);
+  base::Status s = store_->WriteUsage(records);
+  std::lock_guard lock(mu_);
+  if (s.ok()) {
+    stats_.written += static_cast<int64_t>(records.size());
+  } else {
+    ++stats_.failed_writes;
+    for (auto& [id, r] : batch) pending_.emplace(id, std::move(r));  // newer Puts win
+  }
+  stats_.pending = static_cast<int64_t>(pending_.size());
+  return s;
+}
+
+Ledger::Stats Ledger::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void Ledger::Loop() {
+  std::unique_lock lock(mu_);
+  while (!wake_.wait_for(lock, std::chrono::duration<double>(interval_s_), [this] { return stop_; })) {
+    lock.unlock();
+    base::Status s = Flush();
+    if (!s.ok()) FS_LOG(kWarning, "usage ledger: write failed, kept for the next pass: {}", s.ToString());
+    lock.lock();
+  }
+}
+
+}  // namespace flashserve::meter

@@ -1,0 +1,54 @@
+// The usage ledger's writer: requests Put their record (at arrival, as tokens are delivered,
+// and once final); a thread of its own writes the records changed since its last pass to the
+// metering store every interval, in one transaction. A crash loses at most one interval of
+// progress; a request cut by it stays kInterrupted with what was delivered by the last write.
+// A failed write keeps the records for the next pass. Put and Flush: any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "base/result.h"
+#include "meter/store.h"
+
+namespace flashserve::meter {
+
+class Ledger {
+ public:
+  // `store` must outlive the ledger.
+  Ledger(MeterStore* store, double flush_interval_s);
+  ~Ledger();  // a last Flush, then joins
+  Ledger(const Ledger&) = delete;
+  Ledger& operator=(const Ledger&) = delete;
+
+  // The record's latest state (priced here); replaces an unwritten earlier one.
+  void Put(UsageRecord record);
+  // Writes what is pending now.
+  base::Status Flush();
+
+  struct Stats {
+    int64_t written = 0;         // records written (a request may be written several times)
+    int64_t failed_writes = 0;   // passes that failed
+    int64_t pending = 0;
+  };
+  Stats stats() const;
+
+ private:
+  void Loop();
+
+  MeterStore* store_;
+  const double interval_s_;
+  mutable std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::map<std::string, UsageRecord> pending_;  // by request id
+  std::mutex write_mu_;                         // one pass at a time
+  Stats stats_;
+  std::thread thread_;
+};
+
+}  // namespace flashserve::meter

@@ -1,0 +1,166 @@
+// End-to-end test of the usage ledger on a real worker on loopback:
+//  1. reconciliation: random requests in four dialects (Chat streaming and not, Completions,
+//     Messages, Responses), many of them cache hits, each priced by hand from the usage object the
+//     client received; `flashserve usage` and GET /admin/usage give the same totals, to the token
+//     and the micro-unit;
+//  2. cancelled streams are recorded apart (their own tenant), and bill nothing beyond what reached
+//     the client;
+//  3. the admin route: an admin key passes, a tenant key and no key are 401;
+//  4. a worker killed mid-stream leaves the request in the ledger with the tokens it delivered.
+//
+// node tests/e2e/metering_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
+// Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import { parseArgs, runE2e, sleep, start } from './cluster_util.mjs';
+
+const args = parseArgs();
+const work = mkdtempSync(join(tmpdir(), 'flashserve-metering-e2e-'));
+const db = join(work, 'meter.db');
+const ADMIN = 'adm-secret-0001';
+// Per million tokens: $0.27 uncached, $0.07 cached, $1.10 output, in micro-dollars.
+const RATES = { input: 270000n, cached: 70000n, output: 1100000n };
+
+function cli(...cmd) {
+  const r = spawnSync(args.flashserve, [...cmd, '--meter-db', db], { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`flashserve ${cmd.join(' ')} failed: ${r.stderr}`);
+  return r.stdout;
+}
+
+// Deterministic pseudo-random numbers.
+let seed = 12345;
+const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
+const topic = (i) => `Ledger topic ${i}: ` + Array.from({ length: 40 + 10 * i }, (_, k) => `t${i}w${k % 31}`).join(' ');
+
+async function post(server, key, path, body, headers = {}) {
+  return fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body),
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers } });
+}
+
+// One request in a random dialect; returns { input, cached, output } from the client's usage.
+async function randomRequest(server, key) {
+  const text = topic(rand(4));
+  const max = 1 + rand(6);
+  switch (rand(5)) {
+    case 0: {  // Chat, not streamed
+      const r = await (await post(server, key, '/v1/chat/completions', { model: 'tiny', max_tokens: max,
+        messages: [{ role: 'user', content: text }], thinking: { type: 'disabled' } })).json();
+      return { input: r.usage.prompt_tokens, cached: r.usage.prompt_tokens_details.cached_tokens, output: r.usage.completion_tokens };
+    }
+    case 1: {  // Chat, streamed with usage
+      const res = await post(server, key, '/v1/chat/completions', { model: 'tiny', max_tokens: max, stream: true,
+        stream_options: { include_usage: true }, messages: [{ role: 'user', content: text }] });
+      const usage = (await res.text()).split('\n').filter((l) => l.startsWith('data: {'))
+        .map((l) => JSON.parse(l.slice(6))).find((c) => c.usage)?.usage;
+      return { input: usage.prompt_tokens, cached: usage.prompt_tokens_details.cached_tokens, output: usage.completion_tokens };
+    }
+    case 2: {  // Completions
+      const r = await (await post(server, key, '/v1/completions', { model: 'tiny', max_tokens: max, prompt: text })).json();
+      return { input: r.usage.prompt_tokens, cached: r.usage.prompt_tokens_details.cached_tokens, output: r.usage.completion_tokens };
+    }
+    case 3: {  // Anthropic Messages: input_tokens are the uncached ones
+      const r = await (await post(server, key, '/v1/messages', { model: 'tiny', max_tokens: max,
+        messages: [{ role: 'user', content: text }] }, { 'anthropic-version': '2023-06-01' })).json();
+      return { input: r.usage.input_tokens + r.usage.cache_read_input_tokens, cached: r.usage.cache_read_input_tokens,
+        output: r.usage.output_tokens };
+    }
+    default: {  // Responses
+      const r = await (await post(server, key, '/v1/responses', { model: 'tiny', max_output_tokens: 16 + max,
+        input: text })).json();
+      return { input: r.usage.input_tokens, cached: r.usage.input_tokens_details.cached_tokens, output: r.usage.output_tokens };
+    }
+  }
+}
+
+const price = (u) => {
+  const total = BigInt(u.input - u.cached) * RATES.input + BigInt(u.cached) * RATES.cached + BigInt(u.output) * RATES.output;
+  return (total + 500000n) / 1000000n;
+};
+
+async function adminUsage(server, query, key = ADMIN) {
+  return fetch(`${server.base}/admin/usage?${query}`, { headers: { authorization: `Bearer ${key}` } });
+}
+
+await runE2e(work, async (ctx) => {
+  const mk = spawnSync(args.flashserve, ['make-model', '--preset', 'tiny', '--out', join(work, 'model'),
+    '--tokenizer', args.tokenizer, '--threads', '2'], { encoding: 'utf8' });
+  if (mk.status !== 0) throw new Error(`make-model failed: ${mk.stderr}`);
+  for (const t of ['acme', 'beta', 'gamma'])
+    cli('tenant', 'add', t, '--input-price', '0.27', '--cached-price', '0.07', '--output-price', '1.10');
+  const key = (t) => JSON.parse(cli('key', 'create', '--tenant', t, '--json')).key;
+  const acme = key('acme'), beta = key('beta'), gamma = key('gamma');
+  const serveArgs = ['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny', '--host', '127.0.0.1',
+    '--port', '0', '--threads', '1', '--meter-db', db, '--meter-flush', '0.1', '--admin-key', ADMIN];
+  ctx.server = await start(args.flashserve, serveArgs);
+  const w = ctx.server;
+
+  // 1. Reconciliation.
+  const want = { requests: 0, input: 0, cached: 0, output: 0, cost: 0n };
+  for (let i = 0; i < 60; ++i) {
+    const u = await randomRequest(w, acme);
+    want.requests += 1; want.input += u.input; want.cached += u.cached; want.output += u.output; want.cost += price(u);
+  }
+  assert.ok(want.cached > 0, 'some requests were cache hits');
+
+  // 2. Cancelled streams, on their own tenant.
+  for (let i = 0; i < 3; ++i) {
+    const abort = new AbortController();
+    const res = await fetch(`${w.base}/v1/chat/completions`, { method: 'POST', signal: abort.signal,
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${beta}` },
+      body: JSON.stringify({ model: 'tiny', max_tokens: 4000, ignore_eos: true, stream: true,
+        messages: [{ role: 'user', content: topic(i) }] }) });
+    const reader = res.body.getReader();
+    await reader.read();
+    abort.abort();
+  }
+  await sleep(1000);  // the cancellations land and the ledger flushes
+
+  const rows = async (query) => {
+    const res = await adminUsage(w, query);
+    assert.equal(res.status, 200);
+    return (await res.json()).data;
+  };
+  const [a] = await rows('group_by=tenant&tenant=acme');
+  assert.equal(a.requests, want.requests);
+  assert.equal(a.input_tokens, want.input);
+  assert.equal(a.input_tokens - a.input_uncached_tokens, want.cached);
+  assert.equal(a.output_tokens, want.output);
+  assert.equal(BigInt(a.cost_micros), want.cost, `cost ${a.cost_micros} vs ${want.cost} by hand`);
+  const cliRows = JSON.parse(cli('usage', '--tenant', 'acme', '--format', 'json')).data;
+  assert.deepEqual(cliRows, [a], 'the CLI and /admin/usage agree');
+  const csv = cli('usage', '--format', 'csv', '--group-by', 'total').trim().split('\n');
+  assert.equal(csv.length, 2);
+  assert.equal(Number(csv[1].split(',')[2]), want.requests + 3, 'the total counts every request');
+
+  const [b] = await rows('tenant=beta');
+  assert.equal(b.requests, 3);
+  assert.ok(b.output_tokens < 3 * 4000, `cancelled streams bill only what was delivered (${b.output_tokens})`);
+
+  // 3. Admin routes: an admin key only.
+  assert.equal((await adminUsage(w, '', acme)).status, 401, 'a tenant key never reaches /admin');
+  assert.equal((await fetch(`${w.base}/admin/usage`)).status, 401);
+  assert.equal((await adminUsage(w, 'group_by=week')).status, 400);
+
+  // 4. A worker killed mid-stream: the request stays, with what it delivered.
+  const res = await fetch(`${w.base}/v1/chat/completions`, { method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${gamma}` },
+    body: JSON.stringify({ model: 'tiny', max_tokens: 3000, ignore_eos: true, stream: true,
+      messages: [{ role: 'user', content: 'go on forever' }] }) });
+  assert.equal(res.status, 200);
+  const reader = res.body.getReader();
+  let chunks = 0;
+  const until = Date.now() + 1500;
+  while (Date.now() < until) { const { done } = await reader.read(); if (done) break; ++chunks; }
+  assert.ok(chunks > 2, 'the stream was delivering');
+  w.proc.kill('SIGKILL');
+  await new Promise((r) => w.proc.once('exit', r));
+  ctx.server = null;
+  const [g] = JSON.parse(cli('usage', '--tenant', 'gamma', '--format', 'json')).data;
+  assert.equal(g.requests, 1);
+  assert.ok(g.output_tokens > 0, `the killed request kept its delivered tokens (${g.output_tokens})`);
+  console.log(`metering e2e: pass (${want.requests} requests reconciled, ${want.output} output tokens, ` +
+    `$${Number(want.cost) / 1e6}; killed stream kept ${g.output_tokens} tokens)`);
+});
