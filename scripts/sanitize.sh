@@ -21,7 +21,7 @@ done
 targets=("$@")
 if [ "$mode" = thread ]; then
   build="${FLASHSERVE_TSAN_BUILD_DIR:-$here/build-tsan}"
-  rooms=(kvstore transfer serve router)
+  rooms=(kvstore transfer serve router meter)
   flags=(-DFLASHSERVE_TSAN=ON)
 else
   build="${FLASHSERVE_ASAN_BUILD_DIR:-$here/build-asan}"

@@ -28,6 +28,7 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   context_.ledger = config.ledger;
   context_.tenants = config.tenants;
   context_.meter_store = config.meter_store;
+  context_.limiter = config.limiter;
   admin_keys_.Replace(config.admin_keys);
   context_.admin_keys = &admin_keys_;
   keys_ = config.key_ring ? config.key_ring : std::make_shared<meter::ApiKeyRing>(config.api_keys);

@@ -117,13 +117,16 @@ std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const R
   return std::nullopt;
 }
 
-// The ledger record of a request at arrival: its tenant's price book in force now.
-std::shared_ptr<RequestMeter> MeterFor(const RouteContext& ctx, const std::string& route,
+// The ledger record of a request at arrival, under its tenant's price book in force now, after
+// its tenant's limits admitted it (their headers added to *headers). Null when refused: the
+// exchange is answered with a 429.
+std::shared_ptr<RequestMeter> MeterFor(const RouteContext& ctx, const ExchangePtr& exchange,
                                        const std::optional<meter::ApiKey>& key, const std::string& model,
-                                       const protocol::GenerateRequest& request) {
+                                       const protocol::GenerateRequest& request, bool stream,
+                                       net::ErrorDialect errors, net::HeaderList* headers) {
   meter::UsageRecord r;
   r.request_id = request.id;
-  r.route = route;
+  r.route = exchange->request().path;
   r.model = model;
   r.arrival_us = std::chrono::duration_cast<std::chrono::microseconds>(
                      std::chrono::system_clock::now().time_since_epoch()).count();
@@ -132,14 +135,28 @@ std::shared_ptr<RequestMeter> MeterFor(const RouteContext& ctx, const std::strin
     r.tenant = key->tenant;
     r.key_id = key->id;
   }
-  if (ctx.tenants != nullptr && !r.tenant.empty()) {
-    const auto tenants = ctx.tenants->Tenants();
-    if (auto it = tenants->find(r.tenant); it != tenants->end()) {
-      r.currency = it->second.prices.currency;
-      r.rates = it->second.prices.RatesAt(r.arrival_us / 1'000'000);
+  std::unique_ptr<meter::LimitSlot> slot;
+  const auto tenants = ctx.tenants != nullptr && !r.tenant.empty() ? ctx.tenants->Tenants() : nullptr;
+  const auto tenant = tenants ? tenants->find(r.tenant) : meter::KeyDirectory::TenantMap::const_iterator();
+  if (tenants && tenant != tenants->end()) {
+    const int64_t now_s = r.arrival_us / 1'000'000;
+    r.currency = tenant->second.prices.currency;
+    r.rates = tenant->second.prices.RatesAt(now_s);
+    if (ctx.limiter != nullptr) {
+      meter::LimitDecision d = ctx.limiter->Admit(r.tenant, tenant->second.limits, r.input_uncached, now_s);
+      net::HeaderList limit_headers = RateLimitHeaders(d, errors, now_s);
+      if (!d.allowed) {
+        net::HttpResponse refused = net::ErrorResponse(
+            net::RateLimited("rate limit reached: the tenant's " + d.reason + "; retry later", d.retry_after_s), errors);
+        refused.headers.insert(refused.headers.end(), limit_headers.begin(), limit_headers.end());
+        exchange->Respond(std::move(refused));
+        return nullptr;
+      }
+      headers->insert(headers->end(), limit_headers.begin(), limit_headers.end());
+      slot = std::move(d.slot);
     }
   }
-  return std::make_shared<RequestMeter>(ctx.ledger, std::move(r));
+  return std::make_shared<RequestMeter>(ctx.ledger, std::move(r), stream, std::move(slot));
 }
 
 }  // namespace
@@ -231,14 +248,22 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
     request.think_end_token = think_end;
   }
   std::optional<meter::ApiKey> key;
-  if (ctx.keys != nullptr && ctx.keys->enabled()) key = ctx.keys->Find(exchange->request());
+  if (ctx.keys != nullptr && ctx.keys->enabled()) {
+    key = ctx.keys->Find(exchange->request());
+    // Revoked since the route table let it in (an image fetch can take seconds).
+    if (!key) return exchange->Respond(net::ErrorResponse(net::Unauthorized(), plan.errors));
+  }
   if (key) {
     request.cache_namespace = meter::ApiKeyRing::Namespace(*key);
     if (request.ttl_class.empty()) request.ttl_class = key->ttl_class;
   }
-  // The prefill half of a disaggregated request is the decode worker's to meter.
-  if (ctx.ledger != nullptr && exchange->request().Header(protocol::kPrefillToHeader).empty())
-    job.meter = MeterFor(ctx, exchange->request().path, key, w.meta.model, request);
+  // The prefill half of a disaggregated request (both headers) is the decode worker's to meter.
+  const bool prefill_half = !exchange->request().Header(protocol::kPrefillToHeader).empty() &&
+                            !exchange->request().Header(protocol::kTransferHeader).empty();
+  if (ctx.ledger != nullptr && !prefill_half) {
+    job.meter = MeterFor(ctx, exchange, key, w.meta.model, request, options.stream, plan.errors, &w.headers);
+    if (!job.meter) return;  // refused by the tenant's limits
+  }
 
   struct Launch {  // the start, now or once the request's pictures have arrived from encode workers
     JobOptions job;

@@ -2,6 +2,9 @@
 #include "api/request_meter.h"
 
 #include <chrono>
+#include <ctime>
+
+#include "fmt/format.h"
 
 namespace flashserve::api {
 
@@ -14,7 +17,15 @@ int64_t RequestMeter::NowMicros() {
       .count();
 }
 
+RequestMeter::~RequestMeter() {
+  if (!accepted_ || ended_) return;
+  record_.status = meter::UsageStatus::kFailed;
+  record_.end_us = NowMicros();
+  ledger_->Put(record_);
+}
+
 void RequestMeter::Accepted() {
+  accepted_ = true;
   last_put_us_ = NowMicros();
   ledger_->Put(record_);
 }
@@ -28,7 +39,7 @@ void RequestMeter::Refused() {
 }
 
 void RequestMeter::Delivered(int64_t output_tokens, int64_t reasoning_tokens) {
-  if (ended_) return;
+  if (ended_ || !stream_) return;
   const int64_t now = NowMicros();
   if (record_.first_token_us == 0 && output_tokens > 0) record_.first_token_us = now;
   record_.output_tokens = output_tokens;
@@ -42,6 +53,7 @@ void RequestMeter::Ended(meter::UsageStatus status, const protocol::Usage& usage
                          int64_t reasoning_tokens) {
   if (ended_) return;
   ended_ = true;
+  if (status == meter::UsageStatus::kCancelled && !stream_) output_tokens = reasoning_tokens = 0;  // nothing reached it
   record_.status = status;
   record_.end_us = NowMicros();
   record_.cached_memory = usage.cached_memory;
@@ -54,6 +66,43 @@ void RequestMeter::Ended(meter::UsageStatus status, const protocol::Usage& usage
   record_.speculative_drafted = usage.speculative_drafted;
   record_.speculative_accepted = usage.speculative_accepted;
   ledger_->Put(record_);
+  if (slot_) {
+    meter::UsageRecord priced = record_;
+    meter::PriceRecord(&priced);
+    slot_->Finish(priced.output_tokens, priced.cost, priced.end_us / 1'000'000);
+  }
+}
+
+namespace {
+std::string Rfc3339(int64_t unix_seconds) {
+  const std::time_t t = unix_seconds;
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+}  // namespace
+
+net::HeaderList RateLimitHeaders(const meter::LimitDecision& d, net::ErrorDialect dialect, int64_t now_s) {
+  net::HeaderList h;
+  const int reset = d.allowed ? d.reset_s : d.retry_after_s;
+  const auto add = [&](const char* openai, const char* anthropic, int64_t limit, int64_t remaining) {
+    if (limit <= 0) return;
+    if (dialect == net::ErrorDialect::kAnthropic) {
+      h.emplace_back(fmt::format("anthropic-ratelimit-{}-limit", anthropic), std::to_string(limit));
+      h.emplace_back(fmt::format("anthropic-ratelimit-{}-remaining", anthropic), std::to_string(remaining));
+      h.emplace_back(fmt::format("anthropic-ratelimit-{}-reset", anthropic), Rfc3339(now_s + reset));
+    } else if (openai != nullptr) {
+      h.emplace_back(fmt::format("x-ratelimit-limit-{}", openai), std::to_string(limit));
+      h.emplace_back(fmt::format("x-ratelimit-remaining-{}", openai), std::to_string(remaining));
+      h.emplace_back(fmt::format("x-ratelimit-reset-{}", openai), fmt::format("{}s", reset));
+    }
+  };
+  add("requests", "requests", d.requests_limit, d.requests_remaining);
+  add("tokens", "input-tokens", d.input_limit, d.input_remaining);
+  add(nullptr, "output-tokens", d.output_limit, d.output_remaining);
+  return h;
 }
 
 }  // namespace flashserve::api

@@ -7,8 +7,13 @@
 #include <cstdint>
 #include <string>
 
+#include <memory>
+
 #include "meter/ledger.h"
+#include "meter/limiter.h"
 #include "meter/usage.h"
+#include "net/api_error.h"
+#include "net/exchange.h"
 #include "protocol/generate.h"
 
 namespace flashserve::api {
@@ -17,11 +22,18 @@ class RequestMeter {
  public:
   // `record` carries the request id, tenant, key, model, route, arrival, prompt length (as
   // input_uncached) and the rates in force; `ledger` outlives the request.
-  RequestMeter(meter::Ledger* ledger, meter::UsageRecord record) : ledger_(ledger), record_(std::move(record)) {}
+  // `stream`: tokens reach the client as they come (else only with the complete response).
+  // `slot`: the request's place under its tenant's limits (null = none); released with the meter.
+  RequestMeter(meter::Ledger* ledger, meter::UsageRecord record, bool stream,
+               std::unique_ptr<meter::LimitSlot> slot = nullptr)
+      : ledger_(ledger), record_(std::move(record)), stream_(stream), slot_(std::move(slot)) {}
+  // A request accepted but never ended (its job dropped) is written kFailed: never billed.
+  ~RequestMeter();
 
   void Accepted();  // in flight (kInterrupted until it ends)
   void Refused();   // the service refused it: kFailed, nothing billed
-  // Tokens delivered to the client so far (output, of which reasoning).
+  // Tokens delivered to the client so far (output, of which reasoning); a response that is not
+  // streamed delivers nothing before its end.
   void Delivered(int64_t output_tokens, int64_t reasoning_tokens);
   // The end: the status, the service's usage (prompt split by tier, speculative counts) and the
   // output tokens the client was given.
@@ -32,8 +44,16 @@ class RequestMeter {
 
   meter::Ledger* ledger_;
   meter::UsageRecord record_;
+  const bool stream_;
+  std::unique_ptr<meter::LimitSlot> slot_;
+  bool accepted_ = false;
   int64_t last_put_us_ = 0;
   bool ended_ = false;
 };
+
+// The rate-limit headers of a limit decision: OpenAI's x-ratelimit-* (requests, and input tokens
+// as "tokens") or, for Messages, Anthropic's anthropic-ratelimit-* (resets as RFC 3339 times).
+// Only limits that are set appear.
+net::HeaderList RateLimitHeaders(const meter::LimitDecision& d, net::ErrorDialect dialect, int64_t now_s);
 
 }  // namespace flashserve::api

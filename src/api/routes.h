@@ -13,6 +13,7 @@
 #include "meter/api_keys.h"
 #include "meter/key_directory.h"
 #include "meter/ledger.h"
+#include "meter/limiter.h"
 #include "net/exchange.h"
 #include "api/constraint_fields.h"
 #include "api/metrics.h"
@@ -64,6 +65,7 @@ struct RouteContext {
   meter::Ledger* ledger = nullptr;            // usage ledger (null = requests are not metered)
   const meter::KeyDirectory* tenants = nullptr;  // the keys' tenants and price books (null = none)
   meter::MeterStore* meter_store = nullptr;      // for the admin routes (null = none)
+  meter::TenantLimiter* limiter = nullptr;       // tenants' limits (null = not enforced)
   const meter::ApiKeyRing* admin_keys = nullptr;  // null or empty: admin routes are off (403)
 };
 

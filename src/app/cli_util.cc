@@ -216,6 +216,7 @@ base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::stri
     auto key = meter::ParseApiKey(spec);
     if (!key.ok()) return key.error();
     if (first_secret != nullptr && keys.empty()) *first_secret = spec.substr(0, spec.find(':'));
+    key->id = "static_" + std::to_string(keys.size() + 1);
     keys.push_back(*key);
   }
   return keys;

@@ -266,6 +266,7 @@ int RunServe(ServeFlags f) {
   f.api.ledger = metering->ledger.get();
   f.api.tenants = metering->directory.get();
   f.api.meter_store = metering->store.get();
+  f.api.limiter = metering->limiter.get();
   auto seal = OpenReasoningSeal(f);
   if (!seal.ok() && !f.seal_key_file.empty()) return PrintError(seal.error());
   if (seal.ok()) {

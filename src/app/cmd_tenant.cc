@@ -36,7 +36,10 @@ int Fail(const base::Error& e) {
   return 1;
 }
 
-base::Result<std::unique_ptr<meter::MeterStore>> OpenStore(const std::string& db) { return meter::OpenMeterStore(db); }
+// Only `tenant add` creates a store; everything else needs one (a mistyped path is an error).
+base::Result<std::unique_ptr<meter::MeterStore>> OpenStore(const std::string& db, bool create = false) {
+  return meter::OpenMeterStore(db, create);
+}
 
 int64_t Now() { return base::SystemClock().NowUnixSeconds(); }
 
@@ -113,7 +116,7 @@ void PrintTenant(const Tenant& t, const std::vector<meter::KeyRecord>& keys) {
 }
 
 int RunTenantAdd(const TenantFlags& f, const std::function<bool(const char*)>& given) {
-  auto store = OpenStore(f.db);
+  auto store = OpenStore(f.db, /*create=*/true);
   if (!store.ok()) return Fail(store.error());
   Tenant t;
   t.name = f.name;
@@ -258,12 +261,12 @@ void AddTenantFields(CLI::App* cmd, TenantFlags* f) {
   cmd->add_option("--off-peak-input-price", f->off_peak_input_price, "Off-peak price per million uncached input tokens");
   cmd->add_option("--off-peak-cached-price", f->off_peak_cached_price, "Off-peak price per million cached input tokens");
   cmd->add_option("--off-peak-output-price", f->off_peak_output_price, "Off-peak price per million output tokens");
-  cmd->add_option("--rpm", f->rpm, "Requests per minute (0 = no limit)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--input-tpm", f->input_tpm, "Input tokens per minute (0 = no limit)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--output-tpm", f->output_tpm, "Output tokens per minute (0 = no limit)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--concurrency", f->concurrency, "Concurrent requests (0 = no limit)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--monthly-budget", f->monthly_budget, "Spend per calendar month in the book's currency (0 = none)");
-  cmd->add_option("--log-text", f->log_text, "Whether prompt and completion text may appear in logs (default false)");
+  cmd->add_option("--rpm", f->rpm, "Requests per minute, enforced by each worker (0 = no limit)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--input-tpm", f->input_tpm, "Prompt tokens per minute, enforced by each worker (0 = no limit)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--output-tpm", f->output_tpm, "Output tokens per minute, enforced by each worker (0 = no limit)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--concurrency", f->concurrency, "Concurrent requests per worker (0 = no limit)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--monthly-budget", f->monthly_budget, "Spend per calendar month (UTC) in the book's currency, fleet-wide from the ledger (0 = none)");
+  cmd->add_option("--log-text", f->log_text, "Whether prompt and completion text may appear in logs (default false; none is logged today)");
 }
 
 }  // namespace

@@ -25,7 +25,6 @@ int64_t NowMicros() {
 void PrintTable(const std::vector<meter::UsageRow>& rows) {
   std::printf("%-22s %-4s %9s %13s %13s %11s %11s %11s %13s %11s %16s\n", "group", "cur", "requests", "input",
               "uncached", "cached mem", "cached disk", "cached shr", "output", "reasoning", "cost");
-  meter::UsageRow total;
   for (const meter::UsageRow& r : rows) {
     const int64_t input = r.input_uncached + r.cached_memory + r.cached_disk + r.cached_shared + r.cached_prefill;
     std::printf("%-22s %-4s %9lld %13lld %13lld %11lld %11lld %11lld %13lld %11lld %16s\n",
@@ -37,12 +36,21 @@ void PrintTable(const std::vector<meter::UsageRow>& rows) {
   }
 }
 
+// A CSV field, quoted when it holds a comma, a quote or a line break (RFC 4180).
+std::string CsvField(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
 void PrintCsv(const std::vector<meter::UsageRow>& rows) {
   std::printf("group,currency,requests,input_tokens,input_uncached_tokens,cached_memory_tokens,cached_disk_tokens,"
               "cached_shared_tokens,cached_prefill_tokens,output_tokens,reasoning_tokens,speculative_drafted,"
               "speculative_accepted,cost\n");
   for (const meter::UsageRow& r : rows)
-    std::printf("%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s\n", r.group.c_str(), r.currency.c_str(),
+    std::printf("%s,%s,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%lld,%s\n", CsvField(r.group).c_str(),
+                CsvField(r.currency).c_str(),
                 static_cast<long long>(r.requests),
                 static_cast<long long>(r.input_uncached + r.cached_memory + r.cached_disk + r.cached_shared +
                                        r.cached_prefill),
@@ -56,7 +64,7 @@ void PrintCsv(const std::vector<meter::UsageRow>& rows) {
 int RunUsage(const UsageFlags& f) {
   auto query = meter::MakeUsageQuery(f.from, f.to, f.tenant, f.group, NowMicros());
   if (!query.ok()) return PrintError(query.error());
-  auto store = meter::OpenMeterStore(f.db);
+  auto store = meter::OpenMeterStore(f.db, /*create=*/false);
   if (!store.ok()) return PrintError(store.error());
   auto rows = (*store)->QueryUsage(*query);
   if (!rows.ok()) return PrintError(rows.error());

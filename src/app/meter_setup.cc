@@ -1,6 +1,8 @@
 // Metering flags and start-up (app/meter_setup.h).
 #include "app/meter_setup.h"
 
+#include <algorithm>
+
 #include "base/log.h"
 
 namespace flashserve::app {
@@ -28,7 +30,12 @@ base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::Api
   auto directory = meter::KeyDirectory::Start(m.store.get(), m.ring, std::move(static_keys), f.refresh_s);
   if (!directory.ok()) return directory.error().WithContext("metering store " + f.db);
   m.directory = std::move(directory).value();
-  if (ledger) m.ledger = std::make_unique<meter::Ledger>(m.store.get(), f.flush_s);
+  if (ledger) {
+    m.limiter = std::make_unique<meter::TenantLimiter>();
+    m.ledger = std::make_unique<meter::Ledger>(m.store.get(), f.flush_s);
+    // Monthly budgets count the whole fleet's spend in the store, refreshed this often.
+    FS_RETURN_IF_ERROR(m.ledger->SyncSpendTo(m.limiter.get(), std::max(5.0, f.refresh_s)));
+  }
   const auto tenants = m.directory->Tenants();
   FS_LOG(kInfo, "metering store {}: {} tenants; keys refreshed every {} s", f.db, tenants->size(), f.refresh_s);
   return m;

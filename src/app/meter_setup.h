@@ -31,7 +31,8 @@ struct Metering {
   std::unique_ptr<meter::MeterStore> store;
   std::shared_ptr<meter::ApiKeyRing> ring;
   std::unique_ptr<meter::KeyDirectory> directory;
-  std::unique_ptr<meter::Ledger> ledger;  // workers only
+  std::unique_ptr<meter::TenantLimiter> limiter;  // workers only; outlives the ledger
+  std::unique_ptr<meter::Ledger> ledger;          // workers only
 };
 
 // No store: an empty Metering (the servers build their rings from the static keys). Otherwise

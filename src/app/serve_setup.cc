@@ -73,7 +73,9 @@ void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f) {
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one KEY[:TENANT[:TTL_CLASS]] per line")
       ->check(CLI::ExistingFile);
   cmd->add_option("--admin-key", f->admin_keys,
-                  "Key for the /admin routes (repeatable; tenant keys never reach them; none = they answer 403)");
+                  "Key for the /admin routes (repeatable, or $FLASHSERVE_ADMIN_KEY); tenant keys never reach them; "
+                  "none = they answer 403")
+      ->envname("FLASHSERVE_ADMIN_KEY");
   AddMeterFlags(cmd, &f->meter, /*ledger=*/true);
 }
 

@@ -52,7 +52,7 @@ base::Result<ApiKey> ParseApiKey(std::string_view spec) {
   if (secret.size() < 8 || secret.find_first_of(" \t\r\n") != std::string_view::npos)
     return Error(ErrorCode::kInvalidArgument, "an API key needs at least 8 characters and no spaces");
   key.digest = KeyDigest(secret);
-  key.id = "static_" + key.digest.substr(0, 12);
+  key.id = "static";  // numbered by the caller (ReadApiKeys): no part of the digest is ever shown
   if (first != std::string_view::npos) {
     std::string_view rest = spec.substr(first + 1);
     const size_t second = rest.find(':');
@@ -91,7 +91,7 @@ std::optional<ApiKey> ApiKeyRing::Find(const net::HttpRequest& request) const {
 }
 
 std::string ApiKeyRing::Namespace(const ApiKey& key) {
-  return key.cache_namespace.empty() ? "key:" + key.id : "tenant:" + key.cache_namespace;
+  return key.cache_namespace.empty() ? "key:" + key.digest : "tenant:" + key.cache_namespace;
 }
 
 }  // namespace flashserve::meter

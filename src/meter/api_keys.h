@@ -17,7 +17,7 @@
 namespace flashserve::meter {
 
 struct ApiKey {
-  std::string id;               // "key_..." (a store key) or "static_" + 12 digest hex digits (a flag)
+  std::string id;               // "key_..." (a store key) or "static_N" (the Nth key given by flags)
   std::string digest;           // hex SHA-256 of the key
   std::string tenant;           // "" = a key from a flag without a tenant
   std::string cache_namespace;  // what the prefix cache is salted with (ApiKeyRing::Namespace)
@@ -49,7 +49,7 @@ class ApiKeyRing {
   std::optional<ApiKey> Find(const net::HttpRequest& request) const;
   // Whether a request may use a keyed route: no keys configured, or it presents one of them.
   bool Allows(const net::HttpRequest& request) const { return !enabled() || Find(request).has_value(); }
-  // The cache namespace of a matched key: "tenant:" + its namespace, or "key:" + its id.
+  // The cache namespace of a matched key: "tenant:" + its namespace, or "key:" + its digest.
   static std::string Namespace(const ApiKey& key);
 
  private:

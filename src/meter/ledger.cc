@@ -2,8 +2,10 @@
 #include "meter/ledger.h"
 
 #include <chrono>
+#include <ctime>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/log.h"
 
 namespace flashserve::meter {
@@ -66,6 +68,33 @@ base::Status Ledger::Flush() {
   return s;
 }
 
+base::Status Ledger::SyncSpendTo(TenantLimiter* limiter, double every_s) {
+  {
+    std::lock_guard lock(mu_);
+    limiter_ = limiter;
+    sync_every_s_ = every_s;
+  }
+  return SyncSpend();
+}
+
+base::Status Ledger::SyncSpend() {
+  TenantLimiter* limiter = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    limiter = limiter_;
+    last_sync_s_ = base::MonotonicSeconds();
+  }
+  if (limiter == nullptr) return base::Status::Ok();
+  const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  FS_ASSIGN_OR_RETURN(UsageQuery query, MakeUsageQuery("", "", "", "tenant", now_us));
+  FS_ASSIGN_OR_RETURN(std::vector<UsageRow> rows, store_->QueryUsage(query));
+  std::map<std::string, int64_t> spend;
+  for (const UsageRow& r : rows) spend[r.group] += r.cost;
+  limiter->SyncSpend(spend, query.from_us / 1'000'000);
+  return base::Status::Ok();
+}
+
 Ledger::Stats Ledger::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
@@ -78,6 +107,12 @@ void Ledger::Loop() {
     base::Status s = Flush();
     if (!s.ok()) FS_LOG(kWarning, "usage ledger: write failed, kept for the next pass: {}", s.ToString());
     lock.lock();
+    if (limiter_ != nullptr && base::MonotonicSeconds() - last_sync_s_ >= sync_every_s_) {
+      lock.unlock();
+      base::Status synced = SyncSpend();
+      if (!synced.ok()) FS_LOG(kWarning, "usage ledger: monthly spend not refreshed: {}", synced.ToString());
+      lock.lock();
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "base/result.h"
+#include "meter/limiter.h"
 #include "meter/store.h"
 
 namespace flashserve::meter {
@@ -29,6 +30,9 @@ class Ledger {
   void Put(UsageRecord record);
   // Writes what is pending now.
   base::Status Flush();
+  // After each pass, at most every `every_s`, tells `limiter` (outlives the ledger) this month's
+  // spend per tenant from the store; once now as well. Call before serving.
+  base::Status SyncSpendTo(TenantLimiter* limiter, double every_s);
 
   struct Stats {
     int64_t written = 0;         // records written (a request may be written several times)
@@ -39,6 +43,7 @@ class Ledger {
 
  private:
   void Loop();
+  base::Status SyncSpend();
 
   MeterStore* store_;
   const double interval_s_;
@@ -48,6 +53,9 @@ class Ledger {
   std::map<std::string, UsageRecord> pending_;  // by request id
   std::mutex write_mu_;                         // one pass at a time
   Stats stats_;
+  TenantLimiter* limiter_ = nullptr;  // set before serving
+  double sync_every_s_ = 10;
+  double last_sync_s_ = 0;  // monotonic
   std::thread thread_;
 };
 

@@ -1,6 +1,8 @@
 // The metering store in an embedded SQLite file (meter/store.h): one connection per process,
 // calls serialized by a mutex, writes in IMMEDIATE transactions (other processes wait up to
 // the busy timeout).
+#include <unistd.h>
+
 #include <functional>
 #include <mutex>
 
@@ -326,11 +328,14 @@ class SqliteStore final : public MeterStore {
 
 }  // namespace
 
-base::Result<std::unique_ptr<MeterStore>> OpenMeterStore(const std::string& location) {
+base::Result<std::unique_ptr<MeterStore>> OpenMeterStore(const std::string& location, bool create) {
   if (location.rfind("postgresql://", 0) == 0 || location.rfind("postgres://", 0) == 0)
     return base::Error(base::ErrorCode::kUnimplemented,
                        "PostgreSQL metering stores are not implemented yet; give a SQLite file path");
   if (location.empty()) return base::Error(base::ErrorCode::kInvalidArgument, "no metering store given (--meter-db)");
+  if (!create && access(location.c_str(), F_OK) != 0)
+    return base::Error(base::ErrorCode::kNotFound,
+                       "no metering store at " + location + " (`flashserve tenant add` creates one)");
   FS_ASSIGN_OR_RETURN(std::unique_ptr<SqliteDb> db, SqliteDb::Open(location));
   auto store = std::make_unique<SqliteStore>(std::move(db));
   FS_RETURN_IF_ERROR(store->Init());

@@ -47,7 +47,8 @@ class MeterStore {
   virtual base::Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& query) = 0;
 };
 
-// Opens (creating when absent) the store at `location`: a file path for SQLite.
-base::Result<std::unique_ptr<MeterStore>> OpenMeterStore(const std::string& location);
+// Opens the store at `location` (a file path for SQLite), creating it when absent if `create`
+// (else kNotFound).
+base::Result<std::unique_ptr<MeterStore>> OpenMeterStore(const std::string& location, bool create = true);
 
 }  // namespace flashserve::meter

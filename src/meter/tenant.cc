@@ -10,7 +10,8 @@ namespace {
 
 base::Error Bad(std::string message) { return base::Error(base::ErrorCode::kInvalidArgument, std::move(message)); }
 
-constexpr int64_t kMaxMicros = 1'000'000'000'000'000;  // 10^12 currency units
+constexpr int64_t kMaxMicros = 1'000'000'000'000'000;  // 10^12 currency units: budgets, amounts
+constexpr int64_t kMaxRate = 1'000'000'000'000;        // 10^6 currency units per million tokens
 
 bool InWindow(int minute, const OffPeak& w) {
   if (w.start_minute <= w.end_minute) return minute >= w.start_minute && minute < w.end_minute;
@@ -19,7 +20,7 @@ bool InWindow(int minute, const OffPeak& w) {
 
 base::Status ValidateRates(const Rates& r, const char* what) {
   for (int64_t v : {r.input, r.cached, r.output})
-    if (v < 0 || v > kMaxMicros) return Bad(fmt::format("{} prices must be in [0, 10^12]", what));
+    if (v < 0 || v > kMaxRate) return Bad(fmt::format("{} prices must be in [0, 1000000] per million tokens", what));
   return base::Status::Ok();
 }
 

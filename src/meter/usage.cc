@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <cstdio>
+#include <climits>
 #include <ctime>
 
 #include "fmt/format.h"
@@ -49,7 +50,8 @@ void PriceRecord(UsageRecord* r) {
   }
   const __int128 total = Scaled(r->input_uncached, r->rates.input) + Scaled(r->cached(), r->rates.cached) +
                          Scaled(r->output_tokens, r->rates.output);
-  r->cost = static_cast<int64_t>((total + 500'000) / 1'000'000);
+  const __int128 cost = (total + 500'000) / 1'000'000;
+  r->cost = cost > INT64_MAX ? INT64_MAX : static_cast<int64_t>(cost);
 }
 
 base::Result<int64_t> ParseUsageTime(std::string_view text) {
@@ -60,7 +62,8 @@ base::Result<int64_t> ParseUsageTime(std::string_view text) {
   int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
   char tail = 0;
   const bool date_only = s.size() == 10 && std::sscanf(s.c_str(), "%4d-%2d-%2d%c", &y, &mo, &d, &tail) == 3;
-  const bool full = s.size() == 20 && std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ", &y, &mo, &d, &h, &mi, &sec) == 6;
+  const bool full = s.size() == 20 && s[19] == 'Z' &&
+                    std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ", &y, &mo, &d, &h, &mi, &sec) == 6;
   if ((!date_only && !full) || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || y < 1970)
     return base::Error(base::ErrorCode::kInvalidArgument,
                        fmt::format("\"{}\" is not a time: YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ (UTC) or Unix seconds", text));
@@ -70,7 +73,12 @@ base::Result<int64_t> ParseUsageTime(std::string_view text) {
   tm.tm_hour = h;
   tm.tm_min = mi;
   tm.tm_sec = sec;
-  return static_cast<int64_t>(timegm(&tm)) * 1'000'000;
+  const std::time_t t = timegm(&tm);
+  std::tm back{};
+  gmtime_r(&t, &back);
+  if (back.tm_mday != d || back.tm_mon != mo - 1)  // 2026-02-31 would roll into March
+    return base::Error(base::ErrorCode::kInvalidArgument, fmt::format("\"{}\" is not a calendar date", text));
+  return static_cast<int64_t>(t) * 1'000'000;
 }
 
 base::Result<UsageQuery> MakeUsageQuery(std::string_view from, std::string_view to, std::string tenant,

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <climits>
+
 namespace flashserve::meter {
 namespace {
 
@@ -47,13 +49,17 @@ TEST(UsageTest, PricesRoundHalfUpAndFollowTheStatus) {
   huge.rates.output = 1'000'000'000'000;
   PriceRecord(&huge);
   EXPECT_EQ(huge.cost, 162 + ((int64_t{1} << 40) * 1'000'000));
+  huge.output_tokens = int64_t{1} << 62;  // beyond int64 micro-units: saturates
+  PriceRecord(&huge);
+  EXPECT_EQ(huge.cost, INT64_MAX);
 }
 
 TEST(UsageTest, TimesAndQueries) {
   EXPECT_EQ(*ParseUsageTime("2026-12-01"), int64_t{1'796'083'200} * 1'000'000);
   EXPECT_EQ(*ParseUsageTime("2026-12-01T10:00:00Z"), (int64_t{1'796'083'200} + 36000) * 1'000'000);
   EXPECT_EQ(*ParseUsageTime("1796083200"), int64_t{1'796'083'200} * 1'000'000);
-  for (const char* bad : {"2026-13-01", "yesterday", "2026-12-01 10:00", "-5", "2026-12-01T10:00:00"})
+  for (const char* bad : {"2026-13-01", "yesterday", "2026-12-01 10:00", "-5", "2026-12-01T10:00:00",
+                          "2026-12-01T10:00:00X", "2026-02-31"})
     EXPECT_FALSE(ParseUsageTime(bad).ok()) << bad;
   const int64_t now = (int64_t{1'796'600'000}) * 1'000'000;  // 2026-12-07
   auto q = MakeUsageQuery("", "", "", "", now);

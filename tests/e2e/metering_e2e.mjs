@@ -6,7 +6,9 @@
 //  2. cancelled streams are recorded apart (their own tenant), and bill nothing beyond what reached
 //     the client;
 //  3. the admin route: an admin key passes, a tenant key and no key are 401;
-//  4. a worker killed mid-stream leaves the request in the ledger with the tokens it delivered.
+//  4. limits set live: requests per minute answered with 429, Retry-After and OpenAI's
+//     x-ratelimit-* headers (Anthropic's anthropic-ratelimit-* on Messages); a monthly budget;
+//  5. a worker killed mid-stream leaves the request in the ledger with the tokens it delivered.
 //
 // node tests/e2e/metering_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
@@ -88,10 +90,10 @@ await runE2e(work, async (ctx) => {
   const mk = spawnSync(args.flashserve, ['make-model', '--preset', 'tiny', '--out', join(work, 'model'),
     '--tokenizer', args.tokenizer, '--threads', '2'], { encoding: 'utf8' });
   if (mk.status !== 0) throw new Error(`make-model failed: ${mk.stderr}`);
-  for (const t of ['acme', 'beta', 'gamma'])
+  for (const t of ['acme', 'beta', 'gamma', 'delta'])
     cli('tenant', 'add', t, '--input-price', '0.27', '--cached-price', '0.07', '--output-price', '1.10');
   const key = (t) => JSON.parse(cli('key', 'create', '--tenant', t, '--json')).key;
-  const acme = key('acme'), beta = key('beta'), gamma = key('gamma');
+  const acme = key('acme'), beta = key('beta'), gamma = key('gamma'), delta = key('delta');
   const serveArgs = ['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny', '--host', '127.0.0.1',
     '--port', '0', '--threads', '1', '--meter-db', db, '--meter-flush', '0.1', '--admin-key', ADMIN];
   ctx.server = await start(args.flashserve, serveArgs);
@@ -144,7 +146,35 @@ await runE2e(work, async (ctx) => {
   assert.equal((await fetch(`${w.base}/admin/usage`)).status, 401);
   assert.equal((await adminUsage(w, 'group_by=week')).status, 400);
 
-  // 4. A worker killed mid-stream: the request stays, with what it delivered.
+  // 4. Limits, set while the worker runs.
+  cli('tenant', 'set', 'delta', '--rpm', '2');
+  await sleep(2500);  // the worker's next look at the store (--meter-refresh 2 s by default)
+  const chatOnce = () => post(w, delta, '/v1/chat/completions', { model: 'tiny', max_tokens: 1,
+    messages: [{ role: 'user', content: 'hi' }] });
+  const first = await chatOnce();
+  assert.equal(first.status, 200);
+  assert.equal(first.headers.get('x-ratelimit-limit-requests'), '2');
+  assert.equal(first.headers.get('x-ratelimit-remaining-requests'), '1');
+  const second = await post(w, delta, '/v1/messages', { model: 'tiny', max_tokens: 1,
+    messages: [{ role: 'user', content: 'hi' }] }, { 'anthropic-version': '2023-06-01' });
+  assert.equal(second.status, 200);
+  assert.equal(second.headers.get('anthropic-ratelimit-requests-remaining'), '0');
+  assert.match(second.headers.get('anthropic-ratelimit-requests-reset'), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+  const third = await chatOnce();
+  assert.equal(third.status, 429);
+  assert.ok(Number(third.headers.get('retry-after')) >= 1);
+  assert.equal(third.headers.get('x-ratelimit-remaining-requests'), '0');
+  assert.match((await third.json()).error.message, /requests per minute/);
+  assert.equal((await post(w, acme, '/v1/chat/completions', { model: 'tiny', max_tokens: 1,
+    messages: [{ role: 'user', content: 'hi' }] })).status, 200, 'another tenant is not limited');
+  cli('tenant', 'set', 'acme', '--monthly-budget', '0.000001');  // acme has spent more than that
+  await sleep(2500);
+  const broke = await post(w, acme, '/v1/chat/completions', { model: 'tiny', max_tokens: 1,
+    messages: [{ role: 'user', content: 'hi' }] });
+  assert.equal(broke.status, 429);
+  assert.match((await broke.json()).error.message, /monthly budget/);
+
+  // 5. A worker killed mid-stream: the request stays, with what it delivered.
   const res = await fetch(`${w.base}/v1/chat/completions`, { method: 'POST',
     headers: { 'content-type': 'application/json', authorization: `Bearer ${gamma}` },
     body: JSON.stringify({ model: 'tiny', max_tokens: 3000, ignore_eos: true, stream: true,

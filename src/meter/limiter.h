@@ -1,0 +1,85 @@
+// Tenants' limits as one server enforces them: requests, input tokens and output tokens per
+// minute (sliding 60 one-second buckets), concurrent requests, and the monthly budget (this
+// month's spend in the store, refreshed by SyncSpend, plus what this process added since).
+// Admit hands out a Slot that holds a concurrency place until destroyed. Any thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "meter/tenant.h"
+
+namespace flashserve::meter {
+
+class TenantLimiter;
+
+// A request's place under its tenant's concurrency limit; released when destroyed.
+class LimitSlot {
+ public:
+  LimitSlot(TenantLimiter* limiter, std::string tenant) : limiter_(limiter), tenant_(std::move(tenant)) {}
+  ~LimitSlot();
+  LimitSlot(const LimitSlot&) = delete;
+  LimitSlot& operator=(const LimitSlot&) = delete;
+  // Output tokens produced and the request's cost (micro-units), counted once at its end.
+  void Finish(int64_t output_tokens, int64_t cost, int64_t now_s);
+  const std::string& tenant() const { return tenant_; }
+
+ private:
+  TenantLimiter* limiter_;
+  std::string tenant_;
+  bool finished_ = false;
+};
+
+// What a limit check says, with the figures clients see in rate-limit headers.
+struct LimitDecision {
+  bool allowed = true;
+  std::string reason;       // the limit that refused: "requests per minute", ...
+  int retry_after_s = 0;    // > 0 when refused
+  // Per-minute figures (limit 0 = none), remaining after this request, and seconds until the
+  // window has room again.
+  int64_t requests_limit = 0, requests_remaining = 0;
+  int64_t input_limit = 0, input_remaining = 0;
+  int64_t output_limit = 0, output_remaining = 0;
+  int reset_s = 0;
+  std::unique_ptr<LimitSlot> slot;  // set when allowed
+};
+
+class TenantLimiter {
+ public:
+  // Checks every limit of `limits` for a request of `input_tokens` arriving at now_s (Unix
+  // seconds); when allowed, counts it and returns its slot.
+  LimitDecision Admit(const std::string& tenant, const Limits& limits, int64_t input_tokens, int64_t now_s);
+  // This month's spend per tenant as the store has it (the ledger's sums); replaces what this
+  // process counted since the last sync.
+  void SyncSpend(const std::map<std::string, int64_t>& month_spend, int64_t month_start_s);
+  int64_t concurrent(const std::string& tenant) const;
+  int64_t spend(const std::string& tenant) const;
+
+ private:
+  friend class LimitSlot;
+  struct Window {  // 60 one-second buckets
+    std::array<int64_t, 60> counts{};
+    std::array<int64_t, 60> seconds{};
+    int64_t Sum(int64_t now_s) const;
+    void Add(int64_t now_s, int64_t n);
+    int SecondsUntilBelow(int64_t now_s, int64_t limit, int64_t adding) const;
+  };
+  struct State {
+    Window requests, input, output;
+    int64_t concurrent = 0;
+    int64_t synced_spend = 0;  // from the store
+    int64_t local_spend = 0;   // ended here since the last sync
+  };
+  void Release(const std::string& tenant);
+  void Finished(const std::string& tenant, int64_t output_tokens, int64_t cost, int64_t now_s);
+
+  mutable std::mutex mu_;
+  std::map<std::string, State> tenants_;
+  int64_t month_start_s_ = 0;
+};
+
+}  // namespace flashserve::meter

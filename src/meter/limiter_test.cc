@@ -1,0 +1,70 @@
+// Per-tenant limits: sliding minute windows, concurrency slots, monthly budgets (meter/limiter.h).
+#include "meter/limiter.h"
+
+#include <gtest/gtest.h>
+
+namespace flashserve::meter {
+namespace {
+
+constexpr int64_t kT = 1'796'000'000;  // a Unix second
+
+TEST(LimiterTest, RequestsPerMinuteSlideAndSayWhenToRetry) {
+  TenantLimiter limiter;
+  Limits limits;
+  limits.requests_per_minute = 3;
+  std::vector<std::unique_ptr<LimitSlot>> held;
+  for (int i = 0; i < 3; ++i) {
+    LimitDecision d = limiter.Admit("acme", limits, 10, kT + i * 10);  // at +0, +10, +20 s
+    ASSERT_TRUE(d.allowed) << i;
+    EXPECT_EQ(d.requests_remaining, 2 - i);
+    held.push_back(std::move(d.slot));
+  }
+  LimitDecision refused = limiter.Admit("acme", limits, 10, kT + 30);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.reason, "requests per minute");
+  EXPECT_EQ(refused.retry_after_s, 30);  // the +0 request leaves the window at +60
+  EXPECT_TRUE(limiter.Admit("beta", limits, 10, kT + 30).allowed);  // tenants apart
+  EXPECT_TRUE(limiter.Admit("acme", limits, 10, kT + 60).allowed);
+}
+
+TEST(LimiterTest, TokensConcurrencyAndBudget) {
+  TenantLimiter limiter;
+  Limits limits;
+  limits.input_tokens_per_minute = 1000;
+  limits.output_tokens_per_minute = 50;
+  limits.concurrent_requests = 2;
+  limits.monthly_budget = 1000;
+  LimitDecision a = limiter.Admit("acme", limits, 600, kT);
+  ASSERT_TRUE(a.allowed);
+  EXPECT_EQ(a.input_remaining, 400);
+  LimitDecision big = limiter.Admit("acme", limits, 500, kT);
+  EXPECT_FALSE(big.allowed);
+  EXPECT_EQ(big.reason, "input tokens per minute");
+  LimitDecision b = limiter.Admit("acme", limits, 100, kT);
+  ASSERT_TRUE(b.allowed);
+  LimitDecision third = limiter.Admit("acme", limits, 1, kT);
+  EXPECT_FALSE(third.allowed);
+  EXPECT_EQ(third.reason, "concurrent requests");
+  EXPECT_EQ(limiter.concurrent("acme"), 2);
+  b.slot->Finish(60, 400, kT + 1);  // 60 output tokens: over the output limit for a minute
+  b.slot.reset();
+  EXPECT_EQ(limiter.concurrent("acme"), 1);
+  LimitDecision after = limiter.Admit("acme", limits, 1, kT + 2);
+  EXPECT_FALSE(after.allowed);
+  EXPECT_EQ(after.reason, "output tokens per minute");
+  EXPECT_EQ(after.retry_after_s, 59);
+  // The budget: 400 spent here, 700 more in the store from other workers.
+  limiter.SyncSpend({{"acme", 1100}}, kT - 86400);
+  EXPECT_EQ(limiter.spend("acme"), 1100);
+  LimitDecision broke = limiter.Admit("acme", limits, 1, kT + 120);
+  EXPECT_FALSE(broke.allowed);
+  EXPECT_EQ(broke.reason, "monthly budget");
+  limiter.SyncSpend({}, kT);  // a new month
+  EXPECT_TRUE(limiter.Admit("acme", limits, 1, kT + 120).allowed);
+  const LimitDecision prompt_alone = limiter.Admit("acme", limits, 5000, kT + 300);
+  EXPECT_FALSE(prompt_alone.allowed);
+  EXPECT_NE(prompt_alone.reason.find("prompt alone"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashserve::meter
