@@ -117,12 +117,28 @@ std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const R
   return std::nullopt;
 }
 
+// The answer to a request its tenant's limits refused: a prompt larger than the per-minute input
+// limit can never pass (400); a spent budget waits for the next month (429 insufficient_quota);
+// the rest wait for room in their window (429 with Retry-After).
+net::ApiError LimitError(const meter::LimitDecision& d, int64_t prompt_tokens) {
+  if (d.never)
+    return net::InvalidRequest(fmt::format("the prompt ({} tokens) exceeds the tenant's input tokens per minute ({})",
+                                           prompt_tokens, d.input_limit),
+                               "", "input_tokens_limit_exceeded");
+  net::ApiError e = net::RateLimited("rate limit reached: the tenant's " + d.reason + "; retry later", d.retry_after_s);
+  if (d.budget) {
+    e.message = "the tenant's monthly budget is spent; requests resume next month or when the operator raises it";
+    e.code = "insufficient_quota";
+  }
+  return e;
+}
+
 // The ledger record of a request at arrival, under its tenant's price book in force now, after
 // its tenant's limits admitted it (their headers added to *headers). Null when refused: the
 // exchange is answered with a 429.
 std::shared_ptr<RequestMeter> MeterFor(const RouteContext& ctx, const ExchangePtr& exchange,
                                        const std::optional<meter::ApiKey>& key, const std::string& model,
-                                       const protocol::GenerateRequest& request, bool stream,
+                                       const protocol::GenerateRequest& request, bool stream, bool record,
                                        net::ErrorDialect errors, net::HeaderList* headers) {
   meter::UsageRecord r;
   r.request_id = request.id;
@@ -146,9 +162,9 @@ std::shared_ptr<RequestMeter> MeterFor(const RouteContext& ctx, const ExchangePt
       meter::LimitDecision d = ctx.limiter->Admit(r.tenant, tenant->second.limits, r.input_uncached, now_s);
       net::HeaderList limit_headers = RateLimitHeaders(d, errors, now_s);
       if (!d.allowed) {
-        net::HttpResponse refused = net::ErrorResponse(
-            net::RateLimited("rate limit reached: the tenant's " + d.reason + "; retry later", d.retry_after_s), errors);
+        net::HttpResponse refused = net::ErrorResponse(LimitError(d, r.input_uncached), errors);
         refused.headers.insert(refused.headers.end(), limit_headers.begin(), limit_headers.end());
+        if (!d.never) refused.headers.emplace_back(protocol::kLimitHeader, "tenant");
         exchange->Respond(std::move(refused));
         return nullptr;
       }
@@ -156,7 +172,7 @@ std::shared_ptr<RequestMeter> MeterFor(const RouteContext& ctx, const ExchangePt
       slot = std::move(d.slot);
     }
   }
-  return std::make_shared<RequestMeter>(ctx.ledger, std::move(r), stream, std::move(slot));
+  return std::make_shared<RequestMeter>(record ? ctx.ledger : nullptr, std::move(r), stream, std::move(slot));
 }
 
 }  // namespace
@@ -257,11 +273,14 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
     request.cache_namespace = meter::ApiKeyRing::Namespace(*key);
     if (request.ttl_class.empty()) request.ttl_class = key->ttl_class;
   }
-  // The prefill half of a disaggregated request (both headers) is the decode worker's to meter.
+  // The prefill half of a disaggregated request (both headers).
   const bool prefill_half = !exchange->request().Header(protocol::kPrefillToHeader).empty() &&
                             !exchange->request().Header(protocol::kTransferHeader).empty();
-  if (ctx.ledger != nullptr && !prefill_half) {
-    job.meter = MeterFor(ctx, exchange, key, w.meta.model, request, options.stream, plan.errors, &w.headers);
+  // The prefill half counts against the limits of the worker doing it; its record is the decode
+  // worker's.
+  if (ctx.ledger != nullptr) {
+    job.meter = MeterFor(ctx, exchange, key, w.meta.model, request, options.stream, !prefill_half, plan.errors,
+                         &w.headers);
     if (!job.meter) return;  // refused by the tenant's limits
   }
 

@@ -21,13 +21,13 @@ RequestMeter::~RequestMeter() {
   if (!accepted_ || ended_) return;
   record_.status = meter::UsageStatus::kFailed;
   record_.end_us = NowMicros();
-  ledger_->Put(record_);
+  if (ledger_) ledger_->Put(record_);
 }
 
 void RequestMeter::Accepted() {
   accepted_ = true;
   last_put_us_ = NowMicros();
-  ledger_->Put(record_);
+  if (ledger_) ledger_->Put(record_);
 }
 
 void RequestMeter::Refused() {
@@ -35,7 +35,7 @@ void RequestMeter::Refused() {
   record_.status = meter::UsageStatus::kFailed;
   record_.input_uncached = 0;
   record_.end_us = NowMicros();
-  ledger_->Put(record_);
+  if (ledger_) ledger_->Put(record_);
 }
 
 void RequestMeter::Delivered(int64_t output_tokens, int64_t reasoning_tokens) {
@@ -46,7 +46,7 @@ void RequestMeter::Delivered(int64_t output_tokens, int64_t reasoning_tokens) {
   record_.reasoning_tokens = reasoning_tokens;
   if (now - last_put_us_ < kProgressEveryUs && last_put_us_ != 0) return;
   last_put_us_ = now;
-  ledger_->Put(record_);
+  if (ledger_) ledger_->Put(record_);
 }
 
 void RequestMeter::Ended(meter::UsageStatus status, const protocol::Usage& usage, int64_t output_tokens,
@@ -65,12 +65,13 @@ void RequestMeter::Ended(meter::UsageStatus status, const protocol::Usage& usage
   record_.reasoning_tokens = reasoning_tokens;
   record_.speculative_drafted = usage.speculative_drafted;
   record_.speculative_accepted = usage.speculative_accepted;
-  ledger_->Put(record_);
-  if (slot_) {
+  if (slot_) {  // before the ledger can write the record (and tell the limiter it is written)
     meter::UsageRecord priced = record_;
     meter::PriceRecord(&priced);
-    slot_->Finish(priced.output_tokens, priced.cost, priced.end_us / 1'000'000);
+    // Spend counts once written to the ledger; without a record here (a prefill half) it is not ours.
+    slot_->Finish(priced.output_tokens, ledger_ ? priced.cost : 0, priced.end_us / 1'000'000);
   }
+  if (ledger_) ledger_->Put(record_);
 }
 
 namespace {
@@ -86,8 +87,7 @@ std::string Rfc3339(int64_t unix_seconds) {
 
 net::HeaderList RateLimitHeaders(const meter::LimitDecision& d, net::ErrorDialect dialect, int64_t now_s) {
   net::HeaderList h;
-  const int reset = d.allowed ? d.reset_s : d.retry_after_s;
-  const auto add = [&](const char* openai, const char* anthropic, int64_t limit, int64_t remaining) {
+  const auto add = [&](const char* openai, const char* anthropic, int64_t limit, int64_t remaining, int reset) {
     if (limit <= 0) return;
     if (dialect == net::ErrorDialect::kAnthropic) {
       h.emplace_back(fmt::format("anthropic-ratelimit-{}-limit", anthropic), std::to_string(limit));
@@ -99,9 +99,9 @@ net::HeaderList RateLimitHeaders(const meter::LimitDecision& d, net::ErrorDialec
       h.emplace_back(fmt::format("x-ratelimit-reset-{}", openai), fmt::format("{}s", reset));
     }
   };
-  add("requests", "requests", d.requests_limit, d.requests_remaining);
-  add("tokens", "input-tokens", d.input_limit, d.input_remaining);
-  add(nullptr, "output-tokens", d.output_limit, d.output_remaining);
+  add("requests", "requests", d.requests_limit, d.requests_remaining, d.requests_reset_s);
+  add("tokens", "input-tokens", d.input_limit, d.input_remaining, d.input_reset_s);
+  add(nullptr, "output-tokens", d.output_limit, d.output_remaining, d.output_reset_s);
   return h;
 }
 

@@ -21,7 +21,8 @@ namespace flashserve::api {
 class RequestMeter {
  public:
   // `record` carries the request id, tenant, key, model, route, arrival, prompt length (as
-  // input_uncached) and the rates in force; `ledger` outlives the request.
+  // input_uncached) and the rates in force; `ledger` outlives the request (null: limits only, no
+  // record: the prefill half of a disaggregated request).
   // `stream`: tokens reach the client as they come (else only with the complete response).
   // `slot`: the request's place under its tenant's limits (null = none); released with the meter.
   RequestMeter(meter::Ledger* ledger, meter::UsageRecord record, bool stream,

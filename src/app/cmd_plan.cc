@@ -154,7 +154,11 @@ base::Result<meter::PlanInputs> InputsFrom(const PlanFlags& f, const std::set<st
   in.api_cached_price = f.api_cached_price;
   in.input_per_output = f.input_per_output;
   in.cached_fraction = f.cached_fraction;
-  if (given.count("node-price") || given.count("power-kw") || given.count("ops-cost-month")) {
+  const bool buying = given.count("node-price") || given.count("power-kw") || given.count("ops-cost-month");
+  for (const char* only : {"gpus-per-node", "amortization-years", "power-price"})
+    if (!buying && given.count(only))
+      return bad(std::string("--") + only + " is for buying: give --node-price (and --power-kw, --ops-cost-month)");
+  if (buying) {
     in.buy = meter::BuyInputs{f.node_price,  f.gpus_per_node, f.amortization_years,
                               f.power_kw,    f.power_price,   f.ops_cost_month};
   }
@@ -179,6 +183,8 @@ std::string Money(double value) {
 }
 
 std::string Percent(double fraction) { return fmt::format("{:.0f}%", fraction * 100); }
+// A break-even utilization: above 100% the cluster never pays at that price.
+std::string BreakEven(double fraction) { return fraction > 1 ? "never (" + Percent(fraction) + ")" : Percent(fraction); }
 
 // 48,896,000,000 -> "48.90 B".
 std::string Tokens(double n) {
@@ -206,8 +212,8 @@ void PrintCostPlan(const meter::CostPlan& p, const meter::PlanResult& r) {
     const double per_day = mix ? *b.api_output_tokens_per_cluster_day_with_input : b.api_output_tokens_per_cluster_day;
     const double per_month =
         mix ? *b.break_even_output_tokens_per_month_with_input : b.break_even_output_tokens_per_month;
-    std::printf("  %-14s %12s %14s %18s %18s\n", Money(b.api_output_price).c_str(), Percent(b.utilization).c_str(),
-                mix ? Percent(*b.utilization_with_input).c_str() : "-", Tokens(per_day).c_str(),
+    std::printf("  %-14s %12s %14s %18s %18s\n", Money(b.api_output_price).c_str(), BreakEven(b.utilization).c_str(),
+                mix ? BreakEven(*b.utilization_with_input).c_str() : "-", Tokens(per_day).c_str(),
                 Tokens(per_month).c_str());
   }
   std::printf("  (API tokens/day: output tokens a day's cluster cost buys from the API; /month: the break-even\n"

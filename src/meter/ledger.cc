@@ -11,8 +11,8 @@
 namespace flashserve::meter {
 
 namespace {
-// Pending records beyond this while the store refuses writes: the oldest in-flight progress
-// is dropped (final records are kept).
+// Pending records beyond this while the store refuses writes: progress of requests not yet
+// pending is dropped (final records are always kept).
 constexpr size_t kMaxPending = 1'000'000;
 }  // namespace
 
@@ -33,12 +33,10 @@ Ledger::~Ledger() {
 void Ledger::Put(UsageRecord record) {
   PriceRecord(&record);
   std::lock_guard lock(mu_);
-  if (pending_.size() >= kMaxPending && pending_.count(record.request_id) == 0) {
-    for (auto it = pending_.begin(); it != pending_.end(); ++it)
-      if (it->second.status == UsageStatus::kInterrupted) {
-        pending_.erase(it);
-        break;
-      }
+  if (pending_.size() >= kMaxPending && record.status == UsageStatus::kInterrupted &&
+      pending_.count(record.request_id) == 0) {
+    ++stats_.dropped_progress;  // its final record will still be kept
+    return;
   }
   std::string id = record.request_id;
   pending_[std::move(id)] = std::move(record);
@@ -60,6 +58,9 @@ base::Status Ledger::Flush() {
   std::lock_guard lock(mu_);
   if (s.ok()) {
     stats_.written += static_cast<int64_t>(records.size());
+    if (limiter_ != nullptr)
+      for (const UsageRecord& r : records)
+        if (r.status != UsageStatus::kInterrupted) limiter_->Written(r.tenant, r.cost);
   } else {
     ++stats_.failed_writes;
     for (auto& [id, r] : batch) pending_.emplace(id, std::move(r));  // newer Puts win
@@ -85,6 +86,8 @@ base::Status Ledger::SyncSpend() {
     last_sync_s_ = base::MonotonicSeconds();
   }
   if (limiter == nullptr) return base::Status::Ok();
+  // No write between the query and the update: the store's sums and Written() stay in step.
+  std::lock_guard write_lock(write_mu_);
   const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
                              std::chrono::system_clock::now().time_since_epoch()).count();
   FS_ASSIGN_OR_RETURN(UsageQuery query, MakeUsageQuery("", "", "", "tenant", now_us));

@@ -38,6 +38,7 @@ class Ledger {
     int64_t written = 0;         // records written (a request may be written several times)
     int64_t failed_writes = 0;   // passes that failed
     int64_t pending = 0;
+    int64_t dropped_progress = 0;  // in-flight updates not queued while a million records wait
   };
   Stats stats() const;
 

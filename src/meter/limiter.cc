@@ -2,6 +2,7 @@
 #include "meter/limiter.h"
 
 #include <algorithm>
+#include <ctime>
 
 namespace flashserve::meter {
 
@@ -40,6 +41,26 @@ int TenantLimiter::Window::SecondsUntilBelow(int64_t now_s, int64_t limit, int64
   return 60;
 }
 
+int TenantLimiter::Window::SecondsUntilEmpty(int64_t now_s) const {
+  int64_t newest = -1;
+  for (size_t i = 0; i < counts.size(); ++i)
+    if (counts[i] > 0 && seconds[i] > now_s - 60 && seconds[i] <= now_s) newest = std::max(newest, seconds[i]);
+  return newest < 0 ? 0 : static_cast<int>(newest + 60 - now_s);
+}
+
+namespace {
+// Seconds from now_s to the start of the next calendar month (UTC).
+int SecondsToNextMonth(int64_t now_s) {
+  const std::time_t now = now_s;
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  tm.tm_mday = 1;
+  tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+  tm.tm_mon += 1;  // timegm normalises December + 1
+  return static_cast<int>(std::max<int64_t>(1, static_cast<int64_t>(timegm(&tm)) - now_s));
+}
+}  // namespace
+
 LimitDecision TenantLimiter::Admit(const std::string& tenant, const Limits& limits, int64_t input_tokens,
                                    int64_t now_s) {
   std::lock_guard lock(mu_);
@@ -54,23 +75,28 @@ LimitDecision TenantLimiter::Admit(const std::string& tenant, const Limits& limi
     d.reason = std::move(reason);
     d.retry_after_s = std::max(retry_s, 1);
   };
-  if (limits.requests_per_minute > 0 && requests + 1 > limits.requests_per_minute)
+  if (limits.input_tokens_per_minute > 0 && input_tokens > limits.input_tokens_per_minute) {
+    refuse("input tokens per minute", 0);
+    d.never = true;  // no wait makes room for it
+    d.retry_after_s = 0;
+  } else if (limits.requests_per_minute > 0 && requests + 1 > limits.requests_per_minute) {
     refuse("requests per minute", s.requests.SecondsUntilBelow(now_s, limits.requests_per_minute, 1));
-  else if (limits.input_tokens_per_minute > 0 && input + input_tokens > limits.input_tokens_per_minute)
-    refuse(input_tokens > limits.input_tokens_per_minute ? "input tokens per minute (the prompt alone exceeds it)"
-                                                         : "input tokens per minute",
-           s.input.SecondsUntilBelow(now_s, limits.input_tokens_per_minute, std::min(input_tokens,
-                                                                                      limits.input_tokens_per_minute)));
-  else if (limits.output_tokens_per_minute > 0 && output >= limits.output_tokens_per_minute)
+  } else if (limits.input_tokens_per_minute > 0 && input + input_tokens > limits.input_tokens_per_minute) {
+    refuse("input tokens per minute", s.input.SecondsUntilBelow(now_s, limits.input_tokens_per_minute, input_tokens));
+  } else if (limits.output_tokens_per_minute > 0 && output >= limits.output_tokens_per_minute) {
     refuse("output tokens per minute", s.output.SecondsUntilBelow(now_s, limits.output_tokens_per_minute - 1, 0));
-  else if (limits.concurrent_requests > 0 && s.concurrent >= limits.concurrent_requests)
+  } else if (limits.concurrent_requests > 0 && s.concurrent >= limits.concurrent_requests) {
     refuse("concurrent requests", 1);
-  else if (limits.monthly_budget > 0 && s.synced_spend + s.local_spend >= limits.monthly_budget)
-    refuse("monthly budget", 3600);
+  } else if (limits.monthly_budget > 0 && s.synced_spend + s.unwritten_spend >= limits.monthly_budget) {
+    refuse("monthly budget", SecondsToNextMonth(now_s));
+    d.budget = true;
+  }
   d.requests_remaining = std::max<int64_t>(0, limits.requests_per_minute - requests - (d.allowed ? 1 : 0));
   d.input_remaining = std::max<int64_t>(0, limits.input_tokens_per_minute - input - (d.allowed ? input_tokens : 0));
   d.output_remaining = std::max<int64_t>(0, limits.output_tokens_per_minute - output);
-  d.reset_s = requests > 0 || input > 0 || output > 0 ? 60 : 0;
+  d.requests_reset_s = d.allowed ? 60 : s.requests.SecondsUntilEmpty(now_s);
+  d.input_reset_s = d.allowed && input_tokens > 0 ? 60 : s.input.SecondsUntilEmpty(now_s);
+  d.output_reset_s = s.output.SecondsUntilEmpty(now_s);
   if (!d.allowed) return d;
   s.requests.Add(now_s, 1);
   s.input.Add(now_s, input_tokens);
@@ -89,7 +115,15 @@ void TenantLimiter::Finished(const std::string& tenant, int64_t output_tokens, i
   std::lock_guard lock(mu_);
   State& s = tenants_[tenant];
   s.output.Add(now_s, output_tokens);
-  s.local_spend += cost;
+  s.unwritten_spend += cost;
+}
+
+void TenantLimiter::Written(const std::string& tenant, int64_t cost) {
+  std::lock_guard lock(mu_);
+  auto it = tenants_.find(tenant);
+  if (it == tenants_.end()) return;  // not admitted here (a key without a tenant)
+  it->second.unwritten_spend = std::max<int64_t>(0, it->second.unwritten_spend - cost);
+  it->second.synced_spend += cost;
 }
 
 void TenantLimiter::SyncSpend(const std::map<std::string, int64_t>& month_spend, int64_t month_start_s) {
@@ -98,7 +132,6 @@ void TenantLimiter::SyncSpend(const std::map<std::string, int64_t>& month_spend,
   for (auto& [name, s] : tenants_) {
     auto it = month_spend.find(name);
     s.synced_spend = it == month_spend.end() ? 0 : it->second;
-    s.local_spend = 0;
   }
   for (const auto& [name, spend] : month_spend) tenants_[name].synced_spend = spend;
 }
@@ -112,7 +145,7 @@ int64_t TenantLimiter::concurrent(const std::string& tenant) const {
 int64_t TenantLimiter::spend(const std::string& tenant) const {
   std::lock_guard lock(mu_);
   auto it = tenants_.find(tenant);
-  return it == tenants_.end() ? 0 : it->second.synced_spend + it->second.local_spend;
+  return it == tenants_.end() ? 0 : it->second.synced_spend + it->second.unwritten_spend;
 }
 
 }  // namespace flashserve::meter

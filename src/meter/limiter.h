@@ -24,7 +24,8 @@ class LimitSlot {
   ~LimitSlot();
   LimitSlot(const LimitSlot&) = delete;
   LimitSlot& operator=(const LimitSlot&) = delete;
-  // Output tokens produced and the request's cost (micro-units), counted once at its end.
+  // Output tokens produced and the request's cost (micro-units), counted once at its end,
+  // before its final ledger record is handed to the ledger.
   void Finish(int64_t output_tokens, int64_t cost, int64_t now_s);
   const std::string& tenant() const { return tenant_; }
 
@@ -37,14 +38,16 @@ class LimitSlot {
 // What a limit check says, with the figures clients see in rate-limit headers.
 struct LimitDecision {
   bool allowed = true;
+  bool never = false;       // refused for good: the prompt alone exceeds the input tokens per minute
+  bool budget = false;      // refused by the monthly budget (until the next month)
   std::string reason;       // the limit that refused: "requests per minute", ...
-  int retry_after_s = 0;    // > 0 when refused
-  // Per-minute figures (limit 0 = none), remaining after this request, and seconds until the
-  // window has room again.
+  int retry_after_s = 0;    // > 0 when refused and waiting helps
+  // Per-minute figures (limit 0 = none), remaining after this request, and seconds until each
+  // window is empty again (0 = empty now).
   int64_t requests_limit = 0, requests_remaining = 0;
   int64_t input_limit = 0, input_remaining = 0;
   int64_t output_limit = 0, output_remaining = 0;
-  int reset_s = 0;
+  int requests_reset_s = 0, input_reset_s = 0, output_reset_s = 0;
   std::unique_ptr<LimitSlot> slot;  // set when allowed
 };
 
@@ -53,9 +56,11 @@ class TenantLimiter {
   // Checks every limit of `limits` for a request of `input_tokens` arriving at now_s (Unix
   // seconds); when allowed, counts it and returns its slot.
   LimitDecision Admit(const std::string& tenant, const Limits& limits, int64_t input_tokens, int64_t now_s);
-  // This month's spend per tenant as the store has it (the ledger's sums); replaces what this
-  // process counted since the last sync.
+  // This month's spend per tenant as the store has it (the ledger's sums, read while no write is
+  // under way); the spend of requests ended here and not yet written is kept on top.
   void SyncSpend(const std::map<std::string, int64_t>& month_spend, int64_t month_start_s);
+  // The ledger wrote a request's final record: its cost moves from unwritten to the store's.
+  void Written(const std::string& tenant, int64_t cost);
   int64_t concurrent(const std::string& tenant) const;
   int64_t spend(const std::string& tenant) const;
 
@@ -67,19 +72,20 @@ class TenantLimiter {
     int64_t Sum(int64_t now_s) const;
     void Add(int64_t now_s, int64_t n);
     int SecondsUntilBelow(int64_t now_s, int64_t limit, int64_t adding) const;
+    int SecondsUntilEmpty(int64_t now_s) const;
   };
   struct State {
     Window requests, input, output;
     int64_t concurrent = 0;
-    int64_t synced_spend = 0;  // from the store
-    int64_t local_spend = 0;   // ended here since the last sync
+    int64_t synced_spend = 0;     // in the store (as of the last sync, plus writes since)
+    int64_t unwritten_spend = 0;  // ended here, final record not yet written
   };
   void Release(const std::string& tenant);
   void Finished(const std::string& tenant, int64_t output_tokens, int64_t cost, int64_t now_s);
 
   mutable std::mutex mu_;
   std::map<std::string, State> tenants_;
-  int64_t month_start_s_ = 0;
+  int64_t month_start_s_ = 0;  // of the spend last synced
 };
 
 }  // namespace flashserve::meter

@@ -23,8 +23,12 @@ TEST(LimiterTest, RequestsPerMinuteSlideAndSayWhenToRetry) {
   EXPECT_FALSE(refused.allowed);
   EXPECT_EQ(refused.reason, "requests per minute");
   EXPECT_EQ(refused.retry_after_s, 30);  // the +0 request leaves the window at +60
+  EXPECT_EQ(refused.requests_reset_s, 50);  // the +20 request leaves at +80
+  EXPECT_EQ(refused.output_reset_s, 0);     // nothing in that window
   EXPECT_TRUE(limiter.Admit("beta", limits, 10, kT + 30).allowed);  // tenants apart
-  EXPECT_TRUE(limiter.Admit("acme", limits, 10, kT + 60).allowed);
+  LimitDecision later = limiter.Admit("acme", limits, 10, kT + 60);
+  EXPECT_TRUE(later.allowed);
+  EXPECT_EQ(later.requests_reset_s, 60);
 }
 
 TEST(LimiterTest, TokensConcurrencyAndBudget) {
@@ -53,17 +57,25 @@ TEST(LimiterTest, TokensConcurrencyAndBudget) {
   EXPECT_FALSE(after.allowed);
   EXPECT_EQ(after.reason, "output tokens per minute");
   EXPECT_EQ(after.retry_after_s, 59);
-  // The budget: 400 spent here, 700 more in the store from other workers.
-  limiter.SyncSpend({{"acme", 1100}}, kT - 86400);
+  // The budget: 400 ended here, not yet written; a sync keeps it on top of the store's sums.
+  EXPECT_EQ(limiter.spend("acme"), 400);
+  limiter.SyncSpend({{"acme", 300}}, kT - 86400);
+  EXPECT_EQ(limiter.spend("acme"), 700);
+  limiter.Written("acme", 400);  // the ledger wrote it: now among the store's
+  EXPECT_EQ(limiter.spend("acme"), 700);
+  limiter.SyncSpend({{"acme", 1100}}, kT - 86400);  // 700 + 400 more from other workers
   EXPECT_EQ(limiter.spend("acme"), 1100);
   LimitDecision broke = limiter.Admit("acme", limits, 1, kT + 120);
   EXPECT_FALSE(broke.allowed);
+  EXPECT_TRUE(broke.budget);
   EXPECT_EQ(broke.reason, "monthly budget");
+  EXPECT_GT(broke.retry_after_s, 3600);  // kT is mid-month: the wait is to the next month
   limiter.SyncSpend({}, kT);  // a new month
   EXPECT_TRUE(limiter.Admit("acme", limits, 1, kT + 120).allowed);
   const LimitDecision prompt_alone = limiter.Admit("acme", limits, 5000, kT + 300);
   EXPECT_FALSE(prompt_alone.allowed);
-  EXPECT_NE(prompt_alone.reason.find("prompt alone"), std::string::npos);
+  EXPECT_TRUE(prompt_alone.never);  // no wait helps
+  EXPECT_EQ(prompt_alone.retry_after_s, 0);
 }
 
 }  // namespace

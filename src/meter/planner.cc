@@ -137,7 +137,9 @@ base::Result<PlanResult> ComputePlan(const PlanInputs& in) {
     result.plans.push_back(PlanFor("rent", per_hour, in, capacity, result.input_cost_per_million_output));
   }
   if (in.buy) {
-    const int64_t nodes = (result.gpus + in.buy->gpus_per_node - 1) / in.buy->gpus_per_node;
+    // Each pool on nodes of its own: a node is not shared between prefill and decode.
+    const int64_t per = in.buy->gpus_per_node;
+    const int64_t nodes = (in.prefill_gpus + per - 1) / per + (in.decode_gpus + per - 1) / per;
     CostPlan plan = PlanFor("buy", BuyCostPerHour(*in.buy, nodes), in, capacity, result.input_cost_per_million_output);
     plan.nodes = nodes;
     result.plans.push_back(std::move(plan));

@@ -71,7 +71,7 @@ struct CostPlan {
   double cost_per_hour = 0;
   double cost_per_day = 0;
   double cost_per_month = 0;  // 30 days
-  std::optional<int64_t> nodes;  // buying
+  std::optional<int64_t> nodes;  // buying: each pool on whole nodes of its own
   std::vector<UtilizationRow> rows;
   std::vector<BreakEvenRow> break_even;
 };

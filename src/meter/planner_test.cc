@@ -99,7 +99,10 @@ TEST(PlannerTest, RentAndBuyTogetherAndErrorsNameTheFlag) {
   ASSERT_EQ(both->plans.size(), 2u);
   EXPECT_EQ(both->plans[0].mode, "rent");
   EXPECT_EQ(both->plans[1].mode, "buy");
-  EXPECT_EQ(*both->plans[1].nodes, 16);  // 128 GPUs, 8 a node
+  EXPECT_EQ(*both->plans[1].nodes, 16);  // 64 + 64 GPUs, 8 a node
+  in.prefill_gpus = 4;
+  in.decode_gpus = 12;
+  EXPECT_EQ(*ComputePlan(in)->plans[1].nodes, 3);  // 1 prefill node + 2 decode nodes, never shared
 
   auto fails_with = [](PlanInputs bad, const std::string& needle) {
     auto r = ComputePlan(bad);

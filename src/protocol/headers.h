@@ -21,5 +21,8 @@ inline constexpr char kWorkerHeader[] = "x-flashserve-worker";
 // On responses whose request named hosted tools the server does not run (`--hosted-tools drop`):
 // those tools, comma-separated. The router passes it on.
 inline constexpr char kDroppedToolsHeader[] = "x-flashserve-dropped-tools";
+// On a worker's 429: "tenant" when the tenant's own limits refused it (the router passes it on
+// without trying another worker), absent when the worker itself is full.
+inline constexpr char kLimitHeader[] = "x-flashserve-limit";
 
 }  // namespace flashserve::protocol

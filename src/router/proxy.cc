@@ -1,4 +1,6 @@
 // Routing decisions and forwarding of generation requests (router/router_internal.h).
+#include <strings.h>
+
 #include <utility>  // first: Boost 1.74's awaitable.hpp uses std::exchange without including it
 
 #include <boost/asio/co_spawn.hpp>
@@ -57,17 +59,26 @@ std::string AffinityKey(const net::HttpRequest& req, const Json& body, const met
   return key != nullptr ? "key:" + key->id : "";
 }
 
-// The worker's own x-flashserve-* fields (dropped hosted tools, ...) reach the client; the router
-// names the worker itself.
+// The worker's own x-flashserve-* fields (dropped hosted tools, ...) and a tenant's rate-limit
+// figures (x-ratelimit-*, anthropic-ratelimit-*) reach the client; the router names the worker
+// itself.
 net::HeaderList PassedOn(const net::HeaderList& worker_headers, const std::string& worker_url) {
   net::HeaderList out;
   for (const auto& [name, value] : worker_headers) {
     std::string lower = name;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (lower.starts_with("x-flashserve-") && lower != protocol::kWorkerHeader) out.emplace_back(lower, value);
+    const bool ours = lower.starts_with("x-flashserve-") && lower != protocol::kWorkerHeader;
+    if (ours || lower.starts_with("x-ratelimit-") || lower.starts_with("anthropic-ratelimit-"))
+      out.emplace_back(lower, value);
   }
   out.emplace_back(protocol::kWorkerHeader, worker_url);
   return out;
+}
+
+std::string HeaderValue(const net::HeaderList& headers, std::string_view name) {
+  for (const auto& [key, value] : headers)
+    if (key.size() == name.size() && strncasecmp(key.data(), name.data(), name.size()) == 0) return value;
+  return "";
 }
 
 void PostResponse(const std::shared_ptr<net::Exchange>& exchange, net::HttpResponse r) {
@@ -232,7 +243,11 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
     });
     co_return ForwardResult::kDone;
   }
-  if ((out.status == 429 || out.status == 503 || out.status == net::kAnthropicOverloaded) && !last_attempt) {
+  // A tenant's own limit is not a full worker: another worker must not be tried, nor this one
+  // marked saturated.
+  const bool tenant_limit = out.status == 429 && HeaderValue(out.headers, protocol::kLimitHeader) == "tenant";
+  if ((out.status == 429 || out.status == 503 || out.status == net::kAnthropicOverloaded) && !last_attempt &&
+      !tenant_limit) {
     pool.ReportSaturated(w);
     co_return ForwardResult::kRetry;
   }

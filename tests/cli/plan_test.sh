@@ -41,4 +41,8 @@ check_fails "no price at all" "--node-price" "$bin" plan --gpus 8 --decode-token
 check_fails "unknown --file key" 'unknown key "gpu"' bash -c "echo '{\"gpu\": 3}' > '$tmp/x.json'; '$bin' plan --file '$tmp/x.json'"
 check_fails "bench file without results" "output_token_throughput" "$bin" plan --gpus 1 --gpu-hour 1 \
   --from-bench "$tmp/plan.json"
+check_fails "buying flags need a buying price" "is for buying" "$bin" plan --gpus 8 --gpu-hour 1 \
+  --decode-tokens-per-gpu-s 5 --power-price 0.1
+check "a price the cluster never reaches" "1" \
+  "$("$bin" plan --gpus 1 --gpu-hour 100 --decode-tokens-per-gpu-s 1 --api-output-price 1 | grep -c 'never (')"
 exit "$fail"

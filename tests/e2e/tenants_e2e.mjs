@@ -4,7 +4,8 @@
 //     or a wrong key is a 401; a revoked key stops working within the refresh interval;
 //  2. tenants are cache namespaces: B never hits A's cached prompt, until an operator gives B
 //     A's namespace on purpose (`tenant set --namespace`), live;
-//  3. the router reads the same store: it refuses a missing or revoked key itself.
+//  3. the router reads the same store: it refuses a missing or revoked key itself, and passes a
+//     tenant's 429 with its rate-limit headers on.
 //
 // node tests/e2e/tenants_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
@@ -93,6 +94,22 @@ await runE2e(work, async (ctx) => {
   assert.equal((await chat(router, null, 'hi')).status, 401);
   assert.equal((await chat(router, a.key, 'hi')).status, 401, 'revoked at the router too');
   assert.equal((await chat(router, later.key, 'hi')).status, 200);
+  // A tenant's own limit: the router passes the 429 and its rate-limit headers on.
+  cli('tenant', 'set', 'beta', '--rpm', '1');
+  await eventually('beta is limited through the router', async () => {
+    const r1 = await chat(router, b.key, 'hi');
+    if (r1.status !== 429) return false;
+    return true;
+  }, 8000);
+  const limited = await fetch(`${router.base}/v1/chat/completions`, { method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${b.key}` },
+    body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: 'hi' }], max_tokens: 1 }) });
+  assert.equal(limited.status, 429);
+  assert.equal(limited.headers.get('x-ratelimit-limit-requests'), '1');
+  assert.equal(limited.headers.get('x-ratelimit-remaining-requests'), '0');
+  assert.ok(Number(limited.headers.get('retry-after')) >= 1);
+  cli('tenant', 'set', 'beta', '--rpm', '0');
+  await eventually('beta unlimited again', async () => (await chat(router, b.key, 'hi')).status === 200);
   cli('tenant', 'remove', 'acme');
   await eventually('a removed tenant\'s keys are refused at the router',
     async () => (await chat(router, later.key, 'hi')).status === 401);
