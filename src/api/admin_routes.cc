@@ -1,9 +1,8 @@
 // GET /admin/usage: the usage ledger summed over a time range, for operators holding an admin
 // key (api/routes.h). Tenant keys never pass: the admin keys are a ring of their own. The
 // query runs on the I/O strand (SQLite, milliseconds for a month of a small fleet).
-#include <chrono>
-
 #include "api/routes.h"
+#include "base/wall_time.h"
 #include "net/api_error.h"
 
 namespace flashserve::api {
@@ -25,8 +24,7 @@ void HandleAdminUsage(const RouteContext& ctx, const ExchangePtr& exchange) {
   if (ctx.meter_store == nullptr)
     return exchange->Respond(net::ErrorResponse(net::NotFound("no metering store: start the server with --meter-db")));
   const net::HttpRequest& r = exchange->request();
-  const int64_t now = std::chrono::duration_cast<std::chrono::microseconds>(
-                          std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t now = base::UnixMicros();
   const std::string group = r.Query("group_by");
   auto query = meter::MakeUsageQuery(r.Query("from"), r.Query("to"), r.Query("tenant"), group, now);
   if (!query.ok()) return exchange->Respond(net::ErrorResponse(net::InvalidRequest(query.error().message())));

@@ -7,6 +7,7 @@
 
 #include "api/generation_job.h"
 #include "api/routes.h"
+#include "base/wall_time.h"
 #include "encoding/encoder.h"
 #include "net/api_error.h"
 #include "protocol/headers.h"
@@ -144,8 +145,7 @@ std::shared_ptr<RequestMeter> MeterFor(const RouteContext& ctx, const ExchangePt
   r.request_id = request.id;
   r.route = exchange->request().path;
   r.model = model;
-  r.arrival_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                     std::chrono::system_clock::now().time_since_epoch()).count();
+  r.arrival_us = base::UnixMicros();
   r.input_uncached = static_cast<int64_t>(request.prompt.size());
   if (key) {
     r.tenant = key->tenant;

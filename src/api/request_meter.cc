@@ -1,9 +1,8 @@
 // A request's ledger record (api/request_meter.h).
 #include "api/request_meter.h"
 
-#include <chrono>
-#include <ctime>
 
+#include "base/wall_time.h"
 #include "fmt/format.h"
 
 namespace flashserve::api {
@@ -12,21 +11,17 @@ namespace {
 constexpr int64_t kProgressEveryUs = 500'000;
 }
 
-int64_t RequestMeter::NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 RequestMeter::~RequestMeter() {
   if (!accepted_ || ended_) return;
   record_.status = meter::UsageStatus::kFailed;
-  record_.end_us = NowMicros();
+  record_.end_us = base::UnixMicros();
   if (ledger_) ledger_->Put(record_);
 }
 
 void RequestMeter::Accepted() {
   accepted_ = true;
-  last_put_us_ = NowMicros();
+  last_put_us_ = base::UnixMicros();
   if (ledger_) ledger_->Put(record_);
 }
 
@@ -34,13 +29,13 @@ void RequestMeter::Refused() {
   ended_ = true;
   record_.status = meter::UsageStatus::kFailed;
   record_.input_uncached = 0;
-  record_.end_us = NowMicros();
+  record_.end_us = base::UnixMicros();
   if (ledger_) ledger_->Put(record_);
 }
 
 void RequestMeter::Delivered(int64_t output_tokens, int64_t reasoning_tokens) {
   if (ended_ || !stream_) return;
-  const int64_t now = NowMicros();
+  const int64_t now = base::UnixMicros();
   if (record_.first_token_us == 0 && output_tokens > 0) record_.first_token_us = now;
   record_.output_tokens = output_tokens;
   record_.reasoning_tokens = reasoning_tokens;
@@ -55,7 +50,7 @@ void RequestMeter::Ended(meter::UsageStatus status, const protocol::Usage& usage
   ended_ = true;
   if (status == meter::UsageStatus::kCancelled && !stream_) output_tokens = reasoning_tokens = 0;  // nothing reached it
   record_.status = status;
-  record_.end_us = NowMicros();
+  record_.end_us = base::UnixMicros();
   record_.cached_memory = usage.cached_memory;
   record_.cached_disk = usage.cached_disk;
   record_.cached_shared = usage.cached_shared;
@@ -74,16 +69,6 @@ void RequestMeter::Ended(meter::UsageStatus status, const protocol::Usage& usage
   if (ledger_) ledger_->Put(record_);
 }
 
-namespace {
-std::string Rfc3339(int64_t unix_seconds) {
-  const std::time_t t = unix_seconds;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-}  // namespace
 
 net::HeaderList RateLimitHeaders(const meter::LimitDecision& d, net::ErrorDialect dialect, int64_t now_s) {
   net::HeaderList h;
@@ -92,7 +77,7 @@ net::HeaderList RateLimitHeaders(const meter::LimitDecision& d, net::ErrorDialec
     if (dialect == net::ErrorDialect::kAnthropic) {
       h.emplace_back(fmt::format("anthropic-ratelimit-{}-limit", anthropic), std::to_string(limit));
       h.emplace_back(fmt::format("anthropic-ratelimit-{}-remaining", anthropic), std::to_string(remaining));
-      h.emplace_back(fmt::format("anthropic-ratelimit-{}-reset", anthropic), Rfc3339(now_s + reset));
+      h.emplace_back(fmt::format("anthropic-ratelimit-{}-reset", anthropic), base::FormatUtc(now_s + reset, "%Y-%m-%dT%H:%M:%SZ"));
     } else if (openai != nullptr) {
       h.emplace_back(fmt::format("x-ratelimit-limit-{}", openai), std::to_string(limit));
       h.emplace_back(fmt::format("x-ratelimit-remaining-{}", openai), std::to_string(remaining));

@@ -41,8 +41,6 @@ class RequestMeter {
   void Ended(meter::UsageStatus status, const protocol::Usage& usage, int64_t output_tokens, int64_t reasoning_tokens);
 
  private:
-  static int64_t NowMicros();
-
   meter::Ledger* ledger_;
   meter::UsageRecord record_;
   const bool stream_;

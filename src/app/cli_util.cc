@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <random>
 
+#include "base/wall_time.h"
 #include "base/file_util.h"
 #include "base/log.h"
 #include "encoding/prompt.h"
@@ -222,14 +223,7 @@ base::Result<std::vector<meter::ApiKey>> ReadApiKeys(const std::vector<std::stri
   return keys;
 }
 
-std::string UtcMinute(int64_t unix_seconds) {
-  const std::time_t t = unix_seconds;
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M", &tm);
-  return buf;
-}
+std::string UtcMinute(int64_t unix_seconds) { return base::FormatUtc(unix_seconds, "%Y-%m-%d %H:%M"); }
 
 vision::VisionParams VisionParamsOf(const model::ModelConfig& c) {
   vision::VisionParams v;

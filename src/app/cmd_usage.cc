@@ -1,12 +1,12 @@
 // `flashserve usage`: the usage ledger summed by tenant, key, model, day or hour over a time
 // range, as a table, CSV or JSON (the same rows as GET /admin/usage). Main thread only.
-#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "app/cli_util.h"
 #include "app/commands.h"
+#include "base/wall_time.h"
 #include "fmt/format.h"
 #include "meter/store.h"
 
@@ -17,10 +17,6 @@ struct UsageFlags {
   std::string db, from, to, tenant, group = "tenant", format = "table";
 };
 
-int64_t NowMicros() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 void PrintTable(const std::vector<meter::UsageRow>& rows) {
   std::printf("%-22s %-4s %9s %13s %13s %11s %11s %11s %13s %11s %16s\n", "group", "cur", "requests", "input",
@@ -62,7 +58,7 @@ void PrintCsv(const std::vector<meter::UsageRow>& rows) {
 }
 
 int RunUsage(const UsageFlags& f) {
-  auto query = meter::MakeUsageQuery(f.from, f.to, f.tenant, f.group, NowMicros());
+  auto query = meter::MakeUsageQuery(f.from, f.to, f.tenant, f.group, base::UnixMicros());
   if (!query.ok()) return PrintError(query.error());
   auto store = meter::OpenMeterStore(f.db, /*create=*/false);
   if (!store.ok()) return PrintError(store.error());

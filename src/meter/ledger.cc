@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/wall_time.h"
 #include "base/log.h"
 
 namespace flashserve::meter {
@@ -88,8 +89,7 @@ base::Status Ledger::SyncSpend() {
   if (limiter == nullptr) return base::Status::Ok();
   // No write between the query and the update: the store's sums and Written() stay in step.
   std::lock_guard write_lock(write_mu_);
-  const int64_t now_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                             std::chrono::system_clock::now().time_since_epoch()).count();
+  const int64_t now_us = base::UnixMicros();
   FS_ASSIGN_OR_RETURN(UsageQuery query, MakeUsageQuery("", "", "", "tenant", now_us));
   FS_ASSIGN_OR_RETURN(std::vector<UsageRow> rows, store_->QueryUsage(query));
   std::map<std::string, int64_t> spend;
