@@ -9,9 +9,10 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libpcre2-dev libssl-dev liburing-dev libboost-dev libicu-dev libsqlite3-dev
+  libpcre2-dev libssl-dev liburing-dev libboost-dev libicu-dev libsqlite3-dev libpq-dev
   libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev libexif-dev libstb-dev libcurl4-openssl-dev
   python3-pil python3-numpy
+  postgresql  # a throwaway server for the PostgreSQL metering store's tests (tests/pg)
   clang libclang-rt-dev
   curl
 )

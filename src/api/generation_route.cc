@@ -9,6 +9,7 @@
 #include "api/routes.h"
 #include "base/wall_time.h"
 #include "encoding/encoder.h"
+#include "meter/limit_http.h"
 #include "net/api_error.h"
 #include "protocol/headers.h"
 #include "tokenizer/utf8.h"
@@ -118,22 +119,6 @@ std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const R
   return std::nullopt;
 }
 
-// The answer to a request its tenant's limits refused: a prompt larger than the per-minute input
-// limit can never pass (400); a spent budget waits for the next month (429 insufficient_quota);
-// the rest wait for room in their window (429 with Retry-After).
-net::ApiError LimitError(const meter::LimitDecision& d, int64_t prompt_tokens) {
-  if (d.never)
-    return net::InvalidRequest(fmt::format("the prompt ({} tokens) exceeds the tenant's input tokens per minute ({})",
-                                           prompt_tokens, d.input_limit),
-                               "", "input_tokens_limit_exceeded");
-  net::ApiError e = net::RateLimited("rate limit reached: the tenant's " + d.reason + "; retry later", d.retry_after_s);
-  if (d.budget) {
-    e.message = "the tenant's monthly budget is spent; requests resume next month or when the operator raises it";
-    e.code = "insufficient_quota";
-  }
-  return e;
-}
-
 // The ledger record of a request at arrival, under its tenant's price book in force now, after
 // its tenant's limits admitted it (their headers added to *headers). Null when refused: the
 // exchange is answered with a 429.
@@ -160,14 +145,11 @@ std::shared_ptr<RequestMeter> MeterFor(const RouteContext& ctx, const ExchangePt
     r.rates = tenant->second.prices.RatesAt(now_s);
     if (ctx.limiter != nullptr) {
       meter::LimitDecision d = ctx.limiter->Admit(r.tenant, tenant->second.limits, r.input_uncached, now_s);
-      net::HeaderList limit_headers = RateLimitHeaders(d, errors, now_s);
       if (!d.allowed) {
-        net::HttpResponse refused = net::ErrorResponse(LimitError(d, r.input_uncached), errors);
-        refused.headers.insert(refused.headers.end(), limit_headers.begin(), limit_headers.end());
-        if (!d.never) refused.headers.emplace_back(protocol::kLimitHeader, "tenant");
-        exchange->Respond(std::move(refused));
+        exchange->Respond(meter::LimitRefusal(d, r.input_uncached, errors, now_s));
         return nullptr;
       }
+      net::HeaderList limit_headers = meter::RateLimitHeaders(d, errors, now_s);
       headers->insert(headers->end(), limit_headers.begin(), limit_headers.end());
       slot = std::move(d.slot);
     }

@@ -1,9 +1,7 @@
 // A request's ledger record (api/request_meter.h).
 #include "api/request_meter.h"
 
-
 #include "base/wall_time.h"
-#include "fmt/format.h"
 
 namespace flashserve::api {
 
@@ -69,25 +67,5 @@ void RequestMeter::Ended(meter::UsageStatus status, const protocol::Usage& usage
   if (ledger_) ledger_->Put(record_);
 }
 
-
-net::HeaderList RateLimitHeaders(const meter::LimitDecision& d, net::ErrorDialect dialect, int64_t now_s) {
-  net::HeaderList h;
-  const auto add = [&](const char* openai, const char* anthropic, int64_t limit, int64_t remaining, int reset) {
-    if (limit <= 0) return;
-    if (dialect == net::ErrorDialect::kAnthropic) {
-      h.emplace_back(fmt::format("anthropic-ratelimit-{}-limit", anthropic), std::to_string(limit));
-      h.emplace_back(fmt::format("anthropic-ratelimit-{}-remaining", anthropic), std::to_string(remaining));
-      h.emplace_back(fmt::format("anthropic-ratelimit-{}-reset", anthropic), base::FormatUtc(now_s + reset, "%Y-%m-%dT%H:%M:%SZ"));
-    } else if (openai != nullptr) {
-      h.emplace_back(fmt::format("x-ratelimit-limit-{}", openai), std::to_string(limit));
-      h.emplace_back(fmt::format("x-ratelimit-remaining-{}", openai), std::to_string(remaining));
-      h.emplace_back(fmt::format("x-ratelimit-reset-{}", openai), fmt::format("{}s", reset));
-    }
-  };
-  add("requests", "requests", d.requests_limit, d.requests_remaining, d.requests_reset_s);
-  add("tokens", "input-tokens", d.input_limit, d.input_remaining, d.input_reset_s);
-  add(nullptr, "output-tokens", d.output_limit, d.output_remaining, d.output_reset_s);
-  return h;
-}
 
 }  // namespace flashserve::api

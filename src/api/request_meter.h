@@ -50,9 +50,4 @@ class RequestMeter {
   bool ended_ = false;
 };
 
-// The rate-limit headers of a limit decision: OpenAI's x-ratelimit-* (requests, and input tokens
-// as "tokens") or, for Messages, Anthropic's anthropic-ratelimit-* (resets as RFC 3339 times).
-// Only limits that are set appear.
-net::HeaderList RateLimitHeaders(const meter::LimitDecision& d, net::ErrorDialect dialect, int64_t now_s);
-
 }  // namespace flashserve::api

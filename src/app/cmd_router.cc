@@ -63,6 +63,8 @@ int RunRouter(RouterFlags f) {
   auto metering = StartMetering(f.meter, *keys, /*ledger=*/false);
   if (!metering.ok()) return PrintError(metering.error());
   f.config.key_ring = metering->ring;
+  f.config.limiter = metering->limiter.get();
+  f.config.tenants = metering->directory.get();
   router::RouterServer server(f.config, **tok);
   if (base::Status s = server.Start(); !s.ok()) return PrintError(s.error());
   std::printf("flashserve: router (%s) over %zu workers on http://%s:%d\n", router::PolicyName(*policy),

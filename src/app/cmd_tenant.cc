@@ -244,7 +244,7 @@ int RunKeyRevoke(const TenantFlags& f) {
 }
 
 void AddDbFlag(CLI::App* cmd, TenantFlags* f) {
-  cmd->add_option("--meter-db", f->db, "Metering store: a SQLite file (created when absent)")
+  cmd->add_option("--meter-db", f->db, "Metering store: a SQLite file (created when absent) or a postgresql://USER@HOST[:PORT]/DB URL")
       ->envname("FLASHSERVE_METER_DB")
       ->required();
 }
@@ -261,10 +261,10 @@ void AddTenantFields(CLI::App* cmd, TenantFlags* f) {
   cmd->add_option("--off-peak-input-price", f->off_peak_input_price, "Off-peak price per million uncached input tokens");
   cmd->add_option("--off-peak-cached-price", f->off_peak_cached_price, "Off-peak price per million cached input tokens");
   cmd->add_option("--off-peak-output-price", f->off_peak_output_price, "Off-peak price per million output tokens");
-  cmd->add_option("--rpm", f->rpm, "Requests per minute, enforced by each worker (0 = no limit)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--input-tpm", f->input_tpm, "Prompt tokens per minute, enforced by each worker (0 = no limit)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--output-tpm", f->output_tpm, "Output tokens per minute, enforced by each worker (0 = no limit)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--concurrency", f->concurrency, "Concurrent requests per worker (0 = no limit)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--rpm", f->rpm, "Requests per minute (fleet-wide at a router, else per worker; 0 = no limit)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--input-tpm", f->input_tpm, "Prompt tokens per minute (fleet-wide at a router, else per worker; 0 = no limit)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--output-tpm", f->output_tpm, "Output tokens per minute (fleet-wide at a router, from the ledger; 0 = no limit)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--concurrency", f->concurrency, "Concurrent requests (fleet-wide at a router, else per worker; 0 = no limit)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--monthly-budget", f->monthly_budget, "Spend per calendar month (UTC) in the book's currency, fleet-wide from the ledger (0 = none)");
   cmd->add_option("--log-text", f->log_text, "Whether prompt and completion text may appear in logs (default false; none is logged today)");
 }

@@ -84,7 +84,7 @@ int RunUsage(const UsageFlags& f) {
 void RegisterUsageCommand(CLI::App& app, CommandFn* run) {
   auto f = std::make_shared<UsageFlags>();
   auto* cmd = app.add_subcommand("usage", "Usage and spend from the ledger, summed per tenant, key, model, day or hour");
-  cmd->add_option("--meter-db", f->db, "Metering store (a SQLite file)")->envname("FLASHSERVE_METER_DB")->required();
+  cmd->add_option("--meter-db", f->db, "Metering store (a SQLite file or a postgresql:// URL)")->envname("FLASHSERVE_METER_DB")->required();
   cmd->add_option("--from", f->from, "Requests that arrived at or after: YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ or Unix "
                                      "seconds (default: the start of this month, UTC)");
   cmd->add_option("--to", f->to, "... and before (default: now)");

@@ -4,12 +4,13 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "meter/sql_db.h"
 
 namespace flashserve::app {
 
 void AddMeterFlags(CLI::App* cmd, MeterFlags* f, bool ledger) {
   cmd->add_option("--meter-db", f->db,
-                  "Metering store (a SQLite file): tenants' API keys, checked live; every generation route then "
+                  "Metering store (a SQLite file, or a postgresql:// URL shared by a fleet): tenants' API keys, checked live; every generation route then "
                   "needs a key (`flashserve key create`)")
       ->envname("FLASHSERVE_METER_DB");
   cmd->add_option("--meter-refresh", f->refresh_s, "Seconds between looks for tenant and key changes")
@@ -28,16 +29,23 @@ base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::Api
   FS_ASSIGN_OR_RETURN(m.store, meter::OpenMeterStore(f.db));
   m.ring = std::make_shared<meter::ApiKeyRing>();
   auto directory = meter::KeyDirectory::Start(m.store.get(), m.ring, std::move(static_keys), f.refresh_s);
-  if (!directory.ok()) return directory.error().WithContext("metering store " + f.db);
+  if (!directory.ok()) return directory.error().WithContext("metering store " + meter::RedactedUrl(f.db));
   m.directory = std::move(directory).value();
+  m.limiter = std::make_unique<meter::TenantLimiter>();
   if (ledger) {
-    m.limiter = std::make_unique<meter::TenantLimiter>();
     m.ledger = std::make_unique<meter::Ledger>(m.store.get(), f.flush_s);
     // Monthly budgets count the whole fleet's spend in the store, refreshed this often.
     FS_RETURN_IF_ERROR(m.ledger->SyncSpendTo(m.limiter.get(), std::max(5.0, f.refresh_s)));
+  } else {
+    // Every request passes the router: it counts requests, input and concurrency itself, and
+    // reads the output and spend the workers record (at most a second old, plus their flush).
+    auto fleet = meter::FleetUsageSync::Start(m.store.get(), m.limiter.get(), std::min(1.0, f.refresh_s));
+    if (!fleet.ok()) return fleet.error().WithContext("metering store " + meter::RedactedUrl(f.db));
+    m.fleet = std::move(fleet).value();
   }
   const auto tenants = m.directory->Tenants();
-  FS_LOG(kInfo, "metering store {}: {} tenants; keys refreshed every {} s", f.db, tenants->size(), f.refresh_s);
+  FS_LOG(kInfo, "metering store {}: {} tenants; keys refreshed every {} s", meter::RedactedUrl(f.db), tenants->size(),
+         f.refresh_s);
   return m;
 }
 

@@ -11,6 +11,7 @@
 
 #include "base/result.h"
 #include "meter/api_keys.h"
+#include "meter/fleet_usage.h"
 #include "meter/key_directory.h"
 #include "meter/ledger.h"
 #include "meter/store.h"
@@ -31,13 +32,15 @@ struct Metering {
   std::unique_ptr<meter::MeterStore> store;
   std::shared_ptr<meter::ApiKeyRing> ring;
   std::unique_ptr<meter::KeyDirectory> directory;
-  std::unique_ptr<meter::TenantLimiter> limiter;  // workers only; outlives the ledger
+  std::unique_ptr<meter::TenantLimiter> limiter;  // outlives the ledger and the fleet sync
   std::unique_ptr<meter::Ledger> ledger;          // workers only
+  std::unique_ptr<meter::FleetUsageSync> fleet;   // the router only
 };
 
 // No store: an empty Metering (the servers build their rings from the static keys). Otherwise
-// the store opened, loaded once and polled; every generation route then needs a key. With
-// `ledger` (workers) usage records are written too.
+// the store opened, loaded once and polled; every generation route then needs a key, and a
+// limiter checks tenants' limits. With `ledger` (workers) usage records are written too;
+// without (the router) the fleet's output and spend are read from the ledger instead.
 base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::ApiKey> static_keys, bool ledger);
 
 }  // namespace flashserve::app

@@ -70,6 +70,15 @@ base::Status Ledger::Flush() {
   return s;
 }
 
+base::Result<MonthSpend> QueryMonthSpend(MeterStore& store, int64_t now_us) {
+  FS_ASSIGN_OR_RETURN(UsageQuery query, MakeUsageQuery("", "", "", "tenant", now_us));
+  FS_ASSIGN_OR_RETURN(std::vector<UsageRow> rows, store.QueryUsage(query));
+  MonthSpend spend;
+  spend.month_start_s = query.from_us / 1'000'000;
+  for (const UsageRow& r : rows) spend.by_tenant[r.group] += r.cost;
+  return spend;
+}
+
 base::Status Ledger::SyncSpendTo(TenantLimiter* limiter, double every_s) {
   {
     std::lock_guard lock(mu_);
@@ -89,12 +98,8 @@ base::Status Ledger::SyncSpend() {
   if (limiter == nullptr) return base::Status::Ok();
   // No write between the query and the update: the store's sums and Written() stay in step.
   std::lock_guard write_lock(write_mu_);
-  const int64_t now_us = base::UnixMicros();
-  FS_ASSIGN_OR_RETURN(UsageQuery query, MakeUsageQuery("", "", "", "tenant", now_us));
-  FS_ASSIGN_OR_RETURN(std::vector<UsageRow> rows, store_->QueryUsage(query));
-  std::map<std::string, int64_t> spend;
-  for (const UsageRow& r : rows) spend[r.group] += r.cost;
-  limiter->SyncSpend(spend, query.from_us / 1'000'000);
+  FS_ASSIGN_OR_RETURN(MonthSpend spend, QueryMonthSpend(*store_, base::UnixMicros()));
+  limiter->SyncSpend(spend.by_tenant, spend.month_start_s);
   return base::Status::Ok();
 }
 

@@ -18,6 +18,13 @@
 
 namespace flashserve::meter {
 
+// This calendar month's (UTC) spend per tenant in the store, and the month's first second.
+struct MonthSpend {
+  std::map<std::string, int64_t> by_tenant;
+  int64_t month_start_s = 0;
+};
+base::Result<MonthSpend> QueryMonthSpend(MeterStore& store, int64_t now_us);
+
 class Ledger {
  public:
   // `store` must outlive the ledger.

@@ -9,26 +9,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "meter/scratch_store.h"
+
 namespace flashserve::meter {
 namespace {
 
-class LedgerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char dir[] = "/tmp/fs-ledger-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    auto store = OpenMeterStore(dir_ + "/meter.db");
-    ASSERT_TRUE(store.ok());
-    store_ = std::move(store).value();
-  }
-  void TearDown() override {
-    store_.reset();
-    (void)std::system(("rm -rf " + dir_).c_str());
-  }
-  std::string dir_;
-  std::unique_ptr<MeterStore> store_;
-};
+using LedgerTest = StoreSuite;  // on each backend
+FS_ON_EVERY_STORE_BACKEND(LedgerTest);
 
 UsageRecord Request(const std::string& id, const std::string& tenant, int64_t arrival_s, int64_t output) {
   UsageRecord r;
@@ -47,7 +34,7 @@ UsageRecord Request(const std::string& id, const std::string& tenant, int64_t ar
   return r;
 }
 
-TEST_F(LedgerTest, ProgressThenFinalAndFinalNeverChanges) {
+TEST_P(LedgerTest, ProgressThenFinalAndFinalNeverChanges) {
   Ledger ledger(store_.get(), 3600);  // flushed by hand
   UsageRecord r = Request("req-1", "acme", 1'796'000'000, 7);
   r.status = UsageStatus::kInterrupted;
@@ -72,7 +59,7 @@ TEST_F(LedgerTest, ProgressThenFinalAndFinalNeverChanges) {
   EXPECT_EQ(ledger.stats().written, 3);
 }
 
-TEST_F(LedgerTest, SumsByGroup) {
+TEST_P(LedgerTest, SumsByGroup) {
   Ledger ledger(store_.get(), 3600);
   ledger.Put(Request("a1", "acme", 1'796'000'000, 10));   // 2026-12-01 ...
   ledger.Put(Request("a2", "acme", 1'796'003'600, 20));   // an hour later
@@ -126,12 +113,15 @@ class FlakyStore : public MeterStore {
   }
   base::Result<std::optional<UsageRecord>> GetUsage(const std::string& id) override { return real_->GetUsage(id); }
   base::Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& q) override { return real_->QueryUsage(q); }
+  base::Result<std::map<std::string, std::map<int64_t, int64_t>>> OutputBySecond(int64_t since_us) override {
+    return real_->OutputBySecond(since_us);
+  }
 
  private:
   MeterStore* real_;
 };
 
-TEST_F(LedgerTest, FailedWritesKeepRecordsForTheNextPass) {
+TEST_P(LedgerTest, FailedWritesKeepRecordsForTheNextPass) {
   FlakyStore flaky(store_.get());
   {
     Ledger ledger(&flaky, 0.05);

@@ -136,6 +136,14 @@ void TenantLimiter::SyncSpend(const std::map<std::string, int64_t>& month_spend,
   for (const auto& [name, spend] : month_spend) tenants_[name].synced_spend = spend;
 }
 
+void TenantLimiter::SyncOutput(const std::map<std::string, std::map<int64_t, int64_t>>& by_second, int64_t now_s) {
+  std::lock_guard lock(mu_);
+  for (auto& [name, s] : tenants_) s.output.Clear();
+  for (const auto& [name, seconds] : by_second)
+    for (const auto& [second, tokens] : seconds)
+      if (second > now_s - 60 && second <= now_s) tenants_[name].output.Add(second, tokens);
+}
+
 int64_t TenantLimiter::concurrent(const std::string& tenant) const {
   std::lock_guard lock(mu_);
   auto it = tenants_.find(tenant);

@@ -59,6 +59,10 @@ class TenantLimiter {
   // This month's spend per tenant as the store has it (the ledger's sums, read while no write is
   // under way); the spend of requests ended here and not yet written is kept on top.
   void SyncSpend(const std::map<std::string, int64_t>& month_spend, int64_t month_start_s);
+  // The output tokens per tenant and second (Unix) of the requests that ended anywhere in the
+  // fleet during the last minute, as the ledger has them: they replace what is counted here
+  // (the router, which sees no request end, counts the fleet's output this way).
+  void SyncOutput(const std::map<std::string, std::map<int64_t, int64_t>>& by_second, int64_t now_s);
   // The ledger wrote a request's final record: its cost moves from unwritten to the store's.
   void Written(const std::string& tenant, int64_t cost);
   int64_t concurrent(const std::string& tenant) const;
@@ -73,6 +77,7 @@ class TenantLimiter {
     void Add(int64_t now_s, int64_t n);
     int SecondsUntilBelow(int64_t now_s, int64_t limit, int64_t adding) const;
     int SecondsUntilEmpty(int64_t now_s) const;
+    void Clear() { counts.fill(0); }
   };
   struct State {
     Window requests, input, output;

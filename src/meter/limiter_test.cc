@@ -78,5 +78,27 @@ TEST(LimiterTest, TokensConcurrencyAndBudget) {
   EXPECT_EQ(prompt_alone.retry_after_s, 0);
 }
 
+TEST(LimiterTest, TheFleetsOutputReplacesWhatWasCountedHere) {
+  TenantLimiter limiter;
+  Limits limits;
+  limits.output_tokens_per_minute = 100;
+  LimitDecision d = limiter.Admit("acme", limits, 1, kT);
+  ASSERT_TRUE(d.allowed);
+  d.slot->Finish(60, 0, kT);  // counted here
+  // The ledger says the fleet produced 70 + 40 tokens in the last minute (one second too old).
+  limiter.SyncOutput({{"acme", {{kT - 80, 500}, {kT - 49, 70}, {kT + 10, 40}}}}, kT + 10);
+  LimitDecision refused = limiter.Admit("acme", limits, 1, kT + 10);
+  EXPECT_FALSE(refused.allowed);
+  EXPECT_EQ(refused.reason, "output tokens per minute");
+  EXPECT_EQ(refused.retry_after_s, 1);      // the 70 tokens of kT - 49 leave the window at kT + 11
+  EXPECT_EQ(refused.output_reset_s, 60);    // the newest leave at kT + 70
+  limiter.SyncOutput({{"acme", {{kT + 10, 40}}}}, kT + 11);
+  LimitDecision allowed = limiter.Admit("acme", limits, 1, kT + 11);
+  EXPECT_TRUE(allowed.allowed);
+  EXPECT_EQ(allowed.output_remaining, 60);
+  limiter.SyncOutput({}, kT + 12);  // a tenant absent from the ledger has produced nothing
+  EXPECT_EQ(limiter.Admit("acme", limits, 1, kT + 12).output_remaining, 100);
+}
+
 }  // namespace
 }  // namespace flashserve::meter

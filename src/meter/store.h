@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,6 +46,9 @@ class MeterStore {
   virtual base::Result<std::optional<UsageRecord>> GetUsage(const std::string& request_id) = 0;
   // Sums of the records that arrived in [from, to), grouped, each currency apart.
   virtual base::Result<std::vector<UsageRow>> QueryUsage(const UsageQuery& query) = 0;
+  // Output tokens of the requests that ended (final records) at or after since_us, per tenant
+  // and second of their end (Unix seconds).
+  virtual base::Result<std::map<std::string, std::map<int64_t, int64_t>>> OutputBySecond(int64_t since_us) = 0;
 };
 
 // Opens the store at `location` (a file path for SQLite), creating it when absent if `create`

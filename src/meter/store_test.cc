@@ -1,5 +1,6 @@
-// The SQLite metering store: tenants and keys round-trip, errors by kind, the generation bumps
-// on every change, two connections see each other's writes (meter/store.h).
+// The metering store on both backends (SQLite, PostgreSQL): tenants and keys round-trip, errors
+// by kind, the generation bumps on every change, two connections see each other's writes, and
+// unusable locations are clear errors (meter/store.h).
 #include "meter/store.h"
 
 #include <gtest/gtest.h>
@@ -7,23 +8,25 @@
 
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "meter/api_keys.h"
+#include "meter/scratch_store.h"
 
 namespace flashserve::meter {
 namespace {
 
-class StoreTest : public ::testing::Test {
+// On each backend; path_ for opening more connections.
+class StoreTest : public StoreSuite {
  protected:
   void SetUp() override {
-    char dir[] = "/tmp/fs-meter-XXXXXX";
-    ASSERT_NE(mkdtemp(dir), nullptr);
-    dir_ = dir;
-    path_ = dir_ + "/meter.db";
+    StoreSuite::SetUp();
+    path_ = scratch_.location();
   }
-  void TearDown() override { (void)std::system(("rm -rf " + dir_).c_str()); }
-  std::string dir_, path_;
+  std::string path_;
 };
+FS_ON_EVERY_STORE_BACKEND(StoreTest);
 
 Tenant Acme() {
   Tenant t;
@@ -41,7 +44,7 @@ KeyRecord KeyFor(const std::string& tenant, const std::string& secret) {
   return KeyRecord{NewKeyId(), tenant, "test", KeyDigest(secret), secret.substr(0, 8), 1'790'000'100, 0};
 }
 
-TEST_F(StoreTest, TenantsRoundTripAndErrorsHaveKinds) {
+TEST_P(StoreTest, TenantsRoundTripAndErrorsHaveKinds) {
   auto store = OpenMeterStore(path_);
   ASSERT_TRUE(store.ok()) << store.error().ToString();
   MeterStore& s = **store;
@@ -68,7 +71,7 @@ TEST_F(StoreTest, TenantsRoundTripAndErrorsHaveKinds) {
   EXPECT_FALSE(s.GetTenant("ghost")->has_value());
 }
 
-TEST_F(StoreTest, KeysNeedATenantAndRevokeWithIt) {
+TEST_P(StoreTest, KeysNeedATenantAndRevokeWithIt) {
   auto store = OpenMeterStore(path_);
   ASSERT_TRUE(store.ok());
   MeterStore& s = **store;
@@ -92,7 +95,7 @@ TEST_F(StoreTest, KeysNeedATenantAndRevokeWithIt) {
   for (const KeyRecord& k : *keys) EXPECT_NE(k.revoked, 0) << k.id;
 }
 
-TEST_F(StoreTest, GenerationBumpsAndAnotherConnectionSeesChanges) {
+TEST_P(StoreTest, GenerationBumpsAndAnotherConnectionSeesChanges) {
   auto writer = OpenMeterStore(path_);
   auto reader = OpenMeterStore(path_);
   ASSERT_TRUE(writer.ok() && reader.ok());
@@ -107,19 +110,126 @@ TEST_F(StoreTest, GenerationBumpsAndAnotherConnectionSeesChanges) {
   EXPECT_GT(*(*reader)->Generation(), g1);
 }
 
-TEST_F(StoreTest, UnusableLocationsAreClearErrors) {
-  auto pg = OpenMeterStore("postgresql://127.0.0.1/meter");
-  ASSERT_FALSE(pg.ok());
-  EXPECT_EQ(pg.error().code(), base::ErrorCode::kUnimplemented);
-  auto missing_dir = OpenMeterStore(dir_ + "/no/such/dir/meter.db");
+TEST_P(StoreTest, UsageUpsertKeepsFinalRecordsAndSumsByUtcDayAndHour) {
+  auto store = OpenMeterStore(path_);
+  ASSERT_TRUE(store.ok()) << store.error().ToString();
+  MeterStore& s = **store;
+  auto record = [](const std::string& id, const std::string& tenant, int64_t arrival_s, int64_t output) {
+    UsageRecord r;
+    r.request_id = id;
+    r.tenant = tenant;
+    r.key_id = "k-" + tenant;
+    r.model = "m";
+    r.route = "/v1/messages";
+    r.arrival_us = arrival_s * 1'000'000 + 999'999;
+    r.input_uncached = 7;
+    r.output_tokens = output;
+    r.status = UsageStatus::kCompleted;
+    r.currency = "USD";
+    r.cost = 5'000'000'000'000 + output;  // beyond 32 bits
+    return r;
+  };
+  UsageRecord cut = record("r1", "acme", 1'796'083'199, 3);  // 2026-11-30T23:59:59Z
+  cut.status = UsageStatus::kInterrupted;
+  ASSERT_TRUE(s.WriteUsage({cut, record("r2", "acme", 1'796'083'200, 4)}).ok());  // 2026-12-01T00:00:00Z
+  UsageRecord done = record("r1", "acme", 1'796'083'199, 9);
+  ASSERT_TRUE(s.WriteUsage({done}).ok());
+  UsageRecord late = record("r1", "acme", 1'796'083'199, 1);
+  late.status = UsageStatus::kInterrupted;
+  ASSERT_TRUE(s.WriteUsage({late, record("r3", "beta", 1'796'086'800, 5)}).ok());
+  auto r1 = s.GetUsage("r1");
+  ASSERT_TRUE(r1.ok() && r1->has_value());
+  EXPECT_EQ((*r1)->output_tokens, 9);
+  EXPECT_EQ((*r1)->status, UsageStatus::kCompleted);
+  EXPECT_EQ((*r1)->cost, 5'000'000'000'009);
+  EXPECT_EQ((*r1)->arrival_us, int64_t{1'796'083'199} * 1'000'000 + 999'999);
+
+  UsageQuery q;
+  q.group = UsageGroup::kDay;
+  auto days = s.QueryUsage(q);
+  ASSERT_TRUE(days.ok()) << days.error().ToString();
+  ASSERT_EQ(days->size(), 2u);
+  EXPECT_EQ((*days)[0].group, "2026-11-30");
+  EXPECT_EQ((*days)[0].output_tokens, 9);
+  EXPECT_EQ((*days)[1].group, "2026-12-01");
+  EXPECT_EQ((*days)[1].requests, 2);
+  EXPECT_EQ((*days)[1].cost, 10'000'000'000'009);
+  q.group = UsageGroup::kHour;
+  auto hours = s.QueryUsage(q);
+  ASSERT_TRUE(hours.ok());
+  ASSERT_EQ(hours->size(), 3u);
+  EXPECT_EQ((*hours)[0].group, "2026-11-30T23");
+  EXPECT_EQ((*hours)[2].group, "2026-12-01T01");
+  q.group = UsageGroup::kTotal;
+  q.tenant = "acme";
+  auto total = s.QueryUsage(q);
+  ASSERT_TRUE(total.ok());
+  ASSERT_EQ(total->size(), 1u);
+  EXPECT_EQ((*total)[0].group, "");
+  EXPECT_EQ((*total)[0].requests, 2);
+  EXPECT_EQ((*total)[0].input_uncached, 14);
+  EXPECT_EQ((*total)[0].currency, "USD");
+}
+
+TEST(StoreLocationTest, UnusableLocationsAreClearErrors) {
+  ScratchStore scratch;
+  ASSERT_EQ(scratch.Prepare(StoreBackend::kSqlite), "");
+  const std::string path = scratch.location();
+  const std::string dir = path.substr(0, path.rfind('/'));
+  auto missing_dir = OpenMeterStore(dir + "/no/such/dir/meter.db");
   ASSERT_FALSE(missing_dir.ok());
   EXPECT_NE(missing_dir.error().message().find("no/such/dir"), std::string::npos);
-  FILE* junk = std::fopen(path_.c_str(), "w");
+  FILE* junk = std::fopen(path.c_str(), "w");
   std::fputs("this is not a database, just text long enough to fill a header page.....................", junk);
   std::fclose(junk);
-  auto corrupt = OpenMeterStore(path_);
+  auto corrupt = OpenMeterStore(path);
   ASSERT_FALSE(corrupt.ok());
   EXPECT_NE(corrupt.error().message().find("not a database"), std::string::npos) << corrupt.error().message();
+  EXPECT_EQ(OpenMeterStore(dir + "/absent.db", /*create=*/false).error().code(), base::ErrorCode::kNotFound);
+}
+
+TEST(StoreLocationTest, AnUnreachableServerIsUnavailableAndItsPasswordIsNotShown) {
+  auto pg = OpenMeterStore("postgresql://meter:s3cret-pw@127.0.0.1:1/meter");
+  ASSERT_FALSE(pg.ok());
+  EXPECT_EQ(pg.error().code(), base::ErrorCode::kUnavailable);
+  EXPECT_NE(pg.error().message().find("postgresql://meter:***@127.0.0.1:1/meter"), std::string::npos)
+      << pg.error().message();
+  EXPECT_EQ(pg.error().message().find("s3cret"), std::string::npos) << pg.error().message();
+  EXPECT_EQ(RedactedUrl("postgres://host/db"), "postgres://host/db");
+  EXPECT_EQ(RedactedUrl("postgresql://u@host:5432/db"), "postgresql://u@host:5432/db");
+}
+
+TEST(StoreLocationTest, APostgresStoreReconnectsAfterTheServerCutsIt) {
+  ScratchStore scratch;
+  const std::string why_not = scratch.Prepare(StoreBackend::kPostgres);
+  if (!why_not.empty()) GTEST_SKIP() << why_not;
+  auto store = OpenMeterStore(scratch.location());
+  ASSERT_TRUE(store.ok()) << store.error().ToString();
+  ASSERT_TRUE((*store)->AddTenant(Acme()).ok());
+  ASSERT_TRUE(scratch.CutConnections());
+  auto g = (*store)->Generation();  // idle when cut: reconnected and answered
+  ASSERT_TRUE(g.ok()) << g.error().ToString();
+  EXPECT_EQ(*g, 1);
+  ASSERT_TRUE(scratch.CutConnections());
+  Tenant beta = Acme();
+  beta.name = "beta";
+  EXPECT_TRUE((*store)->AddTenant(beta).ok());
+  EXPECT_EQ((*store)->ListTenants()->size(), 2u);
+}
+
+TEST(StoreLocationTest, ConcurrentOpensOfOneNewPostgresStoreAllSucceed) {
+  ScratchStore scratch;
+  const std::string why_not = scratch.Prepare(StoreBackend::kPostgres);
+  if (!why_not.empty()) GTEST_SKIP() << why_not;
+  std::vector<std::thread> openers;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 4; ++i)
+    openers.emplace_back([&] {
+      auto store = OpenMeterStore(scratch.location());
+      if (store.ok() && (*store)->Generation().ok()) ++ok;
+    });
+  for (auto& t : openers) t.join();
+  EXPECT_EQ(ok.load(), 4);
 }
 
 }  // namespace

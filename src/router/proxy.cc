@@ -17,6 +17,8 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "base/wall_time.h"
+#include "meter/limit_http.h"
 #include "net/api_error.h"
 #include "net/http_wire.h"
 #include "net/sse_parser.h"
@@ -61,16 +63,19 @@ std::string AffinityKey(const net::HttpRequest& req, const Json& body, const met
 
 // The worker's own x-flashserve-* fields (dropped hosted tools, ...) and a tenant's rate-limit
 // figures (x-ratelimit-*, anthropic-ratelimit-*) reach the client; the router names the worker
-// itself.
-net::HeaderList PassedOn(const net::HeaderList& worker_headers, const std::string& worker_url) {
+// itself. Where the router enforces the tenant's limits, its fleet-wide figures replace the
+// worker's own.
+net::HeaderList PassedOn(const net::HeaderList& worker_headers, const std::string& worker_url, const ProxyCall& call) {
   net::HeaderList out;
+  const bool fleet_limits = call.fleet_limits;
   for (const auto& [name, value] : worker_headers) {
     std::string lower = name;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     const bool ours = lower.starts_with("x-flashserve-") && lower != protocol::kWorkerHeader;
-    if (ours || lower.starts_with("x-ratelimit-") || lower.starts_with("anthropic-ratelimit-"))
-      out.emplace_back(lower, value);
+    const bool limits = lower.starts_with("x-ratelimit-") || lower.starts_with("anthropic-ratelimit-");
+    if (ours || (limits && !fleet_limits)) out.emplace_back(lower, value);
   }
+  if (fleet_limits) out.insert(out.end(), call.limit_headers.begin(), call.limit_headers.end());
   out.emplace_back(protocol::kWorkerHeader, worker_url);
   return out;
 }
@@ -117,8 +122,31 @@ void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, Pro
       call->hashable = true;
     }
   }
+  if (!AdmitTenant(*call, key)) return;
   exchange->SetCloseHandler([call] { call->gone = true; });
-  asio::co_spawn(ioc, Proxy(call), asio::detached);
+  // The tenant's concurrency place is held until the proxying (the whole stream) has ended.
+  asio::co_spawn(ioc, Proxy(call), [call](const std::exception_ptr&) { call->limit_slot.reset(); });
+}
+
+bool RouterServer::Impl::AdmitTenant(ProxyCall& call, const meter::ApiKey* key) {
+  if (config.limiter == nullptr || config.tenants == nullptr || key == nullptr || key->tenant.empty()) return true;
+  const auto tenants = config.tenants->Tenants();
+  const auto tenant = tenants->find(key->tenant);
+  if (tenant == tenants->end()) return true;
+  const int64_t now_s = base::UnixMicros() / 1'000'000;
+  // The prompt as the router encoded it (unknown, 0, for bodies it does not tokenize).
+  const auto prompt = static_cast<int64_t>(call.tokens.size());
+  meter::LimitDecision d = config.limiter->Admit(key->tenant, tenant->second.limits, prompt, now_s);
+  if (!d.allowed) {
+    metrics.Counter("flashserve_router_tenant_limited_total", "Requests refused by a tenant's limits at the router",
+                    {{"tenant", key->tenant}, {"limit", d.reason}}).Add();
+    call.exchange->Respond(meter::LimitRefusal(d, prompt, call.errors, now_s));
+    return false;
+  }
+  call.limit_headers = meter::RateLimitHeaders(d, call.errors, now_s);
+  call.limit_slot = std::move(d.slot);
+  call.fleet_limits = true;
+  return true;
 }
 
 Decision RouterServer::Impl::Decide(const ProxyCall& call, Chooser& which, const LoadView& view) {
@@ -200,7 +228,7 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
                       kTtftBuckets).Observe(ttft);
         metrics.Histo("flashserve_router_ttft_error_seconds", "|actual - predicted| time to first token",
                       kTtftBuckets).Observe(std::fabs(ttft - d.predicted_ttft_s));
-        call->exchange->Post([ex = call->exchange, headers = PassedOn(head, url)] {
+        call->exchange->Post([ex = call->exchange, headers = PassedOn(head, url, *call)] {
           ex->StartStream(200, "text/event-stream", headers);
         });
       }
@@ -263,7 +291,7 @@ asio::awaitable<ForwardResult> RouterServer::Impl::ForwardTo(const std::shared_p
   net::HttpResponse r;
   r.status = out.status;
   r.body = std::move(out.body);
-  r.headers = PassedOn(out.headers, url);
+  r.headers = PassedOn(out.headers, url, *call);
   if (out.retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(static_cast<int>(std::ceil(*out.retry_after_s))));
   PostResponse(call->exchange, std::move(r));
   co_return ForwardResult::kDone;

@@ -40,6 +40,11 @@ struct ProxyCall {
   std::vector<uint64_t> image_keys;  // AffinityHash of each picture's source, prompt order
   double start_s = 0;
   std::atomic<bool> gone{false};  // the client disconnected
+  // The tenant's place under its limits at the router (released when the proxying ends) and the
+  // fleet-wide rate-limit headers, which replace the worker's.
+  std::unique_ptr<meter::LimitSlot> limit_slot;
+  net::HeaderList limit_headers;
+  bool fleet_limits = false;  // admitted by the router's limiter
 };
 
 enum class ForwardResult { kDone, kRetry };
@@ -51,6 +56,8 @@ struct RouterServer::Impl {
   // HTTP I/O strand. `dialect`: the route's wire format (errors, stream events).
   enum class Wire { kOpenAI, kResponses, kAnthropic };
   void StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind, Wire wire = Wire::kOpenAI);
+  // The tenant's limits for the whole fleet (HTTP I/O strand): false when refused (answered).
+  bool AdmitTenant(ProxyCall& call, const meter::ApiKey* key);
   void AnswerHealth(const std::shared_ptr<net::Exchange>& exchange);  // posts to the routing thread
   void AnswerModels(const std::shared_ptr<net::Exchange>& exchange);
   void AnswerWorkers(const std::shared_ptr<net::Exchange>& exchange);

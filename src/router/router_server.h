@@ -14,6 +14,8 @@
 #include "base/result.h"
 #include "encoding/version.h"
 #include "meter/api_keys.h"
+#include "meter/key_directory.h"
+#include "meter/limiter.h"
 #include "net/http_server.h"
 #include "router/policy.h"
 #include "router/worker_pool.h"
@@ -31,6 +33,10 @@ struct RouterConfig {
   std::optional<encoding::EncodingVersion> encoding_version;
   std::vector<meter::ApiKey> api_keys;       // empty: no authentication at the router
   std::shared_ptr<meter::ApiKeyRing> key_ring;  // live (metering store); when set, used instead
+  // Tenants' limits, enforced here for the whole fleet (both from the metering store; both
+  // outlive the server); null = the workers enforce them alone, each for itself.
+  meter::TenantLimiter* limiter = nullptr;
+  const meter::KeyDirectory* tenants = nullptr;
   int max_attempts = 3;                    // workers tried per request before giving up
   int64_t max_index_entries_per_worker = int64_t{1} << 22;
   base::Status Validate() const;

@@ -1,8 +1,9 @@
 // Helpers shared by the multi-process end-to-end tests: command-line arguments, starting a
 // flashserve subcommand and waiting for its banner, stopping it, waiting for a router's workers.
-import { spawn } from 'node:child_process';
-import { existsSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import { join } from 'node:path';
 
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -15,6 +16,26 @@ export function parseArgs() {
     process.exit(77);
   }
   return args;
+}
+
+// The metering store of a test: a SQLite file in `work`, or with --postgres a fresh database
+// `name`_PID on the test server ($FLASHSERVE_TEST_PG_URL, or the URL in the file
+// $FLASHSERVE_TEST_PG_URL_FILE that tests/pg/pg_server.sh writes); exits 77 without one.
+export function meterStore(args, work, name) {
+  if (args.postgres === undefined) return join(work, 'meter.db');
+  const file = process.env.FLASHSERVE_TEST_PG_URL_FILE;
+  const base = process.env.FLASHSERVE_TEST_PG_URL || (file && existsSync(file) ? readFileSync(file, 'utf8').trim() : '');
+  if (!base) {
+    console.log('SKIP: no PostgreSQL test server (install Debian\'s postgresql, as scripts/setup.sh does)');
+    process.exit(77);
+  }
+  const database = `${name}_${process.pid}`;
+  const made = spawnSync('psql', [base, '-qc', `CREATE DATABASE ${database}`], { encoding: 'utf8' });
+  if (made.status !== 0) throw new Error(`psql: CREATE DATABASE ${database} failed: ${made.stderr || made.error}`);
+  const url = new URL(base);
+  url.pathname = `/${database}`;
+  console.log(`metering store: PostgreSQL database ${database}`);
+  return url.toString();
 }
 
 // The official SDKs (pinned in tests/e2e/package.json); exits 77 (skip) when they are missing.

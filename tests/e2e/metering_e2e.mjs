@@ -17,11 +17,11 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { parseArgs, runE2e, sleep, start } from './cluster_util.mjs';
+import { meterStore, parseArgs, runE2e, sleep, start } from './cluster_util.mjs';
 
 const args = parseArgs();
 const work = mkdtempSync(join(tmpdir(), 'flashserve-metering-e2e-'));
-const db = join(work, 'meter.db');
+const db = meterStore(args, work, 'metering_e2e');
 const ADMIN = 'adm-secret-0001';
 // Per million tokens: $0.27 uncached, $0.07 cached, $1.10 output, in micro-dollars.
 const RATES = { input: 270000n, cached: 70000n, output: 1100000n };

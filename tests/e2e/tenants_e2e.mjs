@@ -5,7 +5,12 @@
 //  2. tenants are cache namespaces: B never hits A's cached prompt, until an operator gives B
 //     A's namespace on purpose (`tenant set --namespace`), live;
 //  3. the router reads the same store: it refuses a missing or revoked key itself, and passes a
-//     tenant's 429 with its rate-limit headers on.
+//     tenant's 429 with its rate-limit headers on;
+//  4. with two workers behind it, the router holds each tenant to its limits for the whole fleet:
+//     requests per minute and concurrent requests counted at the router (spread over both
+//     workers, each of which alone would have let more through), output tokens per minute summed
+//     from both workers' ledger records.
+// With --postgres 1 the store is a fresh database on the test PostgreSQL server.
 //
 // node tests/e2e/tenants_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
@@ -14,11 +19,11 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { parseArgs, runE2e, sleep, start, stop, waitHealthy } from './cluster_util.mjs';
+import { meterStore, parseArgs, runE2e, sleep, start, stop, waitHealthy } from './cluster_util.mjs';
 
 const args = parseArgs();
 const work = mkdtempSync(join(tmpdir(), 'flashserve-tenants-e2e-'));
-const db = join(work, 'meter.db');
+const db = meterStore(args, work, 'tenants_e2e');
 
 // Runs `flashserve ARGS --meter-db DB` and returns its stdout (throws on failure).
 function cli(...cmd) {
@@ -48,6 +53,79 @@ async function eventually(what, probe, ms = 5000) {
   throw new Error(`not within ${ms} ms: ${what}`);
 }
 
+// One request through the router: status, the worker that served it, output tokens, the
+// router's limit headers.
+async function viaRouter(router, key, { session, maxTokens = 1, stream = false, ignoreEos = false }) {
+  const res = await fetch(`${router.base}/v1/chat/completions`, { method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'x-session-id': session },
+    body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: `fleet ${session}` }],
+      max_tokens: maxTokens, temperature: 0, stream, ignore_eos: ignoreEos, thinking: { type: 'disabled' } }) });
+  const text = await res.text();  // a stream: read to its end
+  let output = 0;
+  if (!stream && res.status === 200) output = JSON.parse(text).usage.completion_tokens;
+  return { status: res.status, worker: res.headers.get('x-flashserve-worker'), output, text,
+    limit: res.headers.get('x-flashserve-limit'), remaining: res.headers.get('x-ratelimit-remaining-requests') };
+}
+
+// Waits until every server in `servers` accepts `key` (each reloads the store on its own).
+async function keyEverywhere(key, servers) {
+  for (const server of servers)
+    await eventually(`a new key reaches ${server.base}`, async () =>
+      (await fetch(`${server.base}/v1/models`, { headers: { authorization: `Bearer ${key}` } })).status === 200);
+}
+
+async function fleetLimits(router, servers) {
+  // Requests per minute: 8 at once over two workers, 4 pass (each worker alone would pass 4).
+  cli('tenant', 'add', 'gamma', '--rpm', '4');
+  const g = createKey('gamma');
+  await keyEverywhere(g.key, servers);
+  const burst = await Promise.all(Array.from({ length: 8 }, (_, i) => viaRouter(router, g.key, { session: `g${i}` })));
+  const passed = burst.filter((r) => r.status === 200);
+  assert.equal(passed.length, 4, `4 of 8 pass the fleet's rpm: ${burst.map((r) => r.status)}`);
+  assert.equal(new Set(passed.map((r) => r.worker)).size, 2, 'the admitted requests ran on both workers');
+  for (const r of burst.filter((x) => x.status !== 200)) {
+    assert.equal(r.status, 429);
+    assert.equal(r.limit, 'tenant');
+    assert.equal(r.worker, null, 'refused at the router, not by a worker');
+    assert.match(r.text, /requests per minute/);
+  }
+  assert.ok(passed.every((r) => ['0', '1', '2', '3'].includes(r.remaining)), 'the router\'s fleet-wide figures');
+
+  // Concurrent requests: 2 at a time for the fleet, however many workers.
+  cli('tenant', 'add', 'delta', '--concurrency', '2');
+  const d = createKey('delta');
+  await keyEverywhere(d.key, servers);
+  const held = [0, 1].map((i) => viaRouter(router, d.key, { session: `d${i}`, maxTokens: 120, stream: true, ignoreEos: true }));
+  await sleep(150);
+  const more = await Promise.all([2, 3, 4].map((i) => viaRouter(router, d.key, { session: `d${i}` })));
+  for (const r of more) {
+    assert.equal(r.status, 429, 'a third concurrent request is refused even with a worker free');
+    assert.match(r.text, /concurrent requests/);
+  }
+  assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200]);
+  assert.equal((await viaRouter(router, d.key, { session: 'd5' })).status, 200, 'a place is free again');
+
+  // Output tokens per minute: the sum over both workers' ledger records.
+  cli('tenant', 'add', 'omega', '--output-tpm', '30');
+  const o = createKey('omega');
+  await keyEverywhere(o.key, servers);
+  const perWorker = new Map();
+  let refused = null;
+  for (let i = 0; i < 40 && !refused; ++i) {
+    const r = await viaRouter(router, o.key, { session: `o${i}`, maxTokens: 6, ignoreEos: true });
+    if (r.status === 200) perWorker.set(r.worker, (perWorker.get(r.worker) ?? 0) + r.output);
+    else refused = r;
+    await sleep(100);
+  }
+  assert.ok(refused, 'the fleet\'s output per minute is enforced');
+  assert.equal(refused.status, 429);
+  assert.match(refused.text, /output tokens per minute/);
+  const total = [...perWorker.values()].reduce((a, b) => a + b, 0);
+  assert.equal(perWorker.size, 2, 'both workers produced output');
+  assert.ok(total >= 30, `refused once the fleet made ${total} >= 30 tokens`);
+  assert.ok([...perWorker.values()].every((n) => n < 30), `no single worker reached the limit: ${[...perWorker.values()]}`);
+}
+
 const prompt = (tag) => `Tenant isolation ${tag}: ` + Array.from({ length: 120 }, (_, i) => `w${(i * 7) % 53}`).join(' ');
 
 await runE2e(work, async (ctx) => {
@@ -63,7 +141,7 @@ await runE2e(work, async (ctx) => {
 
   ctx.server = await start(args.flashserve, ['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny',
     '--host', '127.0.0.1', '--port', '0', '--threads', '1', '--meter-db', db, '--meter-refresh', '0.1',
-    '--api-key', 'sk-router-polls']);
+    '--meter-flush', '0.1', '--api-key', 'sk-router-polls']);
   const w = ctx.server;
 
   // 1. Keys from the store, live.
@@ -115,5 +193,17 @@ await runE2e(work, async (ctx) => {
     async () => (await chat(router, later.key, 'hi')).status === 401);
   assert.equal((await chat(router, b.key, 'hi')).status, 200);
   await stop(router);
+
+  // 4. Limits for the whole fleet at a router over two workers.
+  const w2 = await start(args.flashserve, ['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny',
+    '--host', '127.0.0.1', '--port', '0', '--threads', '1', '--meter-db', db, '--meter-refresh', '0.1',
+    '--meter-flush', '0.1', '--api-key', 'sk-router-polls']);
+  const fleet = await start(args.flashserve, ['router', '--tokenizer', args.tokenizer, '--host', '127.0.0.1',
+    '--port', '0', '--poll-interval', '0.05', '--worker', w.base, '--worker', w2.base, '--policy', 'round-robin',
+    '--meter-db', db, '--meter-refresh', '0.1', '--worker-key', 'sk-router-polls']);
+  await waitHealthy(fleet, 2);
+  await fleetLimits(fleet, [fleet, w, w2]);
+  await stop(fleet);
+  await stop(w2);
   console.log('tenants e2e: pass');
 });
