@@ -29,6 +29,7 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   context_.tenants = config.tenants;
   context_.meter_store = config.meter_store;
   context_.limiter = config.limiter;
+  metrics_.ConfigureEconomics(config.economics);
   admin_keys_.Replace(config.admin_keys);
   context_.admin_keys = &admin_keys_;
   keys_ = config.key_ring ? config.key_ring : std::make_shared<meter::ApiKeyRing>(config.api_keys);

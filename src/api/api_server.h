@@ -30,6 +30,7 @@ struct ApiConfig {
   const meter::KeyDirectory* tenants = nullptr;
   meter::MeterStore* meter_store = nullptr;
   meter::TenantLimiter* limiter = nullptr;  // tenants' limits, checked at admission
+  meter::EconomicsConfig economics;         // prices for the live economics in /metrics
   std::vector<meter::ApiKey> admin_keys;  // empty: admin routes answer 403
   // Seals reasoning handed to stateless clients (Messages signatures, Responses
   // encrypted_content); null: thinking blocks and encrypted reasoning cannot be returned.

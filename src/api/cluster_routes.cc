@@ -58,6 +58,8 @@ void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange) {
   load.recent_ttft_seconds = ctx.metrics->RecentTimeToFirstToken();
   load.prefill_tokens_per_second = s.prefill_tokens_per_second;
   load.busy_fraction = s.busy_fraction;
+  load.generated_tokens_total = s.generated_tokens_total;
+  load.engine_busy_seconds_total = s.engine_busy_seconds_total;
   load.kv_enabled = ctx.service->HasKvEvents();
   if (load.kv_enabled) {
     const protocol::KvEventPage head = ctx.service->KvEvents(UINT64_MAX, 0);

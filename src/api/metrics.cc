@@ -1,6 +1,7 @@
 // The worker API's metric families (api/metrics.h).
 #include "api/metrics.h"
 
+#include "base/clock.h"
 #include "net/route_table.h"
 
 namespace flashserve::api {
@@ -45,6 +46,10 @@ void ApiMetrics::SetGrammarStats(const grammar::GrammarCache::Stats& s) {
       .Set(static_cast<double>(s.bytes));
 }
 
+void ApiMetrics::ConfigureEconomics(const meter::EconomicsConfig& config) {
+  economics_ = std::make_unique<meter::LiveEconomics>(config);
+}
+
 void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
   auto gauge = [this](const char* name, const char* help, int64_t v) {
     registry_.Gauge(name, help).Set(static_cast<double>(v));
@@ -81,6 +86,8 @@ void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
           "Prompt tokens computed while their request's pictures were still encoding", s.prompt_tokens_while_encoding);
   gauge("flashserve_encoder_cache_bytes", "Bytes of vision-tower outputs held in memory", s.encoder_cache_bytes);
   registry_.Counter("flashserve_encode_seconds_total", "Seconds spent in the vision tower").Set(s.encode_seconds_total);
+  registry_.Counter("flashserve_engine_busy_seconds_total", "Wall time the engine spent running steps")
+      .Set(s.engine_busy_seconds_total);
   counter("flashserve_speculative_draft_tokens_total", "Draft tokens verified (speculative decoding)",
           s.speculative_drafted);
   counter("flashserve_speculative_accepted_tokens_total", "Draft tokens accepted", s.speculative_accepted);
@@ -93,6 +100,9 @@ void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
                       {{"position", std::to_string(k + 1)}})
         .Set(static_cast<double>(s.speculative_accepted_at[k]));
   SetKvTierStats(s);
+  const meter::EconomicsSample sample{base::MonotonicSeconds(), static_cast<double>(s.generated_tokens_total),
+                                      s.engine_busy_seconds_total, 1};
+  meter::ExportEconomics(registry_, "flashserve_", economics_->config(), economics_->Observe(sample));
 }
 
 void ApiMetrics::SetKvTierStats(const serve::ServiceStats& s) {

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 
+#include "meter/economics.h"
 #include "net/prometheus.h"
 #include "grammar/grammar_cache.h"
 #include "serve/service.h"
@@ -21,7 +23,10 @@ class ApiMetrics {
   void RecordTimeToFirstToken(double seconds);
   // Gap between consecutive tokens of one choice.
   void RecordInterTokenLatency(double seconds);
-  // Engine gauges and token counters, copied from Service::Stats() before each scrape.
+  // The hourly cost, capacity and API prices of the live economics (before serving).
+  void ConfigureEconomics(const meter::EconomicsConfig& config);
+  // Engine gauges and token counters, copied from Service::Stats() before each scrape, and the
+  // live economics computed from them.
   void SetServiceStats(const serve::ServiceStats& stats);
   void SetKvTierStats(const serve::ServiceStats& stats);
   // The structured-output grammar cache: compilations, hits, refusals, compile time, entries.
@@ -35,6 +40,7 @@ class ApiMetrics {
  private:
   net::MetricsRegistry registry_;
   std::atomic<double> recent_ttft_{0};
+  std::unique_ptr<meter::LiveEconomics> economics_ = std::make_unique<meter::LiveEconomics>(meter::EconomicsConfig{});
 };
 
 }  // namespace flashserve::api

@@ -96,6 +96,7 @@ void RegisterRouterCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one per line")->check(CLI::ExistingFile);
   cmd->add_option("--worker-key", c.pool.control_api_key, "Key for the router's own polls (default: the first --api-key)");
   AddMeterFlags(cmd, &f->meter, /*ledger=*/false);
+  AddEconomicsFlags(cmd, &f->config.economics, "the whole fleet's");
   cmd->add_option("--poll-interval", c.pool.poll_interval_s, "Seconds between load / KV-event polls per worker")->capture_default_str();
   cmd->add_option("--poll-timeout", c.pool.control_timeout_s, "A poll slower than this marks the worker down")->capture_default_str();
   cmd->add_option("--proxy-timeout", c.pool.proxy_timeout_s, "Bound on each read of a forwarded response")->capture_default_str();

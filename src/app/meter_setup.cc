@@ -23,6 +23,21 @@ void AddMeterFlags(CLI::App* cmd, MeterFlags* f, bool ledger) {
       ->capture_default_str();
 }
 
+void AddEconomicsFlags(CLI::App* cmd, meter::EconomicsConfig* c, const std::string& what) {
+  cmd->add_option("--cost-per-hour", c->cost_per_hour,
+                  "Hourly cost of " + what + " hardware (rent, or purchase amortized plus power), for the cost per "
+                  "million output tokens and break-even utilization in /metrics (0 = not priced)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--capacity-tokens-per-s", c->capacity_tokens_per_s,
+                  "Output tokens per second of " + what + " hardware at full load, e.g. from `flashserve bench` "
+                  "(default: the current load's rate at 100% busy)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--api-output-price", c->api_output_prices,
+                  "API prices per million output tokens to break even against (comma-separated), e.g. 0.60,1.20")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+}
+
 base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::ApiKey> static_keys, bool ledger) {
   Metering m;
   if (f.db.empty()) return m;

@@ -11,6 +11,7 @@
 
 #include "base/result.h"
 #include "meter/api_keys.h"
+#include "meter/economics.h"
 #include "meter/fleet_usage.h"
 #include "meter/key_directory.h"
 #include "meter/ledger.h"
@@ -26,6 +27,9 @@ struct MeterFlags {
 
 // --meter-db and --meter-refresh; --meter-flush too for workers (`ledger`).
 void AddMeterFlags(CLI::App* cmd, MeterFlags* f, bool ledger);
+// --cost-per-hour, --capacity-tokens-per-s and --api-output-price: the live economics in
+// /metrics. `what` names the hardware priced ("this worker's", "the whole fleet's").
+void AddEconomicsFlags(CLI::App* cmd, meter::EconomicsConfig* c, const std::string& what);
 
 // Members destroyed in reverse: the directory stops before the store closes.
 struct Metering {

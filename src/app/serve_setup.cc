@@ -77,6 +77,7 @@ void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f) {
                   "none = they answer 403")
       ->envname("FLASHSERVE_ADMIN_KEY");
   AddMeterFlags(cmd, &f->meter, /*ledger=*/true);
+  AddEconomicsFlags(cmd, &f->api.economics, "this worker's");
 }
 
 }  // namespace flashserve::app

@@ -163,6 +163,8 @@ std::string ToJson(const WorkerLoad& l) {
               {"recent_ttft_seconds", l.recent_ttft_seconds},
               {"prefill_tokens_per_second", l.prefill_tokens_per_second},
               {"busy_fraction", l.busy_fraction},
+              {"generated_tokens_total", l.generated_tokens_total},
+              {"engine_busy_seconds_total", l.engine_busy_seconds_total},
               {"transfer_address", l.transfer_address},
               {"kv_enabled", l.kv_enabled},
               {"kv_epoch", l.kv_epoch},
@@ -224,6 +226,8 @@ base::Result<WorkerLoad> ParseWorkerLoad(std::string_view json_text) {
                   GetDouble(j, "recent_ttft_seconds", &l.recent_ttft_seconds) &&
                   GetDouble(j, "prefill_tokens_per_second", &l.prefill_tokens_per_second) &&
                   GetDouble(j, "busy_fraction", &l.busy_fraction) &&
+                  GetI64(j, "generated_tokens_total", &l.generated_tokens_total) &&
+                  GetDouble(j, "engine_busy_seconds_total", &l.engine_busy_seconds_total) &&
                   GetString(j, "transfer_address", &l.transfer_address) && GetBool(j, "kv_enabled", &l.kv_enabled) && GetString(j, "kv_epoch", &l.kv_epoch) &&
                   GetU64(j, "kv_last_seq", &l.kv_last_seq);
   if (!ok) return Bad("load report: a field has the wrong type");

@@ -77,6 +77,9 @@ struct WorkerLoad {
   double prefill_tokens_per_second = 0;    // measured by the engine (0 = not measured yet)
   double busy_fraction = 0;                // share of the last minute or so spent on prefill (0..1)
   std::string transfer_address;            // host:port receiving prompt state (decode side); "" = none
+  // Counters since the worker started, for the router's live economics (optional on the wire).
+  int64_t generated_tokens_total = 0;
+  double engine_busy_seconds_total = 0;
   bool kv_enabled = false;                 // events and snapshots are served
   std::string kv_epoch;
   uint64_t kv_last_seq = 0;

@@ -59,6 +59,8 @@ TEST(ClusterWireTest, SnapshotAndLoadRoundTrip) {
   l.recent_ttft_seconds = 0.25;
   l.prefill_tokens_per_second = 900.5;
   l.busy_fraction = 0.375;
+  l.generated_tokens_total = 123456;
+  l.engine_busy_seconds_total = 98.25;
   l.transfer_address = "127.0.0.1:9100";
   l.kv_enabled = true;
   l.kv_last_seq = 77;
@@ -71,6 +73,8 @@ TEST(ClusterWireTest, SnapshotAndLoadRoundTrip) {
   EXPECT_DOUBLE_EQ(pl->recent_ttft_seconds, 0.25);
   EXPECT_DOUBLE_EQ(pl->prefill_tokens_per_second, 900.5);
   EXPECT_DOUBLE_EQ(pl->busy_fraction, 0.375);
+  EXPECT_EQ(pl->generated_tokens_total, 123456);
+  EXPECT_DOUBLE_EQ(pl->engine_busy_seconds_total, 98.25);
   EXPECT_EQ(pl->transfer_address, "127.0.0.1:9100");
   EXPECT_TRUE(pl->kv_enabled);
   EXPECT_EQ(pl->kv_last_seq, 77u);

@@ -61,6 +61,7 @@ struct RouterServer::Impl {
   void AnswerHealth(const std::shared_ptr<net::Exchange>& exchange);  // posts to the routing thread
   void AnswerModels(const std::shared_ptr<net::Exchange>& exchange);
   void AnswerWorkers(const std::shared_ptr<net::Exchange>& exchange);
+  void AnswerMetrics(const std::shared_ptr<net::Exchange>& exchange);  // posts to the routing thread
 
   // Routing thread.
   boost::asio::awaitable<void> Proxy(std::shared_ptr<ProxyCall> call);
@@ -101,6 +102,7 @@ struct RouterServer::Impl {
   const PromptHasher hasher;
   const std::shared_ptr<meter::ApiKeyRing> keys;  // live when the metering store keeps it
   net::MetricsRegistry metrics;
+  meter::LiveEconomics economics;  // the fleet's, observed at each /metrics read
   boost::asio::io_context ioc{1};
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
   std::thread thread;

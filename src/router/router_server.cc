@@ -34,6 +34,7 @@ RouterServer::Impl::Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok)
       tokenizer(tok),
       hasher(tok),
       keys(c.key_ring ? c.key_ring : std::make_shared<meter::ApiKeyRing>(c.api_keys)),
+      economics(c.economics),
       index(c.max_index_entries_per_worker),
       chooser(c.chooser),
       decode_chooser([&c] {
@@ -91,12 +92,7 @@ void RouterServer::Impl::AddRoutes() {
              [this](const Exchange& e) { StartProxy(e, PromptKind::kCompletion); }, true);
   routes.Add("GET", "/health", "/health", [this](const Exchange& e) { AnswerHealth(e); });
   routes.Add("GET", "/v1/router/workers", "/v1/router/workers", [this](const Exchange& e) { AnswerWorkers(e); });
-  routes.Add("GET", "/metrics", "/metrics", [this](const Exchange& e) {
-    net::HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4";
-    r.body = metrics.Render();
-    e->Respond(std::move(r));
-  });
+  routes.Add("GET", "/metrics", "/metrics", [this](const Exchange& e) { AnswerMetrics(e); });
   routes.SetAuthorizer([this](const net::HttpRequest& r) { return keys->Allows(r); });
 }
 
@@ -105,6 +101,24 @@ void RouterServer::Impl::AnswerHealth(const std::shared_ptr<net::Exchange>& exch
     const int healthy = loads.num_healthy();
     Respond(exchange, healthy > 0 ? 200 : 503,
             Json{{"status", healthy > 0 ? "ok" : "no healthy worker"}, {"healthy_workers", healthy}, {"workers", pool.size()}});
+  });
+}
+
+void RouterServer::Impl::AnswerMetrics(const std::shared_ptr<net::Exchange>& exchange) {
+  asio::post(ioc, [this, exchange] {
+    meter::EconomicsSample fleet{base::MonotonicSeconds(), 0, 0, 0};
+    for (int w = 0; w < pool.size(); ++w) {
+      const WorkerStatus& s = pool.status(w);
+      if (!s.healthy) continue;
+      fleet.output_tokens_total += static_cast<double>(s.generated_tokens_total);
+      fleet.busy_seconds_total += s.engine_busy_seconds_total;
+      ++fleet.engines;
+    }
+    if (fleet.engines > 0) meter::ExportEconomics(metrics, "flashserve_fleet_", config.economics, economics.Observe(fleet));
+    net::HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = metrics.Render();
+    exchange->Post([exchange, r = std::move(r)]() mutable { exchange->Respond(std::move(r)); });
   });
 }
 

@@ -14,6 +14,7 @@
 #include "base/result.h"
 #include "encoding/version.h"
 #include "meter/api_keys.h"
+#include "meter/economics.h"
 #include "meter/key_directory.h"
 #include "meter/limiter.h"
 #include "net/http_server.h"
@@ -37,6 +38,9 @@ struct RouterConfig {
   // outlive the server); null = the workers enforce them alone, each for itself.
   meter::TenantLimiter* limiter = nullptr;
   const meter::KeyDirectory* tenants = nullptr;
+  // The whole fleet's hourly cost, capacity and API prices for the economics in /metrics
+  // (flashserve_fleet_*; output and busy time summed over the workers' load reports).
+  meter::EconomicsConfig economics;
   int max_attempts = 3;                    // workers tried per request before giving up
   int64_t max_index_entries_per_worker = int64_t{1} << 22;
   base::Status Validate() const;

@@ -99,6 +99,8 @@ asio::awaitable<void> WorkerPool::PollOnce(Link& link) {
   s.model = load->model;
   s.role = load->role;
   s.transfer_address = load->transfer_address;
+  s.generated_tokens_total = load->generated_tokens_total;
+  s.engine_busy_seconds_total = load->engine_busy_seconds_total;
   WorkerLoad view;
   view.healthy = true;
   view.queued_prefill_tokens = load->queued_prefill_tokens;

@@ -41,6 +41,9 @@ struct WorkerStatus {
   uint64_t last_seq = 0;
   int64_t resyncs = 0, events = 0, poll_failures = 0;
   std::string last_error;
+  // The worker's counters at its last poll (the fleet's live economics).
+  int64_t generated_tokens_total = 0;
+  double engine_busy_seconds_total = 0;
 };
 
 class WorkerPool {

@@ -182,7 +182,8 @@ class EngineLoop final : public Service {
   void EndRequest(const std::string& id, protocol::FinishReason reason, const std::string& error);
   void Retire(const std::string& id);  // out of requests_, freed after the step
   void CountCachedTokens(LoopRequest& request, int64_t tokens);
-  void CountRows(std::span<const sched::StepItem> items, int64_t draft_rows);  // into stats_
+  // Rows and engine time of one step, into stats_.
+  void CountRows(std::span<const sched::StepItem> items, int64_t draft_rows, double seconds);
   void PublishStats(bool ran_step);
 
   const engine::Model& model_;

@@ -54,6 +54,7 @@ struct ServiceStats {
   int64_t queued_prefill_tokens = 0;       // prompt tokens admitted but not yet computed
   double prefill_tokens_per_second = 0;    // measured on prefill-heavy steps (0 = none yet)
   double busy_fraction = 0;                // share of the last minute or so spent on prefill (0..1)
+  double engine_busy_seconds_total = 0;    // wall time the engine spent in steps (its utilization)
   KvTierStats kv_tiers[3];
   // The colocated encode stage (pictures through the vision tower).
   int64_t encoder_cache_hits = 0;    // pictures whose tower output was cached

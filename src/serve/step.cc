@@ -110,7 +110,7 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
   int64_t draft_rows = 0;  // verify rows beyond each item's one token
   for (const Verify& v : verify) draft_rows += v.tokens.empty() ? 0 : static_cast<int64_t>(v.tokens.size()) - 1;
   loop_stats_.RecordStep(items, seconds, result.ok(), draft_rows);
-  CountRows(items, draft_rows);
+  CountRows(items, draft_rows, seconds);
   if (!result.ok()) {
     FS_LOG(kError, "engine step failed: {}", result.error().ToString());
     std::vector<std::string> ids;
@@ -276,12 +276,13 @@ void EngineLoop::CommitToken(LiveSequence& s, const sched::StepItem& item, sampl
   FinishChoice(s, finish, "", std::move(event));
 }
 
-void EngineLoop::CountRows(std::span<const sched::StepItem> items, int64_t draft_rows) {
+void EngineLoop::CountRows(std::span<const sched::StepItem> items, int64_t draft_rows, double seconds) {
   int64_t rows = draft_rows;
   for (const sched::StepItem& item : items) rows += item.end - item.begin;
   std::lock_guard<std::mutex> lock(mu_);
   stats_.step_rows_total += rows;
   stats_.step_rows_max = std::max(stats_.step_rows_max, rows);
+  stats_.engine_busy_seconds_total += seconds;
 }
 
 void EngineLoop::PublishStats(bool ran_step) {

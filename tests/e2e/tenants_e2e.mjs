@@ -10,6 +10,8 @@
 //     requests per minute and concurrent requests counted at the router (spread over both
 //     workers, each of which alone would have let more through), output tokens per minute summed
 //     from both workers' ledger records.
+//  5. the workers and the router export the live economics: output tokens/s, utilization, cost
+//     per million output tokens at that load and break-even utilization, from their prices.
 // With --postgres 1 the store is a fresh database on the test PostgreSQL server.
 //
 // node tests/e2e/tenants_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
@@ -126,6 +128,43 @@ async function fleetLimits(router, servers) {
   assert.ok([...perWorker.values()].every((n) => n < 30), `no single worker reached the limit: ${[...perWorker.values()]}`);
 }
 
+// A worker priced at $3.60/h, compared with two API prices.
+const WORKER_PRICES = ['--cost-per-hour', '3.6', '--api-output-price', '0.6,1.2'];
+
+// The value of one /metrics line (`name` with its labels, exactly), or undefined.
+async function gauge(server, name) {
+  const text = await (await fetch(`${server.base}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line === undefined ? undefined : Number(line.slice(name.length + 1));
+}
+
+async function liveEconomics(router, worker, key) {
+  await gauge(worker, 'flashserve_output_tokens_per_second');  // both windows start here
+  await gauge(router, 'flashserve_fleet_output_tokens_per_second');
+  for (let i = 0; i < 4; ++i) assert.equal((await viaRouter(router, key, { session: `e${i}`, maxTokens: 8, ignoreEos: true })).status, 200);
+  await sleep(200);  // the router's next poll of the workers' counters
+  const rate = await gauge(worker, 'flashserve_output_tokens_per_second');
+  const utilization = await gauge(worker, 'flashserve_utilization_ratio');
+  assert.ok(rate > 0, `the worker measured its output rate (${rate})`);
+  assert.ok(utilization > 0 && utilization <= 1, `utilization ${utilization}`);
+  const close = (a, b, what) => assert.ok(Math.abs(a - b) <= 1e-6 * Math.abs(b), `${what}: ${a} vs ${b}`);
+  // Read in one scrape: the figures of one observation agree with each other.
+  const text = await (await fetch(`${worker.base}/metrics`)).text();
+  const value = (name) => Number(text.split('\n').find((l) => l.startsWith(`${name} `)).slice(name.length + 1));
+  const r = value('flashserve_output_tokens_per_second');
+  const capacity = value('flashserve_capacity_output_tokens_per_second');
+  close(value('flashserve_cost_per_million_output_tokens'), 3.6e6 / (3600 * r), 'cost per million at the load');
+  close(value('flashserve_break_even_utilization_ratio{api_output_price="0.6"}'), 3.6e6 / (3600 * capacity * 0.6), 'break-even');
+  close(value('flashserve_break_even_utilization_ratio{api_output_price="1.2"}'), 3.6e6 / (3600 * capacity * 1.2), 'break-even');
+  assert.equal(value('flashserve_cost_per_hour'), 3.6);
+  assert.ok(value('flashserve_engine_busy_seconds_total') > 0);
+
+  assert.ok(await gauge(router, 'flashserve_fleet_output_tokens_per_second') > 0, 'the fleet\'s output rate');
+  assert.equal(await gauge(router, 'flashserve_fleet_capacity_output_tokens_per_second'), 500);
+  close(await gauge(router, 'flashserve_fleet_break_even_utilization_ratio{api_output_price="0.6"}'),
+    7.2e6 / (3600 * 500 * 0.6), 'the fleet\'s break-even');
+}
+
 const prompt = (tag) => `Tenant isolation ${tag}: ` + Array.from({ length: 120 }, (_, i) => `w${(i * 7) % 53}`).join(' ');
 
 await runE2e(work, async (ctx) => {
@@ -141,7 +180,7 @@ await runE2e(work, async (ctx) => {
 
   ctx.server = await start(args.flashserve, ['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny',
     '--host', '127.0.0.1', '--port', '0', '--threads', '1', '--meter-db', db, '--meter-refresh', '0.1',
-    '--meter-flush', '0.1', '--api-key', 'sk-router-polls']);
+    '--meter-flush', '0.1', '--api-key', 'sk-router-polls', ...WORKER_PRICES]);
   const w = ctx.server;
 
   // 1. Keys from the store, live.
@@ -197,12 +236,14 @@ await runE2e(work, async (ctx) => {
   // 4. Limits for the whole fleet at a router over two workers.
   const w2 = await start(args.flashserve, ['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny',
     '--host', '127.0.0.1', '--port', '0', '--threads', '1', '--meter-db', db, '--meter-refresh', '0.1',
-    '--meter-flush', '0.1', '--api-key', 'sk-router-polls']);
+    '--meter-flush', '0.1', '--api-key', 'sk-router-polls', ...WORKER_PRICES]);
   const fleet = await start(args.flashserve, ['router', '--tokenizer', args.tokenizer, '--host', '127.0.0.1',
     '--port', '0', '--poll-interval', '0.05', '--worker', w.base, '--worker', w2.base, '--policy', 'round-robin',
-    '--meter-db', db, '--meter-refresh', '0.1', '--worker-key', 'sk-router-polls']);
+    '--meter-db', db, '--meter-refresh', '0.1', '--worker-key', 'sk-router-polls',
+    '--cost-per-hour', '7.2', '--capacity-tokens-per-s', '500', '--api-output-price', '0.6']);
   await waitHealthy(fleet, 2);
   await fleetLimits(fleet, [fleet, w, w2]);
+  await liveEconomics(fleet, w2, b.key);
   await stop(fleet);
   await stop(w2);
   console.log('tenants e2e: pass');
