@@ -27,11 +27,9 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   context_.grammars = config.grammars.get();
   context_.ledger = config.ledger;
   context_.tenants = config.tenants;
-  context_.meter_store = config.meter_store;
   context_.limiter = config.limiter;
   metrics_.ConfigureEconomics(config.economics);
-  admin_keys_.Replace(config.admin_keys);
-  context_.admin_keys = &admin_keys_;
+  admin_ = std::make_unique<meter::AdminRoutes>(config.admin_keys, config.meter_store);
   keys_ = config.key_ring ? config.key_ring : std::make_shared<meter::ApiKeyRing>(config.api_keys);
   context_.keys = keys_.get();
   routes_.SetAuthorizer([this](const net::HttpRequest& r) { return keys_->Allows(r); });
@@ -76,7 +74,7 @@ ApiServer::ApiServer(const ApiConfig& config, serve::Service& service, const tok
   routes_.Add("GET", "/v1/load", "/v1/load", bind(HandleLoad), true);
   routes_.Add("GET", "/v1/kv/events", "/v1/kv/events", bind(HandleKvEvents), true);
   routes_.Add("GET", "/v1/kv/snapshot", "/v1/kv/snapshot", bind(HandleKvSnapshot), true);
-  routes_.Add("GET", "/admin/usage", "/admin/usage", bind(HandleAdminUsage));  // its own admin-key check
+  routes_.Add("GET", "/admin/usage", "/admin/usage", [this](const ExchangePtr& e) { admin_->Usage(e); });  // admin key
   routes_.Add("GET", "/health", "/health", bind(HandleHealth));
   routes_.Add("GET", "/metrics", "/metrics", bind(HandleMetrics));
   http_ = std::make_unique<net::HttpServer>(

@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "meter/admin_http.h"
 #include "meter/api_keys.h"
 #include "net/http_server.h"
 #include "api/image_fetch.h"
@@ -62,7 +63,7 @@ class ApiServer {
   ApiMetrics metrics_;
   IdSource ids_;
   std::shared_ptr<meter::ApiKeyRing> keys_;
-  meter::ApiKeyRing admin_keys_;
+  std::unique_ptr<meter::AdminRoutes> admin_;  // /admin/...: its own keys, its own query thread
   RouteContext context_;
   std::unique_ptr<ImageFetchStage> fetch_;  // remote pictures ahead of the routes that take them
   net::RouteTable routes_;

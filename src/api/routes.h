@@ -64,9 +64,7 @@ struct RouteContext {
   grammar::GrammarCache* grammars = nullptr;  // structured outputs (null = refused with a 400)
   meter::Ledger* ledger = nullptr;            // usage ledger (null = requests are not metered)
   const meter::KeyDirectory* tenants = nullptr;  // the keys' tenants and price books (null = none)
-  meter::MeterStore* meter_store = nullptr;      // for the admin routes (null = none)
   meter::TenantLimiter* limiter = nullptr;       // tenants' limits (null = not enforced)
-  const meter::ApiKeyRing* admin_keys = nullptr;  // null or empty: admin routes are off (403)
 };
 
 using ExchangePtr = std::shared_ptr<net::Exchange>;
@@ -87,9 +85,6 @@ void HandleDetokenize(const RouteContext& ctx, const ExchangePtr& exchange);    
 void HandleLoad(const RouteContext& ctx, const ExchangePtr& exchange);             // GET /v1/load
 void HandleKvEvents(const RouteContext& ctx, const ExchangePtr& exchange);         // GET /v1/kv/events
 void HandleKvSnapshot(const RouteContext& ctx, const ExchangePtr& exchange);       // GET /v1/kv/snapshot
-// Operators' routes: need an admin key (401 without, 403 when none is configured).
-bool AdminAllowed(const RouteContext& ctx, const ExchangePtr& exchange);  // false: answered
-void HandleAdminUsage(const RouteContext& ctx, const ExchangePtr& exchange);       // GET /admin/usage
 
 // What the generation routes share. ReadJsonBody checks UTF-8 and parses the JSON object;
 // ModelServed says whether `name` is the served model or one of its aliases. On failure

@@ -25,6 +25,7 @@ struct RouterFlags {
   int port = 8080;
   std::vector<std::string> api_keys;
   MeterFlags meter;
+  std::vector<std::string> admin_keys;  // --admin-key
 };
 
 int RunRouter(RouterFlags f) {
@@ -48,6 +49,9 @@ int RunRouter(RouterFlags f) {
   auto keys = ReadApiKeys(f.api_keys, f.api_keys_file, &first_key);
   if (!keys.ok()) return PrintError(keys.error());
   f.config.api_keys = *keys;
+  auto admin = ParseAdminKeys(f.admin_keys);
+  if (!admin.ok()) return PrintError(admin.error());
+  f.config.admin_keys = *admin;
   if (f.config.pool.control_api_key.empty()) f.config.pool.control_api_key = first_key;
   if (!f.meter.db.empty() && f.config.pool.control_api_key.empty())
     return PrintError(base::Error(base::ErrorCode::kInvalidArgument,
@@ -64,6 +68,7 @@ int RunRouter(RouterFlags f) {
   if (!metering.ok()) return PrintError(metering.error());
   f.config.key_ring = metering->ring;
   f.config.limiter = metering->limiter.get();
+  f.config.meter_store = metering->store.get();
   f.config.tenants = metering->directory.get();
   router::RouterServer server(f.config, **tok);
   if (base::Status s = server.Start(); !s.ok()) return PrintError(s.error());
@@ -96,6 +101,7 @@ void RegisterRouterCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one per line")->check(CLI::ExistingFile);
   cmd->add_option("--worker-key", c.pool.control_api_key, "Key for the router's own polls (default: the first --api-key)");
   AddMeterFlags(cmd, &f->meter, /*ledger=*/false);
+  AddAdminKeyFlag(cmd, &f->admin_keys);
   AddEconomicsFlags(cmd, &f->config.economics, "the whole fleet's");
   cmd->add_option("--poll-interval", c.pool.poll_interval_s, "Seconds between load / KV-event polls per worker")->capture_default_str();
   cmd->add_option("--poll-timeout", c.pool.control_timeout_s, "A poll slower than this marks the worker down")->capture_default_str();

@@ -23,6 +23,24 @@ void AddMeterFlags(CLI::App* cmd, MeterFlags* f, bool ledger) {
       ->capture_default_str();
 }
 
+void AddAdminKeyFlag(CLI::App* cmd, std::vector<std::string>* specs) {
+  cmd->add_option("--admin-key", *specs,
+                  "Key for the /admin routes (repeatable, or $FLASHSERVE_ADMIN_KEY); tenant keys never reach them; "
+                  "none = they answer 403")
+      ->envname("FLASHSERVE_ADMIN_KEY");
+}
+
+base::Result<std::vector<meter::ApiKey>> ParseAdminKeys(const std::vector<std::string>& specs) {
+  std::vector<meter::ApiKey> keys;
+  for (const std::string& spec : specs) {
+    if (spec.find(':') != std::string::npos)
+      return base::Error(base::ErrorCode::kInvalidArgument, "--admin-key takes a key alone (no tenant or TTL class)");
+    FS_ASSIGN_OR_RETURN(meter::ApiKey admin, meter::ParseApiKey(spec));
+    keys.push_back(admin);
+  }
+  return keys;
+}
+
 void AddEconomicsFlags(CLI::App* cmd, meter::EconomicsConfig* c, const std::string& what) {
   cmd->add_option("--cost-per-hour", c->cost_per_hour,
                   "Hourly cost of " + what + " hardware (rent, or purchase amortized plus power), for the cost per "

@@ -27,6 +27,9 @@ struct MeterFlags {
 
 // --meter-db and --meter-refresh; --meter-flush too for workers (`ledger`).
 void AddMeterFlags(CLI::App* cmd, MeterFlags* f, bool ledger);
+// --admin-key (repeatable, or $FLASHSERVE_ADMIN_KEY) and its check: keys alone, no tenant.
+void AddAdminKeyFlag(CLI::App* cmd, std::vector<std::string>* specs);
+base::Result<std::vector<meter::ApiKey>> ParseAdminKeys(const std::vector<std::string>& specs);
 // --cost-per-hour, --capacity-tokens-per-s and --api-output-price: the live economics in
 // /metrics. `what` names the hardware priced ("this worker's", "the whole fleet's").
 void AddEconomicsFlags(CLI::App* cmd, meter::EconomicsConfig* c, const std::string& what);

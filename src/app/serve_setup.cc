@@ -40,12 +40,7 @@ base::Status LoadApiKeys(ServeFlags* f) {
     f->api.api_keys.push_back(key);
   }
   if (!f->api.api_keys.empty()) FS_LOG(kInfo, "serve: {} API keys; generation routes need one", f->api.api_keys.size());
-  for (const std::string& spec : f->admin_keys) {
-    if (spec.find(':') != std::string::npos)
-      return Error(ErrorCode::kInvalidArgument, "--admin-key takes a key alone (no tenant or TTL class)");
-    FS_ASSIGN_OR_RETURN(meter::ApiKey admin, meter::ParseApiKey(spec));
-    f->api.admin_keys.push_back(admin);
-  }
+  FS_ASSIGN_OR_RETURN(f->api.admin_keys, ParseAdminKeys(f->admin_keys));
   return base::Status::Ok();
 }
 
@@ -72,10 +67,7 @@ void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f) {
                   "The tenant is the key's prefix-cache namespace, TTL_CLASS its default retention");
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one KEY[:TENANT[:TTL_CLASS]] per line")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--admin-key", f->admin_keys,
-                  "Key for the /admin routes (repeatable, or $FLASHSERVE_ADMIN_KEY); tenant keys never reach them; "
-                  "none = they answer 403")
-      ->envname("FLASHSERVE_ADMIN_KEY");
+  AddAdminKeyFlag(cmd, &f->admin_keys);
   AddMeterFlags(cmd, &f->meter, /*ledger=*/true);
   AddEconomicsFlags(cmd, &f->api.economics, "this worker's");
 }

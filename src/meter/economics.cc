@@ -16,7 +16,7 @@ EconomicsFigures LiveEconomics::Observe(const EconomicsSample& sample) {
   if (!samples_.empty()) {
     const EconomicsSample& last = samples_.back();
     const bool reset = sample.output_tokens_total < last.output_tokens_total ||
-                       sample.busy_seconds_total < last.busy_seconds_total || sample.engines != last.engines;
+                       sample.busy_seconds_total < last.busy_seconds_total;
     if (reset) samples_.clear();
   }
   samples_.push_back(sample);
@@ -38,10 +38,11 @@ EconomicsFigures LiveEconomics::Observe(const EconomicsSample& sample) {
     f.cost_per_million_output = f.output_tokens_per_s > 0
                                     ? config_.cost_per_hour * 1e6 / (3600 * f.output_tokens_per_s)
                                     : std::numeric_limits<double>::infinity();
-  if (config_.cost_per_hour > 0 && f.capacity_tokens_per_s > 0)
+  if (config_.cost_per_hour > 0)  // NaN while no capacity is known
     for (double price : config_.api_output_prices)
-      if (price > 0)
-        f.break_even.push_back({price, config_.cost_per_hour * 1e6 / (3600 * f.capacity_tokens_per_s * price)});
+      f.break_even.push_back({price, f.capacity_tokens_per_s > 0
+                                         ? config_.cost_per_hour * 1e6 / (3600 * f.capacity_tokens_per_s * price)
+                                         : std::numeric_limits<double>::quiet_NaN()});
   return f;
 }
 
@@ -51,16 +52,15 @@ void ExportEconomics(net::MetricsRegistry& registry, const std::string& prefix, 
       .Set(f.output_tokens_per_s);
   registry.Gauge(prefix + "utilization_ratio", "Busy fraction of the engines' time over the last minute (0..1)")
       .Set(f.utilization);
-  if (f.capacity_tokens_per_s > 0)
-    registry.Gauge(prefix + "capacity_output_tokens_per_second",
-                   "Output tokens per second at full load (configured, else the current mix at 100% busy)")
-        .Set(f.capacity_tokens_per_s);
+  registry.Gauge(prefix + "capacity_output_tokens_per_second",
+                 "Output tokens per second at full load (configured, else the current mix at 100% busy; 0 = unknown)")
+      .Set(f.capacity_tokens_per_s);
   if (config.cost_per_hour <= 0) return;
   registry.Gauge(prefix + "cost_per_hour", "Configured hourly cost of the hardware (--cost-per-hour)")
       .Set(config.cost_per_hour);
-  if (f.cost_per_million_output)
-    registry.Gauge(prefix + "cost_per_million_output_tokens", "Hardware cost per million output tokens at the current load")
-        .Set(*f.cost_per_million_output);
+  registry.Gauge(prefix + "cost_per_million_output_tokens",
+                 "Hardware cost per million output tokens at the current load (+Inf idle, NaN not measured yet)")
+      .Set(f.cost_per_million_output.value_or(std::numeric_limits<double>::quiet_NaN()));
   for (const EconomicsFigures::BreakEven& b : f.break_even)
     registry.Gauge(prefix + "break_even_utilization_ratio",
                    "Utilization at which the hardware costs what the API would charge for its output (> 1: never)",

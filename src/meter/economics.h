@@ -22,7 +22,8 @@ struct EconomicsConfig {
   std::vector<double> api_output_prices;  // per million output tokens, to break even against
 };
 
-// Counters at one moment; `engines` is how many engines the busy seconds add up over.
+// Counters at one moment (never decreasing but on a restart); `engines` is how many engines the
+// busy seconds add up over now.
 struct EconomicsSample {
   double now_s = 0;  // monotonic
   double output_tokens_total = 0;
@@ -36,19 +37,19 @@ struct EconomicsFigures {
   double utilization = 0;          // busy fraction of the engines' time (0..1)
   // Configured, else output_tokens_per_s / utilization (the current mix at full load; 0 while idle).
   double capacity_tokens_per_s = 0;
-  std::optional<double> cost_per_million_output;  // priced (infinite while nothing is produced)
+  std::optional<double> cost_per_million_output;  // priced and measured (infinite while nothing is produced)
   struct BreakEven {
     double api_output_price = 0;
-    double utilization = 0;  // above 1: this hardware never beats that price
+    double utilization = 0;  // above 1: this hardware never beats that price; NaN: no capacity known
   };
-  std::vector<BreakEven> break_even;  // priced and with a capacity
+  std::vector<BreakEven> break_even;  // one per configured API price, when priced
 };
 
 class LiveEconomics {
  public:
   explicit LiveEconomics(EconomicsConfig config, double window_s = 60);
   // Adds a sample and returns the figures over the last window. Counters that went down (a
-  // worker restarted, one left the fleet) start the window again.
+  // restart) start the window again.
   EconomicsFigures Observe(const EconomicsSample& sample);
   const EconomicsConfig& config() const { return config_; }
 
@@ -60,8 +61,9 @@ class LiveEconomics {
 };
 
 // Sets the gauges PREFIX{output_tokens_per_second, utilization_ratio,
-// capacity_output_tokens_per_second, cost_per_hour, cost_per_million_output_tokens,
-// break_even_utilization_ratio{api_output_price}} (those that have a value).
+// capacity_output_tokens_per_second} and, when priced, PREFIX{cost_per_hour,
+// cost_per_million_output_tokens, break_even_utilization_ratio{api_output_price}}, every one at
+// every call (NaN where a figure is not known yet), so none keeps a stale value.
 void ExportEconomics(net::MetricsRegistry& registry, const std::string& prefix, const EconomicsConfig& config,
                      const EconomicsFigures& figures);
 

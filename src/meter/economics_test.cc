@@ -58,9 +58,11 @@ TEST(EconomicsTest, TheWindowSlidesAndRestartsBeginItAgain) {
   EXPECT_EQ(f.output_tokens_per_s, 0);
   ASSERT_TRUE(f.cost_per_million_output.has_value());
   EXPECT_TRUE(std::isinf(*f.cost_per_million_output));
-  EXPECT_TRUE(f.break_even.empty());  // no capacity known while idle
-  f = e.Observe({112, 60, 0, 2});  // a worker joined the fleet
-  EXPECT_EQ(f.window_s, 0);
+  ASSERT_EQ(f.break_even.size(), 2u);
+  EXPECT_TRUE(std::isnan(f.break_even[0].utilization));  // no capacity known while idle
+  f = e.Observe({121, 1060, 10, 2});  // a worker joined the fleet: its engine counts from now
+  EXPECT_DOUBLE_EQ(f.window_s, 20);
+  EXPECT_DOUBLE_EQ(f.utilization, 10.0 / (20 * 2));
 }
 
 TEST(EconomicsTest, GaugesCarryTheFiguresThatHaveAValue) {
@@ -82,6 +84,15 @@ TEST(EconomicsTest, GaugesCarryTheFiguresThatHaveAValue) {
   const std::string bare = unpriced.Render();
   EXPECT_NE(bare.find("flashserve_fleet_output_tokens_per_second 100\n"), std::string::npos) << bare;
   EXPECT_EQ(bare.find("cost"), std::string::npos) << bare;
+
+  // Idle now: the figures that no longer hold are replaced, not kept.
+  ExportEconomics(r, "flashserve_", e.config(), e.Observe({80, 1000, 5, 1}));
+  const std::string idle = r.Render();
+  EXPECT_NE(idle.find("flashserve_output_tokens_per_second 0\n"), std::string::npos) << idle;
+  EXPECT_NE(idle.find("flashserve_capacity_output_tokens_per_second 0\n"), std::string::npos) << idle;
+  EXPECT_NE(idle.find("flashserve_cost_per_million_output_tokens +Inf\n"), std::string::npos) << idle;
+  EXPECT_NE(idle.find("flashserve_break_even_utilization_ratio{api_output_price=\"20\"} NaN\n"), std::string::npos)
+      << idle;
 }
 
 }  // namespace

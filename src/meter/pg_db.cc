@@ -46,6 +46,10 @@ class PgDb final : public SqlDb {
   SqlDialect dialect() const override { return SqlDialect::kPostgres; }
 
   base::Status Exec(const std::string& sql) override {
+    if (tx_lost_ && sql == "ROLLBACK") {  // the server rolled it back when the connection went
+      tx_lost_ = false;
+      return Connected();
+    }
     Result r;
     return Attempt(r, [&] { return PQexec(conn_, sql.c_str()); });
   }
@@ -72,12 +76,17 @@ class PgDb final : public SqlDb {
  private:
   // Runs `exec` into `r`. A connection found lost while no transaction was open (the server
   // restarted, an idle connection was cut) is re-established and the statement sent once more;
-  // inside a transaction the error stands, and the caller's ROLLBACK reconnects.
+  // inside a transaction the error stands, and every statement but the caller's ROLLBACK (which
+  // reconnects) fails until then, so no part of the transaction runs on its own.
   template <typename Exec>
   base::Status Attempt(Result& r, const Exec& exec) {
+    if (tx_lost_)  // nothing may run outside the transaction it belonged to
+      return base::Error(base::ErrorCode::kUnavailable,
+                         fmt::format("metering store {}: the connection was lost inside a transaction", where_));
     FS_RETURN_IF_ERROR(Connected());
     const bool idle = PQtransactionStatus(conn_) == PQTRANS_IDLE;
     r.res = exec();
+    if (Failed(r.res) && !idle && PQstatus(conn_) != CONNECTION_OK) tx_lost_ = true;
     if (!Failed(r.res) || !idle || PQstatus(conn_) == CONNECTION_OK) return Check(r.res);
     PQclear(r.res);
     r.res = nullptr;
@@ -126,22 +135,33 @@ class PgDb final : public SqlDb {
 
   PGconn* conn_;
   std::string where_;
+  bool tx_lost_ = false;  // the connection went inside a transaction not yet rolled back
 };
 
 }  // namespace
 
 std::string RedactedUrl(const std::string& url) {
-  const size_t scheme = url.find("://");
-  const size_t at = url.find('@');
-  if (scheme == std::string::npos || at == std::string::npos || at < scheme) return url;
-  const size_t colon = url.find(':', scheme + 3);
-  if (colon == std::string::npos || colon > at) return url;
-  return url.substr(0, colon) + ":***" + url.substr(at);
+  std::string out = url;
+  const size_t scheme = out.find("://");
+  const size_t at = out.find('@');
+  if (scheme != std::string::npos && at != std::string::npos && at > scheme) {
+    const size_t colon = out.find(':', scheme + 3);
+    if (colon != std::string::npos && colon < at) out = out.substr(0, colon) + ":***" + out.substr(at);
+  }
+  for (size_t p = out.find("password="); p != std::string::npos; p = out.find("password=", p + 1)) {
+    const size_t start = p + 9;
+    const size_t end = out.find('&', start);
+    out.replace(start, end == std::string::npos ? std::string::npos : end - start, "***");
+  }
+  return out;
 }
 
 base::Result<std::unique_ptr<SqlDb>> OpenPostgres(const std::string& url) {
-  const char* keywords[] = {"connect_timeout", "dbname", nullptr};
-  const char* values[] = {"5", url.c_str(), nullptr};
+  // Defaults the URL may override: a connect timeout, and TCP keepalives plus a user timeout so a
+  // server that vanished without closing the connection fails a call in about 30 s, not never.
+  const char* keywords[] = {"connect_timeout", "keepalives", "keepalives_idle", "keepalives_interval",
+                            "keepalives_count", "tcp_user_timeout", "dbname", nullptr};
+  const char* values[] = {"5", "1", "10", "5", "3", "30000", url.c_str(), nullptr};
   PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   const std::string where = RedactedUrl(url);
   if (conn == nullptr) return base::Error(base::ErrorCode::kResourceExhausted, "metering store: out of memory");

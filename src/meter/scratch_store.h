@@ -61,8 +61,8 @@ class ScratchStore {
   bool CutConnections() {
     auto db = OpenPostgres(base_url_);
     if (!db.ok()) return false;
-    auto cut = (*db)->Query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ?1",
-                            {schema_});
+    auto cut = (*db)->Query(  // waits up to 5 s for each to end
+        "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE application_name = ?1", {schema_});
     return cut.ok() && !cut->empty();
   }
 

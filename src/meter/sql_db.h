@@ -41,10 +41,11 @@ class SqlDb {
 // Opens (creating when absent) a SQLite file in WAL mode with a 5 s busy timeout.
 base::Result<std::unique_ptr<SqlDb>> OpenSqlite(const std::string& path);
 // Connects to a PostgreSQL server by URL (postgresql://user[:password]@host[:port]/db?...), with
-// a 5 s connect timeout unless the URL sets one; a lost connection is re-established on the
-// next call.
+// a 5 s connect timeout and TCP keepalives (a vanished server fails a call in about 30 s) unless
+// the URL sets its own; a lost connection is re-established on the next call outside a
+// transaction (inside one, after its ROLLBACK).
 base::Result<std::unique_ptr<SqlDb>> OpenPostgres(const std::string& url);
-// The URL without its password, for messages.
+// The URL without its password (user info or a password= parameter), for messages.
 std::string RedactedUrl(const std::string& url);
 
 }  // namespace flashserve::meter

@@ -13,12 +13,13 @@
 namespace flashserve::meter {
 namespace {
 
-constexpr int64_t kSchemaVersion = 1;
+// 1: tenants, keys, ledger; 2: the ledger indexed by end time (the router's fleet limits).
+constexpr int64_t kSchemaVersion = 2;
 
 // Integer columns are BIGINT (64-bit in both dialects; SQLite files made with INTEGER read the same).
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS meter_meta(name TEXT PRIMARY KEY, value BIGINT NOT NULL);
-INSERT INTO meter_meta(name, value) VALUES ('schema', 1), ('generation', 0) ON CONFLICT DO NOTHING;
+INSERT INTO meter_meta(name, value) VALUES ('schema', 0), ('generation', 0) ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS tenants(
   name TEXT PRIMARY KEY, cache_namespace TEXT NOT NULL, ttl_class TEXT NOT NULL, prices TEXT NOT NULL,
   limits TEXT NOT NULL, log_text BIGINT NOT NULL, created BIGINT NOT NULL);
@@ -136,18 +137,27 @@ class SqlStore final : public MeterStore {
  public:
   explicit SqlStore(std::unique_ptr<SqlDb> db) : db_(std::move(db)) {}
 
+  // Creates or upgrades the schema when it is older than this build's (so a process without the
+  // right to change it can use a current store); refuses a newer one.
   base::Status Init() {
     std::lock_guard lock(mu_);
-    FS_RETURN_IF_ERROR(Transaction([&]() -> base::Status {
-      // Processes starting together must not race on CREATE TABLE (PostgreSQL's catalog).
-      if (db_->dialect() == SqlDialect::kPostgres) FS_RETURN_IF_ERROR(db_->Query("SELECT pg_advisory_xact_lock(7318)", {}).status());
-      return db_->Exec(kSchema);
-    }));
-    FS_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT value FROM meter_meta WHERE name = 'schema'", {}));
-    if (rows.empty() || rows[0].Int(0) > kSchemaVersion)
+    auto version = StoredVersion();
+    if (!version.ok() || *version < kSchemaVersion) {
+      FS_RETURN_IF_ERROR(Transaction([&]() -> base::Status {
+        // Processes starting together must not race on CREATE TABLE (PostgreSQL's catalog).
+        if (db_->dialect() == SqlDialect::kPostgres)
+          FS_RETURN_IF_ERROR(db_->Query("SELECT pg_advisory_xact_lock(7318)", {}).status());
+        FS_RETURN_IF_ERROR(db_->Exec(kSchema));
+        return db_->Run("UPDATE meter_meta SET value = ?1 WHERE name = 'schema' AND value < ?1", {kSchemaVersion})
+            .status();
+      }));
+      version = StoredVersion();
+      if (!version.ok()) return version.error();
+    }
+    if (*version > kSchemaVersion)
       return base::Error(base::ErrorCode::kFailedPrecondition,
-                         "metering store: schema written by a newer flashserve (version " +
-                             (rows.empty() ? std::string("none") : rows[0].Text(0)) + ")");
+                         "metering store: schema written by a newer flashserve (version " + std::to_string(*version) +
+                             ", this one knows " + std::to_string(kSchemaVersion) + ")");
     return base::Status::Ok();
   }
 
@@ -293,6 +303,13 @@ class SqlStore final : public MeterStore {
   }
 
  private:
+  // The schema version in the store; an error when it has no schema yet.
+  base::Result<int64_t> StoredVersion() {
+    FS_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT value FROM meter_meta WHERE name = 'schema'", {}));
+    if (rows.empty()) return base::Error(base::ErrorCode::kNotFound, "metering store: no schema version");
+    return rows[0].Int(0);
+  }
+
   static std::string UpsertUsageSql() {
     std::string placeholders;
     for (int i = 1; i <= kUsageColumnCount; ++i) placeholders += (i > 1 ? ",?" : "?") + std::to_string(i);

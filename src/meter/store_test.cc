@@ -13,6 +13,7 @@
 
 #include "meter/api_keys.h"
 #include "meter/scratch_store.h"
+#include "meter/sql_db.h"
 
 namespace flashserve::meter {
 namespace {
@@ -171,6 +172,28 @@ TEST_P(StoreTest, UsageUpsertKeepsFinalRecordsAndSumsByUtcDayAndHour) {
   EXPECT_EQ((*total)[0].currency, "USD");
 }
 
+TEST_P(StoreTest, OlderSchemasAreUpgradedAndNewerOnesRefused) {
+  auto db = GetParam() == StoreBackend::kSqlite ? OpenSqlite(path_) : OpenPostgres(path_);
+  ASSERT_TRUE(db.ok()) << db.error().ToString();
+  ASSERT_TRUE((*db)->Exec("DROP INDEX ledger_by_end; UPDATE meter_meta SET value = 1 WHERE name = 'schema'").ok());
+  auto reopened = OpenMeterStore(path_);
+  ASSERT_TRUE(reopened.ok()) << reopened.error().ToString();
+  auto version = (*db)->Query("SELECT value FROM meter_meta WHERE name = 'schema'", {});
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ((*version)[0].Int(0), 2);
+  auto index = (*db)->Query(GetParam() == StoreBackend::kSqlite
+                                ? "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'ledger_by_end'"
+                                : "SELECT indexname FROM pg_indexes WHERE indexname = 'ledger_by_end' AND schemaname = current_schema()",
+                            {});
+  ASSERT_TRUE(index.ok());
+  EXPECT_EQ(index->size(), 1u);  // the upgrade made it
+  ASSERT_TRUE((*db)->Exec("UPDATE meter_meta SET value = 99 WHERE name = 'schema'").ok());
+  auto newer = OpenMeterStore(path_);
+  ASSERT_FALSE(newer.ok());
+  EXPECT_EQ(newer.error().code(), base::ErrorCode::kFailedPrecondition);
+  EXPECT_NE(newer.error().message().find("newer flashserve (version 99"), std::string::npos);
+}
+
 TEST(StoreLocationTest, UnusableLocationsAreClearErrors) {
   ScratchStore scratch;
   ASSERT_EQ(scratch.Prepare(StoreBackend::kSqlite), "");
@@ -197,6 +220,8 @@ TEST(StoreLocationTest, AnUnreachableServerIsUnavailableAndItsPasswordIsNotShown
   EXPECT_EQ(pg.error().message().find("s3cret"), std::string::npos) << pg.error().message();
   EXPECT_EQ(RedactedUrl("postgres://host/db"), "postgres://host/db");
   EXPECT_EQ(RedactedUrl("postgresql://u@host:5432/db"), "postgresql://u@host:5432/db");
+  EXPECT_EQ(RedactedUrl("postgresql://u@host/db?sslmode=require&password=pw&x=1"),
+            "postgresql://u@host/db?sslmode=require&password=***&x=1");
 }
 
 TEST(StoreLocationTest, APostgresStoreReconnectsAfterTheServerCutsIt) {
@@ -215,6 +240,21 @@ TEST(StoreLocationTest, APostgresStoreReconnectsAfterTheServerCutsIt) {
   beta.name = "beta";
   EXPECT_TRUE((*store)->AddTenant(beta).ok());
   EXPECT_EQ((*store)->ListTenants()->size(), 2u);
+
+  // Cut inside a transaction: the statement fails, the rest of the transaction cannot run on
+  // its own, and after ROLLBACK the connection serves again.
+  auto db = OpenPostgres(scratch.location());
+  ASSERT_TRUE(db.ok());
+  ASSERT_TRUE((*db)->Exec("BEGIN").ok());
+  ASSERT_TRUE((*db)->Run("UPDATE meter_meta SET value = value + 100 WHERE name = 'generation'", {}).ok());
+  ASSERT_TRUE(scratch.CutConnections());
+  EXPECT_EQ((*db)->Run("UPDATE meter_meta SET value = value + 100 WHERE name = 'generation'", {}).error().code(),
+            base::ErrorCode::kUnavailable);
+  EXPECT_FALSE((*db)->Exec("COMMIT").ok());
+  EXPECT_TRUE((*db)->Exec("ROLLBACK").ok());
+  auto rows = (*db)->Query("SELECT value FROM meter_meta WHERE name = 'generation'", {});
+  ASSERT_TRUE(rows.ok()) << rows.error().ToString();
+  EXPECT_EQ((*rows)[0].Int(0), 2);  // neither update landed
 }
 
 TEST(StoreLocationTest, ConcurrentOpensOfOneNewPostgresStoreAllSucceed) {

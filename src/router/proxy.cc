@@ -92,7 +92,8 @@ void PostResponse(const std::shared_ptr<net::Exchange>& exchange, net::HttpRespo
 
 }  // namespace
 
-void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind, Wire wire) {
+void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind, Wire wire,
+                                    bool generation) {
   const net::HttpRequest& req = exchange->request();
   const std::optional<meter::ApiKey> found = keys->enabled() ? keys->Find(req) : std::nullopt;  // the route table checked it
   const meter::ApiKey* key = found ? &*found : nullptr;
@@ -122,7 +123,7 @@ void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, Pro
       call->hashable = true;
     }
   }
-  if (!AdmitTenant(*call, key)) return;
+  if (generation && !AdmitTenant(*call, key)) return;
   exchange->SetCloseHandler([call] { call->gone = true; });
   // The tenant's concurrency place is held until the proxying (the whole stream) has ended.
   asio::co_spawn(ioc, Proxy(call), [call](const std::exception_ptr&) { call->limit_slot.reset(); });

@@ -19,6 +19,7 @@
 #include "net/route_table.h"
 #include "protocol/headers.h"
 #include "router/prompt_hasher.h"
+#include "meter/admin_http.h"
 #include "router/router_server.h"
 
 namespace flashserve::router {
@@ -55,7 +56,9 @@ struct RouterServer::Impl {
   void AddRoutes();  // the route table, at construction
   // HTTP I/O strand. `dialect`: the route's wire format (errors, stream events).
   enum class Wire { kOpenAI, kResponses, kAnthropic };
-  void StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind, Wire wire = Wire::kOpenAI);
+  // `generation`: the route generates tokens, so the tenant's limits apply.
+  void StartProxy(std::shared_ptr<net::Exchange> exchange, PromptKind kind, Wire wire = Wire::kOpenAI,
+                  bool generation = true);
   // The tenant's limits for the whole fleet (HTTP I/O strand): false when refused (answered).
   bool AdmitTenant(ProxyCall& call, const meter::ApiKey* key);
   void AnswerHealth(const std::shared_ptr<net::Exchange>& exchange);  // posts to the routing thread
@@ -103,6 +106,16 @@ struct RouterServer::Impl {
   const std::shared_ptr<meter::ApiKeyRing> keys;  // live when the metering store keeps it
   net::MetricsRegistry metrics;
   meter::LiveEconomics economics;  // the fleet's, observed at each /metrics read
+  // The fleet's counters for it, kept increasing across worker restarts (routing thread).
+  struct FleetCounters {
+    struct Seen {
+      bool known = false;
+      double generated = 0, busy = 0;
+    };
+    std::vector<Seen> last;  // per worker id, at the last /metrics read
+    double generated = 0, busy = 0;
+    meter::EconomicsSample Add(const WorkerPool& pool);  // folds in the healthy workers' counters
+  } fleet_counters;
   boost::asio::io_context ioc{1};
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;
   std::thread thread;
@@ -111,6 +124,7 @@ struct RouterServer::Impl {
   Chooser chooser;    // routing thread
   Chooser decode_chooser;  // routing thread: least-load over decode workers
   WorkerPool pool;    // routing thread
+  std::unique_ptr<meter::AdminRoutes> admin;  // /admin/...: its own keys and query thread
   net::RouteTable routes;  // read-only once constructed
   std::unique_ptr<net::HttpServer> http;
   bool started = false;

@@ -43,6 +43,7 @@ RouterServer::Impl::Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok)
         return d;
       }()),
       pool(ioc, c.pool, &index, &loads, &metrics),
+      admin(std::make_unique<meter::AdminRoutes>(c.admin_keys, c.meter_store)),
       routes([this](const std::string& route, int status, double seconds) {
         net::RecordExchange(metrics, "flashserve_router_", route, status, seconds);
       }) {
@@ -73,19 +74,20 @@ void RouterServer::Impl::AddRoutes() {
     routes.Add("GET", p + "/models", "/v1/models", [this](const Exchange& e) { AnswerModels(e); }, /*needs_key=*/true);
   }
   // The dialects the router does not tokenize: routed by session affinity and load.
-  auto opaque = [this](Impl::Wire wire) {
-    return [this, wire](const Exchange& e) { StartProxy(e, PromptKind::kOpaque, wire); };
+  // `generation` false: no tokens generated, so no tenant limit counts it (as on the workers).
+  auto opaque = [this](Impl::Wire wire, bool generation = true) {
+    return [this, wire, generation](const Exchange& e) { StartProxy(e, PromptKind::kOpaque, wire, generation); };
   };
   for (const char* prefix : {"/v1", "/anthropic/v1", "/anthropic"}) {
     const std::string p = prefix;
     routes.Add("POST", p + "/messages", "/v1/messages", opaque(Impl::Wire::kAnthropic), true, net::ErrorDialect::kAnthropic);
-    routes.Add("POST", p + "/messages/count_tokens", "/v1/messages/count_tokens", opaque(Impl::Wire::kAnthropic), true,
-               net::ErrorDialect::kAnthropic);
+    routes.Add("POST", p + "/messages/count_tokens", "/v1/messages/count_tokens",
+               opaque(Impl::Wire::kAnthropic, /*generation=*/false), true, net::ErrorDialect::kAnthropic);
   }
   routes.Add("POST", "/v1/responses", "/v1/responses", opaque(Impl::Wire::kResponses), true);
   routes.Add("POST", "/responses", "/v1/responses", opaque(Impl::Wire::kResponses), true);
-  routes.Add("POST", "/tokenize", "/tokenize", opaque(Impl::Wire::kOpenAI), true);
-  routes.Add("POST", "/detokenize", "/detokenize", opaque(Impl::Wire::kOpenAI), true);
+  routes.Add("POST", "/tokenize", "/tokenize", opaque(Impl::Wire::kOpenAI, false), true);
+  routes.Add("POST", "/detokenize", "/detokenize", opaque(Impl::Wire::kOpenAI, false), true);
   routes.Add("POST", "/beta/chat/completions", "/v1/chat/completions",
              [this](const Exchange& e) { StartProxy(e, PromptKind::kChat); }, true);
   routes.Add("POST", "/beta/completions", "/v1/completions",
@@ -93,6 +95,7 @@ void RouterServer::Impl::AddRoutes() {
   routes.Add("GET", "/health", "/health", [this](const Exchange& e) { AnswerHealth(e); });
   routes.Add("GET", "/v1/router/workers", "/v1/router/workers", [this](const Exchange& e) { AnswerWorkers(e); });
   routes.Add("GET", "/metrics", "/metrics", [this](const Exchange& e) { AnswerMetrics(e); });
+  routes.Add("GET", "/admin/usage", "/admin/usage", [this](const Exchange& e) { admin->Usage(e); });  // admin key
   routes.SetAuthorizer([this](const net::HttpRequest& r) { return keys->Allows(r); });
 }
 
@@ -106,20 +109,38 @@ void RouterServer::Impl::AnswerHealth(const std::shared_ptr<net::Exchange>& exch
 
 void RouterServer::Impl::AnswerMetrics(const std::shared_ptr<net::Exchange>& exchange) {
   asio::post(ioc, [this, exchange] {
-    meter::EconomicsSample fleet{base::MonotonicSeconds(), 0, 0, 0};
-    for (int w = 0; w < pool.size(); ++w) {
-      const WorkerStatus& s = pool.status(w);
-      if (!s.healthy) continue;
-      fleet.output_tokens_total += static_cast<double>(s.generated_tokens_total);
-      fleet.busy_seconds_total += s.engine_busy_seconds_total;
-      ++fleet.engines;
-    }
-    if (fleet.engines > 0) meter::ExportEconomics(metrics, "flashserve_fleet_", config.economics, economics.Observe(fleet));
+    meter::EconomicsSample sample = fleet_counters.Add(pool);
+    sample.now_s = base::MonotonicSeconds();
+    meter::ExportEconomics(metrics, "flashserve_fleet_", config.economics, economics.Observe(sample));
     net::HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
     r.body = metrics.Render();
     exchange->Post([exchange, r = std::move(r)]() mutable { exchange->Respond(std::move(r)); });
   });
+}
+
+meter::EconomicsSample RouterServer::Impl::FleetCounters::Add(const WorkerPool& pool) {
+  last.resize(static_cast<size_t>(pool.size()));
+  meter::EconomicsSample sample;
+  sample.engines = 0;
+  for (int w = 0; w < pool.size(); ++w) {
+    const WorkerStatus& s = pool.status(w);
+    if (!s.healthy) continue;
+    ++sample.engines;
+    Seen& seen = last[static_cast<size_t>(w)];
+    const auto tokens = static_cast<double>(s.generated_tokens_total);
+    // A worker's counters fall when it restarts: then all it reports is new. A worker seen for
+    // the first time brings only a baseline (not its whole past).
+    if (seen.known) {
+      generated += tokens >= seen.generated ? tokens - seen.generated : tokens;
+      busy += s.engine_busy_seconds_total >= seen.busy ? s.engine_busy_seconds_total - seen.busy
+                                                       : s.engine_busy_seconds_total;
+    }
+    seen = {true, tokens, s.engine_busy_seconds_total};
+  }
+  sample.output_tokens_total = generated;
+  sample.busy_seconds_total = busy;
+  return sample;
 }
 
 void RouterServer::Impl::AnswerModels(const std::shared_ptr<net::Exchange>& exchange) {

@@ -38,6 +38,10 @@ struct RouterConfig {
   // outlive the server); null = the workers enforce them alone, each for itself.
   meter::TenantLimiter* limiter = nullptr;
   const meter::KeyDirectory* tenants = nullptr;
+  // The /admin routes: their keys (empty: 403) and the store they read (null: 404; outlives
+  // the server).
+  std::vector<meter::ApiKey> admin_keys;
+  meter::MeterStore* meter_store = nullptr;
   // The whole fleet's hourly cost, capacity and API prices for the economics in /metrics
   // (flashserve_fleet_*; output and busy time summed over the workers' load reports).
   meter::EconomicsConfig economics;

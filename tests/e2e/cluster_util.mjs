@@ -31,6 +31,10 @@ export function meterStore(args, work, name) {
   }
   const database = `${name}_${process.pid}`;
   const made = spawnSync('psql', [base, '-qc', `CREATE DATABASE ${database}`], { encoding: 'utf8' });
+  if (made.error?.code === 'ENOENT') {
+    console.log('SKIP: psql is not installed (Debian\'s postgresql-client; scripts/setup.sh installs it)');
+    process.exit(77);
+  }
   if (made.status !== 0) throw new Error(`psql: CREATE DATABASE ${database} failed: ${made.stderr || made.error}`);
   const url = new URL(base);
   url.pathname = `/${database}`;

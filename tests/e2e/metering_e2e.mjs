@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
 import { meterStore, parseArgs, runE2e, sleep, start } from './cluster_util.mjs';
+import { post, priceMicros, randomRequest, seeded, topic } from './usage_util.mjs';
 
 const args = parseArgs();
 const work = mkdtempSync(join(tmpdir(), 'flashserve-metering-e2e-'));
@@ -32,55 +33,8 @@ function cli(...cmd) {
   return r.stdout;
 }
 
-// Deterministic pseudo-random numbers.
-let seed = 12345;
-const rand = (n) => { seed = (seed * 1103515245 + 12345) % 2147483648; return seed % n; };
-const topic = (i) => `Ledger topic ${i}: ` + Array.from({ length: 40 + 10 * i }, (_, k) => `t${i}w${k % 31}`).join(' ');
-
-async function post(server, key, path, body, headers = {}) {
-  return fetch(`${server.base}${path}`, { method: 'POST', body: JSON.stringify(body),
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, ...headers } });
-}
-
-// One request in a random dialect; returns { input, cached, output } from the client's usage.
-async function randomRequest(server, key) {
-  const text = topic(rand(4));
-  const max = 1 + rand(6);
-  switch (rand(5)) {
-    case 0: {  // Chat, not streamed
-      const r = await (await post(server, key, '/v1/chat/completions', { model: 'tiny', max_tokens: max,
-        messages: [{ role: 'user', content: text }], thinking: { type: 'disabled' } })).json();
-      return { input: r.usage.prompt_tokens, cached: r.usage.prompt_tokens_details.cached_tokens, output: r.usage.completion_tokens };
-    }
-    case 1: {  // Chat, streamed with usage
-      const res = await post(server, key, '/v1/chat/completions', { model: 'tiny', max_tokens: max, stream: true,
-        stream_options: { include_usage: true }, messages: [{ role: 'user', content: text }] });
-      const usage = (await res.text()).split('\n').filter((l) => l.startsWith('data: {'))
-        .map((l) => JSON.parse(l.slice(6))).find((c) => c.usage)?.usage;
-      return { input: usage.prompt_tokens, cached: usage.prompt_tokens_details.cached_tokens, output: usage.completion_tokens };
-    }
-    case 2: {  // Completions
-      const r = await (await post(server, key, '/v1/completions', { model: 'tiny', max_tokens: max, prompt: text })).json();
-      return { input: r.usage.prompt_tokens, cached: r.usage.prompt_tokens_details.cached_tokens, output: r.usage.completion_tokens };
-    }
-    case 3: {  // Anthropic Messages: input_tokens are the uncached ones
-      const r = await (await post(server, key, '/v1/messages', { model: 'tiny', max_tokens: max,
-        messages: [{ role: 'user', content: text }] }, { 'anthropic-version': '2023-06-01' })).json();
-      return { input: r.usage.input_tokens + r.usage.cache_read_input_tokens, cached: r.usage.cache_read_input_tokens,
-        output: r.usage.output_tokens };
-    }
-    default: {  // Responses
-      const r = await (await post(server, key, '/v1/responses', { model: 'tiny', max_output_tokens: 16 + max,
-        input: text })).json();
-      return { input: r.usage.input_tokens, cached: r.usage.input_tokens_details.cached_tokens, output: r.usage.output_tokens };
-    }
-  }
-}
-
-const price = (u) => {
-  const total = BigInt(u.input - u.cached) * RATES.input + BigInt(u.cached) * RATES.cached + BigInt(u.output) * RATES.output;
-  return (total + 500000n) / 1000000n;
-};
+const rand = seeded(12345);
+const price = (u) => priceMicros(u, RATES);
 
 async function adminUsage(server, query, key = ADMIN) {
   return fetch(`${server.base}/admin/usage?${query}`, { headers: { authorization: `Bearer ${key}` } });
@@ -102,7 +56,7 @@ await runE2e(work, async (ctx) => {
   // 1. Reconciliation.
   const want = { requests: 0, input: 0, cached: 0, output: 0, cost: 0n };
   for (let i = 0; i < 60; ++i) {
-    const u = await randomRequest(w, acme);
+    const u = await randomRequest(w, acme, rand);
     want.requests += 1; want.input += u.input; want.cached += u.cached; want.output += u.output; want.cost += price(u);
   }
   assert.ok(want.cached > 0, 'some requests were cache hits');

@@ -97,14 +97,24 @@ async function fleetLimits(router, servers) {
   cli('tenant', 'add', 'delta', '--concurrency', '2');
   const d = createKey('delta');
   await keyEverywhere(d.key, servers);
-  const held = [0, 1].map((i) => viaRouter(router, d.key, { session: `d${i}`, maxTokens: 120, stream: true, ignoreEos: true }));
-  await sleep(150);
+  // Two long streams, each held open (not read past its first event) while three more arrive.
+  const held = await Promise.all([0, 1].map(async (i) => {
+    const res = await fetch(`${router.base}/v1/chat/completions`, { method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${d.key}`, 'x-session-id': `d${i}` },
+      body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: `fleet d${i}` }], max_tokens: 400,
+        stream: true, ignore_eos: true }) });
+    const reader = res.body.getReader();
+    await reader.read();  // admitted and streaming
+    return { status: res.status, worker: res.headers.get('x-flashserve-worker'), reader };
+  }));
+  assert.deepEqual(held.map((h) => h.status), [200, 200]);
+  assert.equal(new Set(held.map((h) => h.worker)).size, 2, 'the two streams run on different workers');
   const more = await Promise.all([2, 3, 4].map((i) => viaRouter(router, d.key, { session: `d${i}` })));
   for (const r of more) {
     assert.equal(r.status, 429, 'a third concurrent request is refused even with a worker free');
     assert.match(r.text, /concurrent requests/);
   }
-  assert.deepEqual((await Promise.all(held)).map((r) => r.status), [200, 200]);
+  for (const h of held) while (!(await h.reader.read()).done);  // the streams end; their places free
   assert.equal((await viaRouter(router, d.key, { session: 'd5' })).status, 200, 'a place is free again');
 
   // Output tokens per minute: the sum over both workers' ledger records.

@@ -15,11 +15,11 @@ bindir() {
     dirname "$(command -v pg_ctl)"
     return
   fi
-  ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1
+  ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true
 }
 
-as_owner() {  # runs a server binary as the data directory's owner
-  if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
+as_owner() {  # runs a server binary as the data directory's owner (from /: ours may be closed to it)
+  if [ "$(id -u)" -eq 0 ]; then (cd / && runuser -u postgres -- "$@"); else "$@"; fi
 }
 
 stop() {
