@@ -100,8 +100,9 @@ void ApiMetrics::SetServiceStats(const serve::ServiceStats& s) {
                       {{"position", std::to_string(k + 1)}})
         .Set(static_cast<double>(s.speculative_accepted_at[k]));
   SetKvTierStats(s);
-  const meter::EconomicsSample sample{base::MonotonicSeconds(), static_cast<double>(s.generated_tokens_total),
-                                      s.engine_busy_seconds_total, 1};
+  const double now = base::MonotonicSeconds();
+  const meter::EconomicsSample sample{now, static_cast<double>(s.generated_tokens_total), s.engine_busy_seconds_total,
+                                      now - started_s_};
   meter::ExportEconomics(registry_, "flashserve_", economics_->config(), economics_->Observe(sample));
 }
 

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "base/clock.h"
 #include "meter/economics.h"
 #include "net/prometheus.h"
 #include "grammar/grammar_cache.h"
@@ -41,6 +42,7 @@ class ApiMetrics {
   net::MetricsRegistry registry_;
   std::atomic<double> recent_ttft_{0};
   std::unique_ptr<meter::LiveEconomics> economics_ = std::make_unique<meter::LiveEconomics>(meter::EconomicsConfig{});
+  const double started_s_ = base::MonotonicSeconds();  // the engine's seconds count from here
 };
 
 }  // namespace flashserve::api

@@ -13,16 +13,18 @@ constexpr size_t kMaxQueued = 64;
 
 AdminRoutes::AdminRoutes(const std::vector<ApiKey>& admin_keys, MeterStore* store) : store_(store) {
   admin_keys_.Replace(admin_keys);
-  thread_ = std::thread([this] { Loop(); });
+  if (admin_keys_.enabled() && store_ != nullptr) thread_ = std::thread([this] { Loop(); });  // else 403/404 inline
 }
 
 AdminRoutes::~AdminRoutes() {
+  std::deque<std::function<void()>> dropped;  // their servers have stopped: nobody is listening
   {
     std::lock_guard lock(mu_);
     stop_ = true;
+    dropped.swap(tasks_);
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 bool AdminRoutes::Allowed(const std::shared_ptr<net::Exchange>& exchange) const {
@@ -80,7 +82,7 @@ void AdminRoutes::Loop() {
   std::unique_lock lock(mu_);
   for (;;) {
     wake_.wait(lock, [this] { return stop_ || !tasks_.empty(); });
-    if (tasks_.empty()) return;  // stopping, nothing left
+    if (stop_) return;
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
     lock.unlock();

@@ -1,8 +1,9 @@
 // The operator's routes over the metering store, for a worker's and the router's HTTP fronts:
 // GET /admin/usage (the ledger summed over a time range, grouped). They need an admin key, a
 // ring of its own that tenant keys never enter: 403 when none is configured, 401 otherwise.
-// Store queries run on a thread of their own, so a slow store never holds an HTTP I/O thread;
-// the answer is posted back to the exchange's strand. Handle: any thread.
+// Store queries run on a thread of their own (started when keys and a store are configured),
+// so a slow store never holds an HTTP I/O thread; the answer is posted back to the exchange's
+// strand. Destroy after the HTTP server has stopped. Handle: any thread.
 #pragma once
 
 #include <condition_variable>
@@ -23,7 +24,9 @@ class AdminRoutes {
   // `admin_keys` empty: the routes answer 403. `store` null: 404 (no metering store); it must
   // outlive this object.
   AdminRoutes(const std::vector<ApiKey>& admin_keys, MeterStore* store);
-  ~AdminRoutes();  // answers what is queued, then joins
+  // Drops what is queued (the HTTP server has stopped: no answer could be sent), waits for the
+  // query under way, joins.
+  ~AdminRoutes();
   AdminRoutes(const AdminRoutes&) = delete;
   AdminRoutes& operator=(const AdminRoutes&) = delete;
 

@@ -16,7 +16,8 @@ EconomicsFigures LiveEconomics::Observe(const EconomicsSample& sample) {
   if (!samples_.empty()) {
     const EconomicsSample& last = samples_.back();
     const bool reset = sample.output_tokens_total < last.output_tokens_total ||
-                       sample.busy_seconds_total < last.busy_seconds_total;
+                       sample.busy_seconds_total < last.busy_seconds_total ||
+                       sample.engine_seconds_total < last.engine_seconds_total;
     if (reset) samples_.clear();
   }
   samples_.push_back(sample);
@@ -28,8 +29,9 @@ EconomicsFigures LiveEconomics::Observe(const EconomicsSample& sample) {
   f.window_s = sample.now_s - first.now_s;
   if (f.window_s > 0) {
     f.output_tokens_per_s = (sample.output_tokens_total - first.output_tokens_total) / f.window_s;
-    const double engine_seconds = f.window_s * std::max(1, sample.engines);
-    f.utilization = std::clamp((sample.busy_seconds_total - first.busy_seconds_total) / engine_seconds, 0.0, 1.0);
+    const double engine_seconds = sample.engine_seconds_total - first.engine_seconds_total;
+    if (engine_seconds > 0)
+      f.utilization = std::clamp((sample.busy_seconds_total - first.busy_seconds_total) / engine_seconds, 0.0, 1.0);
   }
   f.capacity_tokens_per_s = config_.capacity_tokens_per_s > 0 ? config_.capacity_tokens_per_s
                             : f.utilization > 0             ? f.output_tokens_per_s / f.utilization

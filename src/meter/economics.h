@@ -22,19 +22,20 @@ struct EconomicsConfig {
   std::vector<double> api_output_prices;  // per million output tokens, to break even against
 };
 
-// Counters at one moment (never decreasing but on a restart); `engines` is how many engines the
-// busy seconds add up over now.
+// Counters at one moment (never decreasing but on a restart). `engine_seconds_total` is the
+// time the engines the busy seconds add up over have been there (a worker: its uptime; a fleet:
+// the sum over its healthy workers).
 struct EconomicsSample {
   double now_s = 0;  // monotonic
   double output_tokens_total = 0;
   double busy_seconds_total = 0;
-  int engines = 1;
+  double engine_seconds_total = 0;
 };
 
 struct EconomicsFigures {
   double window_s = 0;             // the span measured (0: not yet two samples)
   double output_tokens_per_s = 0;
-  double utilization = 0;          // busy fraction of the engines' time (0..1)
+  double utilization = 0;          // busy seconds / engine seconds (0..1)
   // Configured, else output_tokens_per_s / utilization (the current mix at full load; 0 while idle).
   double capacity_tokens_per_s = 0;
   std::optional<double> cost_per_million_output;  // priced and measured (infinite while nothing is produced)

@@ -20,10 +20,10 @@ EconomicsConfig Priced(double capacity = 0) {
 
 TEST(EconomicsTest, RatesCostAndBreakEvenFromTwoSamples) {
   LiveEconomics e(Priced());
-  EconomicsFigures f = e.Observe({100, 0, 0, 1});
+  EconomicsFigures f = e.Observe({100, 0, 0, 100});
   EXPECT_EQ(f.window_s, 0);
   EXPECT_FALSE(f.cost_per_million_output.has_value());  // nothing measured yet
-  f = e.Observe({110, 1000, 5, 1});
+  f = e.Observe({110, 1000, 5, 110});
   EXPECT_DOUBLE_EQ(f.window_s, 10);
   EXPECT_DOUBLE_EQ(f.output_tokens_per_s, 100);
   EXPECT_DOUBLE_EQ(f.utilization, 0.5);
@@ -37,8 +37,8 @@ TEST(EconomicsTest, RatesCostAndBreakEvenFromTwoSamples) {
 
 TEST(EconomicsTest, AConfiguredCapacityAndTwoEnginesOfAFleet) {
   LiveEconomics e(Priced(4000));
-  e.Observe({0, 0, 0, 2});
-  EconomicsFigures f = e.Observe({10, 20'000, 10, 2});
+  e.Observe({0, 0, 0, 0});
+  EconomicsFigures f = e.Observe({10, 20'000, 10, 20});  // two engines for 10 s
   EXPECT_DOUBLE_EQ(f.utilization, 0.5);  // 10 busy seconds of 2 x 10
   EXPECT_DOUBLE_EQ(f.capacity_tokens_per_s, 4000);
   EXPECT_DOUBLE_EQ(f.break_even[1].utilization, 3.6e6 / (3600 * 4000 * 20.0));
@@ -46,30 +46,30 @@ TEST(EconomicsTest, AConfiguredCapacityAndTwoEnginesOfAFleet) {
 
 TEST(EconomicsTest, TheWindowSlidesAndRestartsBeginItAgain) {
   LiveEconomics e(Priced(), 60);
-  e.Observe({0, 0, 0, 1});
-  e.Observe({30, 3000, 0, 1});
-  e.Observe({70, 7000, 0, 1});
-  EconomicsFigures f = e.Observe({100, 13'000, 0, 1});
+  e.Observe({0, 0, 0, 0});
+  e.Observe({30, 3000, 0, 30});
+  e.Observe({70, 7000, 0, 70});
+  EconomicsFigures f = e.Observe({100, 13'000, 0, 100});
   EXPECT_DOUBLE_EQ(f.window_s, 70);  // from the sample at 30, the last at or before 40
   EXPECT_DOUBLE_EQ(f.output_tokens_per_s, 10'000.0 / 70);
   f = e.Observe({101, 50, 0, 1});  // the worker restarted: its counters went down
   EXPECT_EQ(f.window_s, 0);
-  f = e.Observe({111, 50, 0, 1});  // idle since
+  f = e.Observe({111, 50, 0, 11});  // idle since
   EXPECT_EQ(f.output_tokens_per_s, 0);
   ASSERT_TRUE(f.cost_per_million_output.has_value());
   EXPECT_TRUE(std::isinf(*f.cost_per_million_output));
   ASSERT_EQ(f.break_even.size(), 2u);
   EXPECT_TRUE(std::isnan(f.break_even[0].utilization));  // no capacity known while idle
-  f = e.Observe({121, 1060, 10, 2});  // a worker joined the fleet: its engine counts from now
+  f = e.Observe({121, 1060, 10, 31});  // a second engine joined at 111: 10 + 2 x 10 engine seconds
   EXPECT_DOUBLE_EQ(f.window_s, 20);
-  EXPECT_DOUBLE_EQ(f.utilization, 10.0 / (20 * 2));
+  EXPECT_DOUBLE_EQ(f.utilization, 10.0 / 30);
 }
 
 TEST(EconomicsTest, GaugesCarryTheFiguresThatHaveAValue) {
   net::MetricsRegistry r;
   LiveEconomics e(Priced());
-  e.Observe({0, 0, 0, 1});
-  ExportEconomics(r, "flashserve_", e.config(), e.Observe({10, 1000, 5, 1}));
+  e.Observe({0, 0, 0, 0});
+  ExportEconomics(r, "flashserve_", e.config(), e.Observe({10, 1000, 5, 10}));
   const std::string text = r.Render();
   EXPECT_NE(text.find("flashserve_output_tokens_per_second 100\n"), std::string::npos) << text;
   EXPECT_NE(text.find("flashserve_utilization_ratio 0.5\n"), std::string::npos) << text;
@@ -79,14 +79,14 @@ TEST(EconomicsTest, GaugesCarryTheFiguresThatHaveAValue) {
       << text;
   net::MetricsRegistry unpriced;
   LiveEconomics plain(EconomicsConfig{});
-  plain.Observe({0, 0, 0, 1});
-  ExportEconomics(unpriced, "flashserve_fleet_", plain.config(), plain.Observe({10, 1000, 5, 1}));
+  plain.Observe({0, 0, 0, 0});
+  ExportEconomics(unpriced, "flashserve_fleet_", plain.config(), plain.Observe({10, 1000, 5, 10}));
   const std::string bare = unpriced.Render();
   EXPECT_NE(bare.find("flashserve_fleet_output_tokens_per_second 100\n"), std::string::npos) << bare;
   EXPECT_EQ(bare.find("cost"), std::string::npos) << bare;
 
   // Idle now: the figures that no longer hold are replaced, not kept.
-  ExportEconomics(r, "flashserve_", e.config(), e.Observe({80, 1000, 5, 1}));
+  ExportEconomics(r, "flashserve_", e.config(), e.Observe({80, 1000, 5, 80}));
   const std::string idle = r.Render();
   EXPECT_NE(idle.find("flashserve_output_tokens_per_second 0\n"), std::string::npos) << idle;
   EXPECT_NE(idle.find("flashserve_capacity_output_tokens_per_second 0\n"), std::string::npos) << idle;

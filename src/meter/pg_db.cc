@@ -46,10 +46,7 @@ class PgDb final : public SqlDb {
   SqlDialect dialect() const override { return SqlDialect::kPostgres; }
 
   base::Status Exec(const std::string& sql) override {
-    if (tx_lost_ && sql == "ROLLBACK") {  // the server rolled it back when the connection went
-      tx_lost_ = false;
-      return Connected();
-    }
+    if (sql == "ROLLBACK") return Rollback();
     Result r;
     return Attempt(r, [&] { return PQexec(conn_, sql.c_str()); });
   }
@@ -110,6 +107,16 @@ class PgDb final : public SqlDb {
     const std::string statement = Placeholders(sql);
     return PQexecParams(conn_, statement.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr,
                         nullptr, 0);
+  }
+
+  // Ends the transaction. A connection lost before or during it took its transaction with it:
+  // that is a rollback too, and the next call reconnects.
+  base::Status Rollback() {
+    tx_lost_ = false;
+    if (PQstatus(conn_) != CONNECTION_OK) return Connected();
+    Result r{PQexec(conn_, "ROLLBACK")};
+    if (PQstatus(conn_) != CONNECTION_OK) return Connected();
+    return Check(r.res);
   }
 
   // Re-establishes a lost connection; kUnavailable while the server cannot be reached.

@@ -13,13 +13,16 @@
 namespace flashserve::meter {
 namespace {
 
-// 1: tenants, keys, ledger; 2: the ledger indexed by end time (the router's fleet limits).
-constexpr int64_t kSchemaVersion = 2;
+// What a build needs of a store: `schema` is the oldest build that can use it (a build refuses a
+// store of a higher one), `ddl` the tables and indexes made so far (raised without breaking
+// older builds: 2 = the ledger indexed by end time, for the router's fleet limits).
+constexpr int64_t kSchemaVersion = 1;
+constexpr int64_t kDdlLevel = 2;
 
 // Integer columns are BIGINT (64-bit in both dialects; SQLite files made with INTEGER read the same).
 constexpr char kSchema[] = R"sql(
 CREATE TABLE IF NOT EXISTS meter_meta(name TEXT PRIMARY KEY, value BIGINT NOT NULL);
-INSERT INTO meter_meta(name, value) VALUES ('schema', 0), ('generation', 0) ON CONFLICT DO NOTHING;
+INSERT INTO meter_meta(name, value) VALUES ('schema', 1), ('ddl', 0), ('generation', 0) ON CONFLICT DO NOTHING;
 CREATE TABLE IF NOT EXISTS tenants(
   name TEXT PRIMARY KEY, cache_namespace TEXT NOT NULL, ttl_class TEXT NOT NULL, prices TEXT NOT NULL,
   limits TEXT NOT NULL, log_text BIGINT NOT NULL, created BIGINT NOT NULL);
@@ -137,26 +140,24 @@ class SqlStore final : public MeterStore {
  public:
   explicit SqlStore(std::unique_ptr<SqlDb> db) : db_(std::move(db)) {}
 
-  // Creates or upgrades the schema when it is older than this build's (so a process without the
-  // right to change it can use a current store); refuses a newer one.
+  // Makes the tables and indexes when the store lacks some (so a process without the right to
+  // change the schema can use a store that is up to date); refuses a store for newer builds.
   base::Status Init() {
     std::lock_guard lock(mu_);
-    auto version = StoredVersion();
-    if (!version.ok() || *version < kSchemaVersion) {
+    auto ddl = StoredValue("ddl");
+    if (!ddl.ok() || *ddl < kDdlLevel) {
       FS_RETURN_IF_ERROR(Transaction([&]() -> base::Status {
         // Processes starting together must not race on CREATE TABLE (PostgreSQL's catalog).
         if (db_->dialect() == SqlDialect::kPostgres)
           FS_RETURN_IF_ERROR(db_->Query("SELECT pg_advisory_xact_lock(7318)", {}).status());
         FS_RETURN_IF_ERROR(db_->Exec(kSchema));
-        return db_->Run("UPDATE meter_meta SET value = ?1 WHERE name = 'schema' AND value < ?1", {kSchemaVersion})
-            .status();
+        return db_->Run("UPDATE meter_meta SET value = ?1 WHERE name = 'ddl' AND value < ?1", {kDdlLevel}).status();
       }));
-      version = StoredVersion();
-      if (!version.ok()) return version.error();
     }
-    if (*version > kSchemaVersion)
+    FS_ASSIGN_OR_RETURN(int64_t version, StoredValue("schema"));
+    if (version > kSchemaVersion)
       return base::Error(base::ErrorCode::kFailedPrecondition,
-                         "metering store: schema written by a newer flashserve (version " + std::to_string(*version) +
+                         "metering store: schema written by a newer flashserve (version " + std::to_string(version) +
                              ", this one knows " + std::to_string(kSchemaVersion) + ")");
     return base::Status::Ok();
   }
@@ -303,10 +304,11 @@ class SqlStore final : public MeterStore {
   }
 
  private:
-  // The schema version in the store; an error when it has no schema yet.
-  base::Result<int64_t> StoredVersion() {
-    FS_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT value FROM meter_meta WHERE name = 'schema'", {}));
-    if (rows.empty()) return base::Error(base::ErrorCode::kNotFound, "metering store: no schema version");
+  // A meter_meta value; an error when the store has no schema yet (or a store made before
+  // `ddl` was kept).
+  base::Result<int64_t> StoredValue(const std::string& name) {
+    FS_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT value FROM meter_meta WHERE name = ?1", {name}));
+    if (rows.empty()) return base::Error(base::ErrorCode::kNotFound, "metering store: no " + name + " in meter_meta");
     return rows[0].Int(0);
   }
 

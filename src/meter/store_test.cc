@@ -175,12 +175,15 @@ TEST_P(StoreTest, UsageUpsertKeepsFinalRecordsAndSumsByUtcDayAndHour) {
 TEST_P(StoreTest, OlderSchemasAreUpgradedAndNewerOnesRefused) {
   auto db = GetParam() == StoreBackend::kSqlite ? OpenSqlite(path_) : OpenPostgres(path_);
   ASSERT_TRUE(db.ok()) << db.error().ToString();
-  ASSERT_TRUE((*db)->Exec("DROP INDEX ledger_by_end; UPDATE meter_meta SET value = 1 WHERE name = 'schema'").ok());
+  // A store as the first release made it: no end-time index, no `ddl` row.
+  ASSERT_TRUE((*db)->Exec("DROP INDEX ledger_by_end; DELETE FROM meter_meta WHERE name = 'ddl'").ok());
   auto reopened = OpenMeterStore(path_);
   ASSERT_TRUE(reopened.ok()) << reopened.error().ToString();
-  auto version = (*db)->Query("SELECT value FROM meter_meta WHERE name = 'schema'", {});
-  ASSERT_TRUE(version.ok());
-  EXPECT_EQ((*version)[0].Int(0), 2);
+  auto meta = (*db)->Query("SELECT name, value FROM meter_meta WHERE name IN ('schema', 'ddl') ORDER BY name", {});
+  ASSERT_TRUE(meta.ok());
+  ASSERT_EQ(meta->size(), 2u);
+  EXPECT_EQ((*meta)[0].Int(1), 2);  // ddl raised
+  EXPECT_EQ((*meta)[1].Int(1), 1);  // schema: still usable by builds that know version 1
   auto index = (*db)->Query(GetParam() == StoreBackend::kSqlite
                                 ? "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'ledger_by_end'"
                                 : "SELECT indexname FROM pg_indexes WHERE indexname = 'ledger_by_end' AND schemaname = current_schema()",

@@ -113,8 +113,11 @@ struct RouterServer::Impl {
       double generated = 0, busy = 0;
     };
     std::vector<Seen> last;  // per worker id, at the last /metrics read
-    double generated = 0, busy = 0;
-    meter::EconomicsSample Add(const WorkerPool& pool);  // folds in the healthy workers' counters
+    double generated = 0, busy = 0, engine_seconds = 0;
+    double last_now_s = 0;
+    int engines = 0;  // healthy at the last read
+    // Folds in the healthy workers' counters at now_s (monotonic).
+    meter::EconomicsSample Add(const WorkerPool& pool, double now_s);
   } fleet_counters;
   boost::asio::io_context ioc{1};
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work;

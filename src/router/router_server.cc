@@ -109,8 +109,7 @@ void RouterServer::Impl::AnswerHealth(const std::shared_ptr<net::Exchange>& exch
 
 void RouterServer::Impl::AnswerMetrics(const std::shared_ptr<net::Exchange>& exchange) {
   asio::post(ioc, [this, exchange] {
-    meter::EconomicsSample sample = fleet_counters.Add(pool);
-    sample.now_s = base::MonotonicSeconds();
+    const meter::EconomicsSample sample = fleet_counters.Add(pool, base::MonotonicSeconds());
     meter::ExportEconomics(metrics, "flashserve_fleet_", config.economics, economics.Observe(sample));
     net::HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
@@ -119,14 +118,16 @@ void RouterServer::Impl::AnswerMetrics(const std::shared_ptr<net::Exchange>& exc
   });
 }
 
-meter::EconomicsSample RouterServer::Impl::FleetCounters::Add(const WorkerPool& pool) {
+meter::EconomicsSample RouterServer::Impl::FleetCounters::Add(const WorkerPool& pool, double now_s) {
   last.resize(static_cast<size_t>(pool.size()));
-  meter::EconomicsSample sample;
-  sample.engines = 0;
+  // Since the last read, the engines then healthy were there.
+  if (last_now_s > 0) engine_seconds += engines * (now_s - last_now_s);
+  last_now_s = now_s;
+  engines = 0;
   for (int w = 0; w < pool.size(); ++w) {
     const WorkerStatus& s = pool.status(w);
     if (!s.healthy) continue;
-    ++sample.engines;
+    ++engines;
     Seen& seen = last[static_cast<size_t>(w)];
     const auto tokens = static_cast<double>(s.generated_tokens_total);
     // A worker's counters fall when it restarts: then all it reports is new. A worker seen for
@@ -138,9 +139,7 @@ meter::EconomicsSample RouterServer::Impl::FleetCounters::Add(const WorkerPool& 
     }
     seen = {true, tokens, s.engine_busy_seconds_total};
   }
-  sample.output_tokens_total = generated;
-  sample.busy_seconds_total = busy;
-  return sample;
+  return meter::EconomicsSample{now_s, generated, busy, engine_seconds};
 }
 
 void RouterServer::Impl::AnswerModels(const std::shared_ptr<net::Exchange>& exchange) {

@@ -41,6 +41,10 @@ check_fails "no price at all" "--node-price" "$bin" plan --gpus 8 --decode-token
 check_fails "unknown --file key" 'unknown key "gpu"' bash -c "echo '{\"gpu\": 3}' > '$tmp/x.json'; '$bin' plan --file '$tmp/x.json'"
 check_fails "bench file without results" "output_token_throughput" "$bin" plan --gpus 1 --gpu-hour 1 \
   --from-bench "$tmp/plan.json"
+check_fails "a --file value of the wrong type" '"gpus" has the wrong type' bash -c \
+  "echo '{\"gpus\": \"eight\"}' > '$tmp/y.json'; '$bin' plan --file '$tmp/y.json' --gpu-hour 1 --decode-tokens-per-gpu-s 5"
+check_fails "--bench-gpus below 1" "--bench-gpus must be >= 1" "$bin" plan --gpus 4 --gpu-hour 2 \
+  --from-bench "$tmp/bench.json" --bench-gpus 0
 check_fails "buying flags need a buying price" "is for buying" "$bin" plan --gpus 8 --gpu-hour 1 \
   --decode-tokens-per-gpu-s 5 --power-price 0.1
 check "a price the cluster never reaches" "1" \

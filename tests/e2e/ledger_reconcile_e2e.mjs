@@ -34,20 +34,21 @@ function cli(...cmd) {
   return r.stdout;
 }
 
-const rand = seeded(4242);
 const sums = () => ({ requests: 0, input: 0, cached: 0, output: 0, cost: 0n });
 const want = { acme: sums(), beta: sums() };
-const cut = { sent: 0, received: 0, asked: 0 };  // gamma: cancelled or hung up
+const cut = { sent: 0, received: 0, asked: 0, whole: 0 };  // gamma: cancelled or hung up
 let errors = 0;
 
-// A stream cancelled after its first event, or a plain request abandoned after a few ms.
-async function cutRequest(server, key) {
+// A stream cancelled after its first event, or a plain request abandoned a few ms after it was
+// sent (before its answer, mostly).
+async function cutRequest(server, key, rand) {
   const max = 40 + rand(80);
   cut.sent += 1;
   cut.asked += max;
   const abort = new AbortController();
   const stream = rand(2) === 0;
   const body = { model: 'tiny', max_tokens: max, ignore_eos: true, stream, messages: [{ role: 'user', content: topic(rand(6)) }] };
+  if (!stream) setTimeout(() => abort.abort(), 5 + rand(20));
   try {
     const res = await post(server, key, '/v1/chat/completions', body, {}, abort.signal);
     if (stream) {
@@ -55,8 +56,8 @@ async function cutRequest(server, key) {
       const text = new TextDecoder().decode(value ?? new Uint8Array());
       cut.received += (text.match(/"content":"[^"]/g) ?? []).length;  // tokens surely delivered
     } else {
-      setTimeout(() => abort.abort(), 5 + rand(20));
       await res.text();
+      cut.whole += 1;  // answered before the client hung up
     }
     abort.abort();
   } catch (e) {
@@ -64,7 +65,7 @@ async function cutRequest(server, key) {
   }
 }
 
-async function badRequest(server, key) {
+async function badRequest(server, key, rand) {
   errors += 1;
   const body = rand(2) === 0
     ? { model: 'no-such-model', max_tokens: 2, messages: [{ role: 'user', content: 'x' }] }
@@ -98,13 +99,13 @@ await runE2e(work, async (ctx) => {
   let next = 0;
   const lane = async () => {
     while (next < TOTAL) {
-      next += 1;
+      const rand = seeded(4242 + 7919 * next++);  // request i's choices, whatever the lanes' timing
       const pick = rand(100);
       const server = rand(2) === 0 ? router : workers[rand(2)];
       if (pick < 6) {
-        await badRequest(server, keys.acme);
+        await badRequest(server, keys.acme, rand);
       } else if (pick < 18) {
-        await cutRequest(server, keys.gamma);
+        await cutRequest(server, keys.gamma, rand);
       } else {
         const tenant = pick < 59 ? 'acme' : 'beta';
         const u = await randomRequest(server, keys[tenant], rand, 6);
@@ -147,6 +148,6 @@ await runE2e(work, async (ctx) => {
   assert.ok(hits.filter((n) => n > 0).length >= 2, `hits came from several tiers (memory/disk/shared: ${hits})`);
   const done = want.acme.requests + want.beta.requests;
   console.log(`ledger reconcile e2e: pass (${TOTAL} requests in ${seconds.toFixed(1)} s: ${done} completed, ` +
-    `${errors} errors, ${cut.sent} cut; cached by tier memory/disk/shared ${hits.join('/')}; ` +
+    `${errors} errors, ${cut.sent} cut (${cut.whole} answered before the hang-up); cached by tier memory/disk/shared ${hits.join('/')}; ` +
     `${want.acme.output + want.beta.output} output tokens, ${Number(want.acme.cost + want.beta.cost) / 1e6} billed)`);
 });

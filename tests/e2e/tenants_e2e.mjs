@@ -118,7 +118,7 @@ async function fleetLimits(router, servers) {
   assert.equal((await viaRouter(router, d.key, { session: 'd5' })).status, 200, 'a place is free again');
 
   // Output tokens per minute: the sum over both workers' ledger records.
-  cli('tenant', 'add', 'omega', '--output-tpm', '30');
+  cli('tenant', 'add', 'omega', '--output-tpm', '40');
   const o = createKey('omega');
   await keyEverywhere(o.key, servers);
   const perWorker = new Map();
@@ -127,15 +127,15 @@ async function fleetLimits(router, servers) {
     const r = await viaRouter(router, o.key, { session: `o${i}`, maxTokens: 6, ignoreEos: true });
     if (r.status === 200) perWorker.set(r.worker, (perWorker.get(r.worker) ?? 0) + r.output);
     else refused = r;
-    await sleep(100);
+    await sleep(250);  // the ledger's lag (flush + the router's read) stays within a few requests
   }
   assert.ok(refused, 'the fleet\'s output per minute is enforced');
   assert.equal(refused.status, 429);
   assert.match(refused.text, /output tokens per minute/);
   const total = [...perWorker.values()].reduce((a, b) => a + b, 0);
   assert.equal(perWorker.size, 2, 'both workers produced output');
-  assert.ok(total >= 30, `refused once the fleet made ${total} >= 30 tokens`);
-  assert.ok([...perWorker.values()].every((n) => n < 30), `no single worker reached the limit: ${[...perWorker.values()]}`);
+  assert.ok(total >= 40, `refused once the fleet made ${total} >= 40 tokens`);
+  assert.ok([...perWorker.values()].every((n) => n < 40), `no single worker reached the limit: ${[...perWorker.values()]}`);
 }
 
 // A worker priced at $3.60/h, compared with two API prices.
@@ -152,7 +152,6 @@ async function liveEconomics(router, worker, key) {
   await gauge(worker, 'flashserve_output_tokens_per_second');  // both windows start here
   await gauge(router, 'flashserve_fleet_output_tokens_per_second');
   for (let i = 0; i < 4; ++i) assert.equal((await viaRouter(router, key, { session: `e${i}`, maxTokens: 8, ignoreEos: true })).status, 200);
-  await sleep(200);  // the router's next poll of the workers' counters
   const rate = await gauge(worker, 'flashserve_output_tokens_per_second');
   const utilization = await gauge(worker, 'flashserve_utilization_ratio');
   assert.ok(rate > 0, `the worker measured its output rate (${rate})`);
@@ -169,7 +168,8 @@ async function liveEconomics(router, worker, key) {
   assert.equal(value('flashserve_cost_per_hour'), 3.6);
   assert.ok(value('flashserve_engine_busy_seconds_total') > 0);
 
-  assert.ok(await gauge(router, 'flashserve_fleet_output_tokens_per_second') > 0, 'the fleet\'s output rate');
+  // The router reads the workers' counters at its polls (every 50 ms; later on a loaded machine).
+  await eventually('the fleet\'s output rate', async () => await gauge(router, 'flashserve_fleet_output_tokens_per_second') > 0);
   assert.equal(await gauge(router, 'flashserve_fleet_capacity_output_tokens_per_second'), 500);
   close(await gauge(router, 'flashserve_fleet_break_even_utilization_ratio{api_output_price="0.6"}'),
     7.2e6 / (3600 * 500 * 0.6), 'the fleet\'s break-even');
