@@ -67,7 +67,9 @@ std::string AffinityKey(const net::HttpRequest& req, const Json& body, const met
 // worker's own.
 net::HeaderList PassedOn(const net::HeaderList& worker_headers, const std::string& worker_url, const ProxyCall& call) {
   net::HeaderList out;
-  const bool fleet_limits = call.fleet_limits;
+  // The router's figures win when it has some; a worker whose view of the tenant differs (one
+  // refresh apart) keeps its own, which then explain its refusal.
+  const bool fleet_limits = call.fleet_limits && !call.limit_headers.empty();
   for (const auto& [name, value] : worker_headers) {
     std::string lower = name;
     for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
