@@ -1,5 +1,6 @@
 // The PostgreSQL dialect of meter/sql_db.h over libpq: text parameters and results, notices
-// silenced, a lost connection reset before the next call.
+// silenced, a connection lost while idle reset and the statement sent again; one lost inside a
+// transaction refuses statements until ROLLBACK. Used by SqlStore under its mutex.
 #include <libpq-fe.h>
 
 #include <cctype>

@@ -1,4 +1,5 @@
-// The SQLite dialect of meter/sql_db.h: one connection, statements prepared per call.
+// The SQLite dialect of meter/sql_db.h: one connection, statements prepared per call; also
+// SqlRow::Int, shared by both dialects. Used by SqlStore under its mutex.
 #include <sqlite3.h>
 
 #include <charconv>
