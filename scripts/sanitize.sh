@@ -25,7 +25,7 @@ if [ "$mode" = thread ]; then
   flags=(-DFLASHSERVE_TSAN=ON)
 else
   build="${FLASHSERVE_ASAN_BUILD_DIR:-$here/build-asan}"
-  rooms=(base net protocol vision tokenizer encoding api grammar kvstore kv transfer router sched sampler meter serve)
+  rooms=(base net protocol vision tokenizer encoding dialect api grammar kvstore kv transfer router sched sampler meter serve)
   flags=(-DFLASHSERVE_SANITIZE=ON)
 fi
 if [ "${#targets[@]}" -eq 0 ]; then  # every unit test of the rooms above

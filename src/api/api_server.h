@@ -10,7 +10,7 @@
 #include "net/http_server.h"
 #include "api/image_fetch.h"
 #include "api/metrics.h"
-#include "api/reasoning_seal.h"
+#include "dialect/reasoning_seal.h"
 #include "api/response_json.h"
 #include "net/route_table.h"
 #include "api/routes.h"
@@ -35,7 +35,7 @@ struct ApiConfig {
   std::vector<meter::ApiKey> admin_keys;  // empty: admin routes answer 403
   // Seals reasoning handed to stateless clients (Messages signatures, Responses
   // encrypted_content); null: thinking blocks and encrypted reasoning cannot be returned.
-  std::shared_ptr<const ReasoningSeal> seal;
+  std::shared_ptr<const dialect::ReasoningSeal> seal;
   // Compiled structured-output grammars, shared with the engine loop; null: constraints are 400s.
   std::shared_ptr<grammar::GrammarCache> grammars;
   base::Status Validate() const;

@@ -6,7 +6,7 @@
 #include "net/api_error.h"
 #include "net/http_wire.h"
 #include "api/metrics.h"
-#include "api/request_options.h"
+#include "dialect/request_options.h"
 #include "api/response_json.h"
 #include "api/stop_matcher.h"
 
@@ -15,14 +15,14 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-std::optional<net::ApiError> Parse(const std::string& text, GenerationOptions* out, Dialect d = Dialect::kChat) {
+std::optional<net::ApiError> Parse(const std::string& text, dialect::GenerationOptions* out, dialect::Dialect d = dialect::Dialect::kChat) {
   Json body;
-  if (auto e = ParseJsonBody(text, &body)) return e;
-  return ParseGenerationOptions(body, d, 1000, out);
+  if (auto e = dialect::ParseJsonBody(text, &body)) return e;
+  return dialect::ParseGenerationOptions(body, d, 1000, out);
 }
 
 TEST(RequestOptionsTest, ReadsEveryField) {
-  GenerationOptions o;
+  dialect::GenerationOptions o;
   auto e = Parse(R"({"model": "m", "stream": true, "stream_options": {"include_usage": true}, "n": 3,
       "max_tokens": 10, "max_completion_tokens": 20, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.1,
       "presence_penalty": 1.5, "frequency_penalty": -1, "repetition_penalty": 1.2, "seed": -1,
@@ -54,7 +54,7 @@ TEST(RequestOptionsTest, ReadsEveryField) {
 }
 
 TEST(RequestOptionsTest, DefaultsWhenAbsentOrNull) {
-  GenerationOptions o;
+  dialect::GenerationOptions o;
   auto e = Parse(R"({"model": "m", "temperature": null, "stop": "x", "max_tokens": 5.0})", &o);
   ASSERT_FALSE(e);
   EXPECT_FALSE(o.stream);
@@ -92,7 +92,7 @@ TEST(RequestOptionsTest, BadFieldsNameTheParameter) {
       {R"({"model": "m", "stop_token_ids": [99999]})", "stop_token_ids"},
   };
   for (const auto& [text, param] : cases) {
-    GenerationOptions o;
+    dialect::GenerationOptions o;
     auto e = Parse(text, &o);
     ASSERT_TRUE(e) << text;
     EXPECT_EQ(e->status, 400) << text;
@@ -101,23 +101,23 @@ TEST(RequestOptionsTest, BadFieldsNameTheParameter) {
 }
 
 TEST(RequestOptionsTest, CompletionLogprobsIsACount) {
-  GenerationOptions o;
-  ASSERT_FALSE(Parse(R"({"model": "m", "logprobs": 2})", &o, Dialect::kCompletion));
+  dialect::GenerationOptions o;
+  ASSERT_FALSE(Parse(R"({"model": "m", "logprobs": 2})", &o, dialect::Dialect::kCompletion));
   EXPECT_TRUE(o.sampling.logprobs);
   EXPECT_EQ(o.sampling.top_logprobs, 2);
-  GenerationOptions bad;
-  EXPECT_TRUE(Parse(R"({"model": "m", "logprobs": 6})", &bad, Dialect::kCompletion));
-  EXPECT_TRUE(Parse(R"({"model": "m", "logprobs": 2})", &bad, Dialect::kChat));  // chat: a boolean
+  dialect::GenerationOptions bad;
+  EXPECT_TRUE(Parse(R"({"model": "m", "logprobs": 6})", &bad, dialect::Dialect::kCompletion));
+  EXPECT_TRUE(Parse(R"({"model": "m", "logprobs": 2})", &bad, dialect::Dialect::kChat));  // chat: a boolean
 }
 
 TEST(RequestOptionsTest, MalformedJsonAndNonObjects) {
   Json body;
-  auto e = ParseJsonBody(R"({"model": )", &body);
+  auto e = dialect::ParseJsonBody(R"({"model": )", &body);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->status, 400);
   EXPECT_EQ(e->code, "invalid_json");
   EXPECT_NE(e->message.find("not valid JSON"), std::string::npos);
-  e = ParseJsonBody("[1, 2]", &body);
+  e = dialect::ParseJsonBody("[1, 2]", &body);
   ASSERT_TRUE(e);
   EXPECT_NE(e->message.find("array"), std::string::npos);
 }

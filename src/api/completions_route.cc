@@ -20,7 +20,7 @@ std::optional<net::ApiError> PromptIds(const RouteContext& ctx, const Json& body
     for (int32_t id : ctx.tokenizer->Encode(p->get<std::string>())) ids->push_back(id);
     return std::nullopt;
   }
-  if (!p->is_array()) return net::InvalidRequest(std::string("prompt: expected a string or an array of token ids, got ") + JsonTypeName(*p), "prompt");
+  if (!p->is_array()) return net::InvalidRequest(std::string("prompt: expected a string or an array of token ids, got ") + dialect::JsonTypeName(*p), "prompt");
   if (p->empty()) return net::InvalidRequest("prompt: must not be empty", "prompt");
   for (const Json& t : *p) {
     if (t.is_string() || t.is_array()) return net::InvalidRequest("prompt: batched prompts are not supported; send one prompt per request", "prompt");
@@ -33,11 +33,11 @@ std::optional<net::ApiError> PromptIds(const RouteContext& ctx, const Json& body
 
 // Fields of the legacy API this server does not implement.
 std::optional<net::ApiError> UnsupportedFields(const Json& body, int n) {
-  if (auto e = CheckKnownFields(body, kCompletionFields)) return e;
+  if (auto e = dialect::CheckKnownFields(body, dialect::kCompletionFields)) return e;
   if (auto it = body.find("echo"); it != body.end() && it->is_boolean() && it->get<bool>())
     return net::InvalidRequest("echo: not supported", "echo", "unsupported_parameter");
   if (auto it = body.find("suffix"); it != body.end() && !it->is_null() && !it->is_string())
-    return net::InvalidRequest(std::string("suffix: expected a string, got ") + JsonTypeName(*it), "suffix");
+    return net::InvalidRequest(std::string("suffix: expected a string, got ") + dialect::JsonTypeName(*it), "suffix");
   if (auto it = body.find("best_of"); it != body.end() && !it->is_null() && !(it->is_number_integer() && it->get<int64_t>() == n))
     return net::InvalidRequest("best_of: only best_of == n is supported", "best_of", "unsupported_parameter");
   return std::nullopt;
@@ -53,7 +53,7 @@ std::optional<net::ApiError> FimPrompt(const RouteContext& ctx, const Json& body
   const auto hole = ctx.tokenizer->TokenId("<｜fim▁hole｜>");
   const auto end = ctx.tokenizer->TokenId("<｜fim▁end｜>");
   if (!begin || !hole || !end)
-    return Unsupported("suffix", "this model's tokenizer has no fill-in-the-middle tokens");
+    return dialect::Unsupported("suffix", "this model's tokenizer has no fill-in-the-middle tokens");
   ids->push_back(ctx.service->Info().bos_token_id);
   ids->push_back(*begin);
   for (int32_t id : ctx.tokenizer->EncodePlain(prompt->get<std::string>())) ids->push_back(id);
@@ -73,7 +73,7 @@ bool HasSuffix(const Json& body) {
 void HandleCompletions(const RouteContext& ctx, const ExchangePtr& exchange) {
   Json body;
   GenerationPlan plan;
-  if (!ReadGenerationBody(ctx, *exchange, Dialect::kCompletion, &body, &plan.options)) return;
+  if (!ReadGenerationBody(ctx, *exchange, dialect::Dialect::kCompletion, &body, &plan.options)) return;
   if (auto error = UnsupportedFields(body, plan.options.n)) return exchange->Respond(net::ErrorResponse(*error));
   if (auto error = ReadConstraintFields(body, /*chat=*/false, &plan.constraint)) return exchange->Respond(net::ErrorResponse(*error));
   auto error = HasSuffix(body) ? FimPrompt(ctx, body, &plan.prompt) : PromptIds(ctx, body, &plan.prompt);

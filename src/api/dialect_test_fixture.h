@@ -79,8 +79,8 @@ class DialectTest : public ::testing::Test {
     ctx_.ids = &ids_;
     ctx_.seal = &seal_;
   }
-  static std::array<uint8_t, ReasoningSeal::kKeyBytes> Key() {
-    std::array<uint8_t, ReasoningSeal::kKeyBytes> k{};
+  static std::array<uint8_t, dialect::ReasoningSeal::kKeyBytes> Key() {
+    std::array<uint8_t, dialect::ReasoningSeal::kKeyBytes> k{};
     for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<uint8_t>(i * 7 + 1);
     return k;
   }
@@ -108,7 +108,7 @@ class DialectTest : public ::testing::Test {
 
   FakeService service_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
-  ReasoningSeal seal_;
+  dialect::ReasoningSeal seal_;
   ApiMetrics metrics_;
   IdSource ids_;
   grammar::GrammarCache grammars_;

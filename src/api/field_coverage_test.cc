@@ -1,4 +1,4 @@
-// Every top-level field each generation route accepts (api/field_lists.h) is held to what the
+// Every top-level field each generation route accepts (dialect/field_lists.h) is held to what the
 // docs say of it: an implemented field, sent with a sample value, changes the request serve
 // receives, the response, or the status (a refusal that names it); a hint changes nothing the
 // model sees and is listed as a HINT in docs/api.md. A field added to a table without a sample
@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "api/dialect_test_fixture.h"
-#include "api/field_lists.h"
+#include "dialect/field_lists.h"
 
 namespace flashserve::api {
 namespace {
@@ -42,7 +42,7 @@ struct Route {
   void (*handler)(const RouteContext&, const ExchangePtr&);
   const char* path;
   Json base;
-  FieldList fields;
+  dialect::FieldList fields;
   std::map<std::string, Json> samples;  // implemented field -> a value with an effect
   std::map<std::string, Json> hints;    // hint -> a value
   // Fields whose effect needs another field set: that field's patch, applied to both sides of
@@ -122,7 +122,7 @@ const Json kTool = {{"type", "function"}, {"function", {{"name", "get_weather"},
 TEST_F(FieldCoverageTest, ChatCompletions) {
   Check({"Chat Completions", HandleChatCompletions, "/v1/chat/completions",
          {{"model", "test-model"}, {"messages", kUser}, {"thinking", {{"type", "disabled"}}}},
-         kChatFields,
+         dialect::kChatFields,
          {{"model", "other"}, {"messages", Json::array({{{"role", "user"}, {"content", "Bye"}}})}, {"stream", true},
           {"stream_options", {{"include_usage", true}}}, {"max_tokens", 5}, {"max_completion_tokens", 5},
           {"temperature", 0.5}, {"top_p", 0.5}, {"top_k", 5}, {"min_p", 0.1}, {"presence_penalty", 1},
@@ -141,7 +141,7 @@ TEST_F(FieldCoverageTest, ChatCompletions) {
 
 TEST_F(FieldCoverageTest, Completions) {
   Check({"Completions", HandleCompletions, "/v1/completions", {{"model", "test-model"}, {"prompt", "Hi"}},
-         kCompletionFields,
+         dialect::kCompletionFields,
          {{"model", "other"}, {"prompt", "Bye"}, {"stream", true}, {"stream_options", {{"include_usage", true}}},
           {"max_tokens", 5}, {"temperature", 0.5}, {"top_p", 0.5}, {"top_k", 5}, {"min_p", 0.1},
           {"presence_penalty", 1}, {"frequency_penalty", 1}, {"repetition_penalty", 1.5}, {"stop", "o"}, {"seed", 3},
@@ -164,7 +164,7 @@ TEST_F(FieldCoverageTest, AnthropicMessages) {
   Check({"Anthropic Messages", HandleMessages, "/v1/messages",
          {{"model", "test-model"}, {"max_tokens", 64}, {"messages", history}, {"tools", tools},
           {"thinking", {{"type", "disabled"}}}},
-         kMessagesFields,
+         dialect::kMessagesFields,
          {{"model", "other"}, {"max_tokens", 5}, {"messages", kUser}, {"system", "be brief"}, {"stop_sequences", {"o"}},
           {"stream", true}, {"temperature", 0.5}, {"top_p", 0.5}, {"top_k", 5}, {"tools", Json::array()},
           {"tool_choice", {{"type", "none"}}}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 9}}},
@@ -177,7 +177,7 @@ TEST_F(FieldCoverageTest, AnthropicMessages) {
 
 TEST_F(FieldCoverageTest, Responses) {
   Check({"OpenAI Responses", HandleResponses, "/v1/responses", {{"model", "test-model"}, {"input", "Hi"}},
-         kResponsesFields,
+         dialect::kResponsesFields,
          {{"model", "other"}, {"input", "Bye"}, {"instructions", "be brief"},
           {"tools", Json::array({{{"type", "function"}, {"name", "f"}, {"parameters", {{"type", "object"}}}}})},
           {"tool_choice", "required"}, {"parallel_tool_calls", false}, {"text", {{"format", {{"type", "json_object"}}}}},

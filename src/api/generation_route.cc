@@ -8,7 +8,7 @@
 #include "api/generation_job.h"
 #include "api/routes.h"
 #include "base/wall_time.h"
-#include "encoding/encoder.h"
+#include "encoding/request_prompt.h"
 #include "meter/limit_http.h"
 #include "net/api_error.h"
 #include "protocol/headers.h"
@@ -24,7 +24,7 @@ bool ReadJsonBody(net::Exchange& exchange, net::ErrorDialect errors, Json* body)
         net::InvalidRequest("the request body is not valid UTF-8: " + utf8.error().message(), "", "invalid_utf8"), errors));
     return false;
   }
-  if (auto error = ParseJsonBody(text, body)) {
+  if (auto error = dialect::ParseJsonBody(text, body)) {
     exchange.Respond(net::ErrorResponse(*error, errors));
     return false;
   }
@@ -50,10 +50,10 @@ bool ModelServed(const RouteContext& ctx, net::Exchange& exchange, const std::st
   return false;
 }
 
-bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialect dialect, Json* body,
-                        GenerationOptions* options) {
+bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, dialect::Dialect dialect, Json* body,
+                        dialect::GenerationOptions* options) {
   if (!ReadJsonBody(exchange, net::ErrorDialect::kOpenAI, body)) return false;
-  if (auto error = ParseGenerationOptions(*body, dialect, ctx.service->Info().vocab_size, options)) {
+  if (auto error = dialect::ParseGenerationOptions(*body, dialect, ctx.service->Info().vocab_size, options)) {
     exchange.Respond(net::ErrorResponse(*error));
     return false;
   }
@@ -70,17 +70,8 @@ void AddDroppedToolsHeader(const std::vector<std::string>& dropped, net::HeaderL
   headers->emplace_back(protocol::kDroppedToolsHeader, std::move(names));
 }
 
-// kBadChatRequest messages start with the field path ("messages[2].content: ..."); that path
-// becomes the error's `param`.
-net::ApiError ChatRequestError(const base::Error& error) {
-  const std::string& m = error.message();
-  const size_t colon = m.find(": ");
-  const bool is_path = colon != std::string::npos && m.find(' ') > colon;
-  return net::FromError(error, is_path ? m.substr(0, colon) : "");
-}
-
-DialectContext DialectContextOf(const RouteContext& ctx) {
-  DialectContext d;
+dialect::DialectContext DialectContextOf(const RouteContext& ctx) {
+  dialect::DialectContext d;
   d.vocab_size = ctx.service->Info().vocab_size;
   d.version = ctx.options.encoding_version;
   d.hosted_tools = ctx.options.hosted_tools;
@@ -92,7 +83,7 @@ namespace {
 
 // max_tokens for the request, or the error that refuses it.
 std::optional<net::ApiError> PickMaxTokens(const serve::ModelInfo& info, const RouteContext& ctx, int64_t num_prompt,
-                                           const GenerationPlan& plan, GenerationOptions& options) {
+                                           const GenerationPlan& plan, dialect::GenerationOptions& options) {
   const int64_t limit = info.max_context;
   const char* prompt_param = plan.prompt_param;
   if (options.max_tokens && *options.max_tokens > limit)
@@ -163,33 +154,23 @@ std::optional<net::ApiError> EncodePrompt(const RouteContext& ctx, const protoco
                                           std::vector<int32_t>* ids, std::vector<protocol::ImageInput>* images,
                                           bool* thinking) {
   if (auto e = ImagesAccepted(ctx.options.images, chat)) return e;
-  const bool continuation = !chat.messages.empty() && chat.messages.back().role == protocol::Role::kAssistant;
-  base::Result<encoding::EncodedPrompt> prompt = encoding::EncodedPrompt{};
-  *thinking = encoding::ThinkingEnabled(chat);
   // Vision-Exp (V4 with a tower) renders picture parts; a text-only V4 keeps encoding_dsv4.py's rules.
   const encoding::EncodeOptions encode{.v4_picture_parts = ctx.options.images.enabled};
-  if (continuation) {
-    base::Result<encoding::ContinuationPrompt> c =
-        encoding::EncodeChatContinuation(chat, ctx.options.encoding_version, encode);
-    if (!c.ok()) return ChatRequestError(c.error());
-    *thinking = !c->answer_open;
-    prompt = std::move(c->prompt);
-  } else {
-    prompt = encoding::EncodeChat(chat, ctx.options.encoding_version, encode);
-  }
-  if (!prompt.ok()) return ChatRequestError(prompt.error());
-  base::Result<std::vector<int32_t>> tokens = encoding::ToTokenIds(*prompt, *ctx.tokenizer);
+  base::Result<encoding::RequestPrompt> prompt = encoding::EncodeRequest(chat, ctx.options.encoding_version, encode);
+  if (!prompt.ok()) return dialect::ChatRequestError(prompt.error());
+  *thinking = prompt->thinking;
+  base::Result<std::vector<int32_t>> tokens = encoding::ToTokenIds(prompt->prompt, *ctx.tokenizer);
   if (!tokens.ok()) return net::FromError(tokens.error());
   *ids = std::move(tokens).value();
   const int32_t placeholder = ctx.tokenizer->TokenId(encoding::kImageToken).value_or(-1);
-  return ExpandImages(ctx.options.images, chat, *prompt, placeholder, ids, images);
+  return ExpandImages(ctx.options.images, chat, prompt->prompt, placeholder, ids, images);
 }
 
 void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, GenerationPlan plan) {
   if (ctx.options.role == protocol::WorkerRole::kEncode)
     return StartEncodeHalf(ctx, exchange, std::move(plan.images), plan.errors);
   const serve::ModelInfo info = ctx.service->Info();
-  GenerationOptions& options = plan.options;
+  dialect::GenerationOptions& options = plan.options;
   if (auto error = PickMaxTokens(info, ctx, static_cast<int64_t>(plan.prompt.size()), plan, options))
     return exchange->Respond(net::ErrorResponse(*error, plan.errors));
   if (auto error = CheckConstraint(ctx.grammars, plan.constraint)) return exchange->Respond(net::ErrorResponse(*error, plan.errors));

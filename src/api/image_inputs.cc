@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "api/dialect_request.h"
+#include "dialect/dialect_request.h"
 #include "vision/preprocess.h"
 
 namespace flashserve::api {
@@ -52,7 +52,7 @@ std::optional<net::ApiError> ImagesAccepted(const ImageOptions& options, const p
   if (options.enabled) return std::nullopt;
   const std::vector<std::string> paths = ImagePaths(chat);
   if (paths.empty()) return std::nullopt;
-  return Unsupported(paths[0], "image inputs need a model with a vision tower on a worker that runs whole requests; " +
+  return dialect::Unsupported(paths[0], "image inputs need a model with a vision tower on a worker that runs whole requests; " +
                                    options.disabled_reason);
 }
 

@@ -1,5 +1,5 @@
 // POST /v1/messages and /v1/messages/count_tokens (Anthropic Messages, also under /anthropic):
-// body -> DialectRequest -> DeepSeek prompt -> job with the Messages writer (api/routes.h).
+// body -> dialect::DialectRequest -> DeepSeek prompt -> job with the Messages writer (api/routes.h).
 #include <fmt/format.h>
 
 #include "api/routes.h"
@@ -14,7 +14,7 @@ constexpr net::ErrorDialect kAnthropic = net::ErrorDialect::kAnthropic;
 
 // Reads and converts the body, checks the model and encodes the prompt; answers the exchange
 // and returns false on failure. A count request has no max_tokens.
-bool PrepareMessages(const RouteContext& ctx, net::Exchange& exchange, bool count, DialectRequest* req,
+bool PrepareMessages(const RouteContext& ctx, net::Exchange& exchange, bool count, dialect::DialectRequest* req,
                      GenerationPlan* plan) {
   auto fail = [&exchange](const net::ApiError& e) {
     exchange.Respond(net::ErrorResponse(e, kAnthropic));
@@ -23,7 +23,7 @@ bool PrepareMessages(const RouteContext& ctx, net::Exchange& exchange, bool coun
   Json body;
   if (!ReadJsonBody(exchange, kAnthropic, &body)) return false;
   if (count && !body.contains("max_tokens")) body["max_tokens"] = 1;
-  if (auto e = ParseMessagesBody(body, DialectContextOf(ctx), req)) return fail(*e);
+  if (auto e = dialect::ParseMessagesBody(body, DialectContextOf(ctx), req)) return fail(*e);
   if (!ModelServed(ctx, exchange, req->options.model, kAnthropic)) return false;
   if (auto e = EncodePrompt(ctx, req->chat, &plan->prompt, &plan->images, &plan->thinking)) return fail(*e);
   return true;
@@ -32,7 +32,7 @@ bool PrepareMessages(const RouteContext& ctx, net::Exchange& exchange, bool coun
 }  // namespace
 
 void HandleMessages(const RouteContext& ctx, const ExchangePtr& exchange) {
-  DialectRequest req;
+  dialect::DialectRequest req;
   GenerationPlan plan;
   if (!PrepareMessages(ctx, *exchange, false, &req, &plan)) return;
   plan.options = std::move(req.options);
@@ -51,7 +51,7 @@ void HandleMessages(const RouteContext& ctx, const ExchangePtr& exchange) {
 }
 
 void HandleCountTokens(const RouteContext& ctx, const ExchangePtr& exchange) {
-  DialectRequest req;
+  dialect::DialectRequest req;
   GenerationPlan plan;
   if (!PrepareMessages(ctx, *exchange, true, &req, &plan)) return;
   net::HttpResponse r;

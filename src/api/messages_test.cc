@@ -217,7 +217,7 @@ TEST_F(MessagesTest, SystemBlocksSystemTurnsDeferredAndHostedTools) {
   EXPECT_EQ(prompt.find("web_search"), std::string::npos);
   ASSERT_EQ(ex->headers.size(), 1u);
   EXPECT_EQ(ex->headers[0], (std::pair<std::string, std::string>("x-flashserve-dropped-tools", "web_search")));
-  ctx_.options.hosted_tools = HostedTools::kReject;
+  ctx_.options.hosted_tools = dialect::HostedTools::kReject;
   ex = Send({{"tools", tools}});
   EXPECT_EQ(ex->status, 400);
   EXPECT_NE(ex->body.find("tools[2]"), std::string::npos) << ex->body;
@@ -238,9 +238,9 @@ TEST(MessagesToolResultImages, PicturesStayPartsOfTheToolMessage) {
                                           {{"role", "user"}, {"content", Json::array({result})}}})}};
   };
   const Json picture = {{"type", "image"}, {"source", {{"type", "base64"}, {"media_type", "image/png"}, {"data", "iVBORw0KGgo="}}}};
-  DialectContext ctx;
-  DialectRequest out;
-  ASSERT_FALSE(ParseMessagesBody(body(false, Json::array({{{"type", "text"}, {"text", "shot:"}}, picture})), ctx, &out));
+  dialect::DialectContext ctx;
+  dialect::DialectRequest out;
+  ASSERT_FALSE(dialect::ParseMessagesBody(body(false, Json::array({{{"type", "text"}, {"text", "shot:"}}, picture})), ctx, &out));
   const protocol::ChatMessage& tool = out.chat.messages.back();
   EXPECT_EQ(tool.role, protocol::Role::kTool);
   ASSERT_EQ(tool.content.kind, protocol::ContentKind::kParts);
@@ -250,18 +250,18 @@ TEST(MessagesToolResultImages, PicturesStayPartsOfTheToolMessage) {
   EXPECT_EQ(tool.content.parts[1].image_source, png);
   EXPECT_EQ(tool.content.parts[1].field_path, "messages[2].content[0].content[1]");
 
-  DialectRequest failed;
-  ASSERT_FALSE(ParseMessagesBody(body(true, Json::array({picture, {{"type", "text"}, {"text", "no file"}}})), ctx, &failed));
+  dialect::DialectRequest failed;
+  ASSERT_FALSE(dialect::ParseMessagesBody(body(true, Json::array({picture, {{"type", "text"}, {"text", "no file"}}})), ctx, &failed));
   EXPECT_EQ(failed.chat.messages.back().content.parts[1].text, "Error: no file");
-  DialectRequest only_picture;
-  ASSERT_FALSE(ParseMessagesBody(body(true, Json::array({picture})), ctx, &only_picture));
+  dialect::DialectRequest only_picture;
+  ASSERT_FALSE(dialect::ParseMessagesBody(body(true, Json::array({picture})), ctx, &only_picture));
   EXPECT_EQ(only_picture.chat.messages.back().content.parts[0].text, "Error: ");
 
-  DialectRequest text;
-  ASSERT_FALSE(ParseMessagesBody(body(false, Json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})), ctx, &text));
+  dialect::DialectRequest text;
+  ASSERT_FALSE(dialect::ParseMessagesBody(body(false, Json::array({{{"type", "text"}, {"text", "a"}}, {{"type", "text"}, {"text", "b"}}})), ctx, &text));
   EXPECT_EQ(text.chat.messages.back().content.kind, protocol::ContentKind::kText);
   EXPECT_EQ(text.chat.messages.back().content.text, "a\n\nb");
-  auto refused = ParseMessagesBody(body(false, Json::array({{{"type", "document"}}})), ctx, &text);
+  auto refused = dialect::ParseMessagesBody(body(false, Json::array({{{"type", "document"}}})), ctx, &text);
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->param, "messages[2].content[0].content[0]");
 }

@@ -1,5 +1,5 @@
 // POST /v1/responses (OpenAI Responses, stateless as DeepSeek serves it): body ->
-// DialectRequest -> DeepSeek prompt -> job with the Responses writer (api/routes.h).
+// dialect::DialectRequest -> DeepSeek prompt -> job with the Responses writer (api/routes.h).
 #include "api/routes.h"
 #include "encoding/encoder.h"
 #include "net/api_error.h"
@@ -11,8 +11,8 @@ void HandleResponses(const RouteContext& ctx, const ExchangePtr& exchange) {
   auto fail = [&exchange](const net::ApiError& e) { exchange->Respond(net::ErrorResponse(e)); };
   Json body;
   if (!ReadJsonBody(*exchange, kOpenAI, &body)) return;
-  DialectRequest req;
-  if (auto e = ParseResponsesBody(body, DialectContextOf(ctx), &req)) return fail(*e);
+  dialect::DialectRequest req;
+  if (auto e = dialect::ParseResponsesBody(body, DialectContextOf(ctx), &req)) return fail(*e);
   if (!ModelServed(ctx, *exchange, req.options.model, kOpenAI)) return;
   GenerationPlan plan;
   if (auto e = EncodePrompt(ctx, req.chat, &plan.prompt, &plan.images, &plan.thinking)) return fail(*e);

@@ -16,13 +16,13 @@
 #include "meter/limiter.h"
 #include "net/exchange.h"
 #include "api/constraint_fields.h"
+#include "dialect/dialect_request.h"
+#include "dialect/reasoning_seal.h"
+#include "dialect/request_options.h"
 #include "api/metrics.h"
-#include "api/dialect_request.h"
 #include "api/generation_job.h"
 #include "api/image_inputs.h"
-#include "api/reasoning_seal.h"
 #include "api/writers.h"
-#include "api/request_options.h"
 #include "api/response_json.h"
 #include "encoding/version.h"
 #include "serve/service.h"
@@ -47,7 +47,7 @@ struct RouteOptions {
   // More model names clients may send for the served model: exact names, or prefixes ending
   // in '*' ("claude-*"). Responses repeat the name the client sent.
   std::vector<std::string> model_aliases;
-  HostedTools hosted_tools = HostedTools::kDrop;
+  dialect::HostedTools hosted_tools = dialect::HostedTools::kDrop;
   ImageOptions images;  // image inputs (disabled: a text-only model, images are a 400)
 };
 
@@ -60,7 +60,7 @@ struct RouteContext {
   RouteOptions options;
   int64_t created = 0;  // server start (Unix seconds), reported by /v1/models
   serve::TransferInbox* inbox = nullptr;  // decode side of disaggregated serving (null = off)
-  const ReasoningSeal* seal = nullptr;     // seals reasoning handed to stateless clients (null = none)
+  const dialect::ReasoningSeal* seal = nullptr;     // seals reasoning handed to stateless clients (null = none)
   grammar::GrammarCache* grammars = nullptr;  // structured outputs (null = refused with a 400)
   meter::Ledger* ledger = nullptr;            // usage ledger (null = requests are not metered)
   const meter::KeyDirectory* tenants = nullptr;  // the keys' tenants and price books (null = none)
@@ -92,14 +92,14 @@ void HandleKvSnapshot(const RouteContext& ctx, const ExchangePtr& exchange);    
 bool ReadJsonBody(net::Exchange& exchange, net::ErrorDialect errors, Json* body);
 bool ServesModel(const RouteContext& ctx, const std::string& name);  // the model's id or an alias
 bool ModelServed(const RouteContext& ctx, net::Exchange& exchange, const std::string& name, net::ErrorDialect errors);
-// Chat Completions and Completions: ReadJsonBody, the generation fields and ModelServed.
-bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, Dialect dialect, Json* body,
-                        GenerationOptions* options);
+// Completions: ReadJsonBody, the generation fields and ModelServed.
+bool ReadGenerationBody(const RouteContext& ctx, net::Exchange& exchange, dialect::Dialect dialect, Json* body,
+                        dialect::GenerationOptions* options);
 
 // One generation as a route plans it: the prompt, its options, how to read the output and
 // which dialect writes it.
 struct GenerationPlan {
-  GenerationOptions options;
+  dialect::GenerationOptions options;
   std::vector<int32_t> prompt;
   std::vector<protocol::ImageInput> images;  // the prompt's pictures (their spans are in `prompt`)
   bool chat = true;                        // chat-encoded prompt: parse reasoning and tool calls
@@ -120,11 +120,8 @@ void StartGeneration(const RouteContext& ctx, const ExchangePtr& exchange, Gener
 // ASCII only); nothing when none were.
 void AddDroppedToolsHeader(const std::vector<std::string>& dropped, net::HeaderList* headers);
 
-// A kBadChatRequest ("messages[2].content: ...") as a 400 whose `param` is that field path.
-net::ApiError ChatRequestError(const base::Error& error);
-
-// The DialectContext of this server's routes.
-DialectContext DialectContextOf(const RouteContext& ctx);
+// The dialect::DialectContext of this server's routes.
+dialect::DialectContext DialectContextOf(const RouteContext& ctx);
 // Encodes a chat request into token ids (kBadChatRequest: 400 naming the field). A final
 // assistant message is continued (encoding::EncodeChatContinuation). *thinking: whether the
 // output starts inside the reasoning. Pictures become their spans in *ids and ImageInputs in

@@ -16,7 +16,7 @@ void RespondJson(net::Exchange& exchange, const Json& body) {
 
 // Every field a tokenize body may carry: the prompt or the messages and their chat options.
 std::optional<net::ApiError> CheckTokenizeFields(const Json& body) {
-  return CheckKnownFields(body, "", {"model", "prompt", "add_special_tokens", "messages", "tools", "tool_choice",
+  return dialect::CheckKnownFields(body, "", {"model", "prompt", "add_special_tokens", "messages", "tools", "tool_choice",
                                      "thinking", "reasoning_effort", "response_format"});
 }
 
@@ -34,7 +34,7 @@ void HandleTokenize(const RouteContext& ctx, const ExchangePtr& exchange) {
   if (body.contains("messages")) {
     base::Result<protocol::ChatRequest> chat = protocol::ChatRequestFromJson(body);
     if (!chat.ok()) return fail(net::FromError(chat.error()));
-    FlattenTextParts(*chat, ctx.options.encoding_version);
+    dialect::FlattenTextParts(*chat, ctx.options.encoding_version);
     bool thinking = false;
     std::vector<protocol::ImageInput> images;  // counted as the prompt counts them, not encoded
     if (auto e = EncodePrompt(ctx, *chat, &ids, &images, &thinking)) return fail(*e);
@@ -53,7 +53,7 @@ void HandleDetokenize(const RouteContext& ctx, const ExchangePtr& exchange) {
   Json body;
   if (!ReadJsonBody(*exchange, net::ErrorDialect::kOpenAI, &body)) return;
   auto fail = [&exchange](const net::ApiError& e) { exchange->Respond(net::ErrorResponse(e)); };
-  if (auto e = CheckKnownFields(body, "", {"model", "tokens"})) return fail(*e);
+  if (auto e = dialect::CheckKnownFields(body, "", {"model", "tokens"})) return fail(*e);
   const Json* tokens = body.contains("tokens") ? &body["tokens"] : nullptr;
   if (tokens == nullptr || !tokens->is_array()) return fail(net::InvalidRequest("tokens: an array of token ids is required", "tokens"));
   const int64_t vocab = ctx.service->Info().vocab_size;

@@ -8,7 +8,7 @@
 
 #include "api/dialect_writer.h"
 #include "api/response_json.h"
-#include "api/reasoning_seal.h"
+#include "dialect/reasoning_seal.h"
 #include "tokenizer/tokenizer.h"
 
 namespace flashserve::api {
@@ -31,7 +31,7 @@ std::unique_ptr<DialectWriter> MakeCompletionWriter(WriterContext ctx);
 
 struct MessagesWriterOptions {
   bool omit_thinking = false;            // thinking.display "omitted": empty text, signature only
-  const ReasoningSeal* seal = nullptr;   // signs thinking blocks
+  const dialect::ReasoningSeal* seal = nullptr;   // signs thinking blocks
 };
 std::unique_ptr<DialectWriter> MakeMessagesWriter(WriterContext ctx, MessagesWriterOptions options);
 
@@ -39,7 +39,7 @@ struct ResponsesWriterOptions {
   nlohmann::ordered_json echo;           // the request settings the response object repeats
   bool summary = false;                  // reasoning.summary: the reasoning text as summary
   bool encrypted_reasoning = false;      // include reasoning.encrypted_content
-  const ReasoningSeal* seal = nullptr;
+  const dialect::ReasoningSeal* seal = nullptr;
 };
 std::unique_ptr<DialectWriter> MakeResponsesWriter(WriterContext ctx, ResponsesWriterOptions options);
 

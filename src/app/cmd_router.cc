@@ -12,6 +12,7 @@
 #include "app/commands.h"
 #include "app/meter_setup.h"
 #include "base/log.h"
+#include "dialect/reasoning_seal.h"
 #include "encoding/version.h"
 #include "router/router_server.h"
 
@@ -21,7 +22,7 @@ namespace {
 
 struct RouterFlags {
   router::RouterConfig config;
-  std::string host = "127.0.0.1", policy = "cache-aware", tokenizer, encoding = "auto", api_keys_file;
+  std::string host = "127.0.0.1", policy = "cache-aware", tokenizer, encoding = "auto", api_keys_file, seal_key_file;
   int port = 8080;
   std::vector<std::string> api_keys;
   MeterFlags meter;
@@ -45,6 +46,11 @@ int RunRouter(RouterFlags f) {
   }
   auto tok = LoadTokenizer(tokenizer_path, /*demo=*/f.tokenizer.empty());
   if (!tok.ok()) return PrintError(tok.error());
+  if (!f.seal_key_file.empty()) {
+    auto seal = dialect::ReasoningSeal::FromKeyFile(f.seal_key_file, /*create=*/false);
+    if (!seal.ok()) return PrintError(seal.error());
+    f.config.seal = std::make_shared<const dialect::ReasoningSeal>(*seal);
+  }
   std::string first_key;
   auto keys = ReadApiKeys(f.api_keys, f.api_keys_file, &first_key);
   if (!keys.ok()) return PrintError(keys.error());
@@ -97,6 +103,10 @@ void RegisterRouterCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--tokenizer", f->tokenizer, "The workers' tokenizer.json (default: the DeepSeek one from setup)")->check(CLI::ExistingFile);
   cmd->add_option("--encoding", f->encoding, "Prompt format for prefix hashing: auto (what the workers report), v4 or v41")
       ->check(CLI::IsMember({"auto", "v4", "v41", "v4.1"}))->capture_default_str();
+  cmd->add_option("--seal-key-file", f->seal_key_file,
+                  "The workers' --seal-key-file: reasoning that clients hand back is then counted exactly for routing and "
+                  "input-token limits (default: estimated by its visible text)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--api-key", f->api_keys, "KEY[:TENANT[:TTL_CLASS]] as on the workers (repeatable); clients must send one");
   cmd->add_option("--api-keys-file", f->api_keys_file, "File of API keys, one per line")->check(CLI::ExistingFile);
   cmd->add_option("--worker-key", c.pool.control_api_key, "Key for the router's own polls (default: the first --api-key)");

@@ -139,14 +139,14 @@ base::Result<std::pair<int32_t, float>> ParseLogitBias(const std::string& spec, 
 
 // The key sealing reasoning for stateless clients: --seal-key-file, else one in the data
 // directory (--kv-dir, else the user's cache), created on first start.
-base::Result<api::ReasoningSeal> OpenReasoningSeal(const ServeFlags& f) {
-  if (!f.seal_key_file.empty()) return api::ReasoningSeal::FromKeyFile(f.seal_key_file, false);
+base::Result<dialect::ReasoningSeal> OpenReasoningSeal(const ServeFlags& f) {
+  if (!f.seal_key_file.empty()) return dialect::ReasoningSeal::FromKeyFile(f.seal_key_file, false);
   fs::path dir = f.store.disk_dir;
   if (dir.empty()) {
     FS_ASSIGN_OR_RETURN(fs::path demo, DemoCacheDir());
     dir = demo.parent_path();
   }
-  return api::ReasoningSeal::FromKeyFile((dir / "reasoning-seal.key").string(), true);
+  return dialect::ReasoningSeal::FromKeyFile((dir / "reasoning-seal.key").string(), true);
 }
 
 void PrintBanner(const std::string& name, const std::string& dir, const std::string& host, int port,
@@ -270,7 +270,7 @@ int RunServe(ServeFlags f) {
   auto seal = OpenReasoningSeal(f);
   if (!seal.ok() && !f.seal_key_file.empty()) return PrintError(seal.error());
   if (seal.ok()) {
-    f.api.seal = std::make_shared<const api::ReasoningSeal>(*seal);
+    f.api.seal = std::make_shared<const dialect::ReasoningSeal>(*seal);
     if (f.seal_key_file.empty())
       FS_LOG(kInfo, "serve: reasoning is sealed with this worker's own key; give every worker of a fleet one --seal-key-file");
   } else {
@@ -325,7 +325,7 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
   cmd->add_option("--served-model-name", f->served_names,
                   "Model id clients send (default: deepseek-v4-demo, or the checkpoint folder name); repeat it for "
                   "aliases, a trailing '*' matches a prefix (--served-model-name my-v4 --served-model-name 'claude-*')");
-  const std::map<std::string, api::HostedTools> hosted = {{"drop", api::HostedTools::kDrop}, {"reject", api::HostedTools::kReject}};
+  const std::map<std::string, dialect::HostedTools> hosted = {{"drop", dialect::HostedTools::kDrop}, {"reject", dialect::HostedTools::kReject}};
   cmd->add_option("--hosted-tools", f->api.routes.hosted_tools,
                   "Hosted tools this server does not run (web_search, Anthropic server tools): drop (left out of the "
                   "prompt, named in the x-flashserve-dropped-tools header) or reject (400)")

@@ -69,13 +69,14 @@ base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::Api
     m.ledger = std::make_unique<meter::Ledger>(m.store.get(), f.flush_s);
     // Monthly budgets count the whole fleet's spend in the store, refreshed this often.
     FS_RETURN_IF_ERROR(m.ledger->SyncSpendTo(m.limiter.get(), std::max(5.0, f.refresh_s)));
-  } else {
-    // Every request passes the router: it counts requests, input and concurrency itself, and
-    // reads the output and spend the workers record (at most a second old, plus their flush).
-    auto fleet = meter::FleetUsageSync::Start(m.store.get(), m.limiter.get(), std::min(1.0, f.refresh_s));
-    if (!fleet.ok()) return fleet.error().WithContext("metering store " + meter::RedactedUrl(f.db));
-    m.fleet = std::move(fleet).value();
   }
+  // A router counts requests, input and concurrency itself (every request passes it) and reads
+  // the output and spend the workers record; a worker raises its per-minute counts to the
+  // fleet's. Both at most a second old, plus the workers' flush interval.
+  auto fleet = meter::FleetUsageSync::Start(m.store.get(), m.limiter.get(), std::min(1.0, f.refresh_s),
+                                            ledger ? meter::FleetRole::kWorker : meter::FleetRole::kRouter);
+  if (!fleet.ok()) return fleet.error().WithContext("metering store " + meter::RedactedUrl(f.db));
+  m.fleet = std::move(fleet).value();
   const auto tenants = m.directory->Tenants();
   FS_LOG(kInfo, "metering store {}: {} tenants; keys refreshed every {} s", meter::RedactedUrl(f.db), tenants->size(),
          f.refresh_s);

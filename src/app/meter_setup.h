@@ -41,13 +41,14 @@ struct Metering {
   std::unique_ptr<meter::KeyDirectory> directory;
   std::unique_ptr<meter::TenantLimiter> limiter;  // outlives the ledger and the fleet sync
   std::unique_ptr<meter::Ledger> ledger;          // workers only
-  std::unique_ptr<meter::FleetUsageSync> fleet;   // the router only
+  std::unique_ptr<meter::FleetUsageSync> fleet;   // the fleet's last minute (and, at a router, spend)
 };
 
 // No store: an empty Metering (the servers build their rings from the static keys). Otherwise
 // the store opened, loaded once and polled; every generation route then needs a key, and a
-// limiter checks tenants' limits. With `ledger` (workers) usage records are written too;
-// without (the router) the fleet's output and spend are read from the ledger instead.
+// limiter checks tenants' limits, with the fleet's per-minute figures read from the ledger. With
+// `ledger` (workers) usage records are written too; without (the router) the fleet's output and
+// spend are read from the ledger instead.
 base::Result<Metering> StartMetering(const MeterFlags& f, std::vector<meter::ApiKey> static_keys, bool ledger);
 
 }  // namespace flashserve::app

@@ -23,6 +23,7 @@ AdminRoutes::~AdminRoutes() {
     stop_ = true;
     dropped.swap(tasks_);
   }
+  dropped.clear();  // released now, while the query under way finishes
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
 }

@@ -1,5 +1,6 @@
-// The router's view of the fleet's usage: output tokens per minute and monthly spend read from
-// the ledger the workers write, refreshed by the sync thread (meter/fleet_usage.h).
+// The fleet's usage from the ledger the workers write, refreshed by the sync thread
+// (meter/fleet_usage.h): at the router, output tokens per minute and monthly spend; at a worker
+// without a router, the fleet's requests, prompt tokens and output raising its own counts.
 #include "meter/fleet_usage.h"
 
 #include <gtest/gtest.h>
@@ -72,6 +73,69 @@ TEST_P(FleetUsageTest, OutputAndSpendOfEveryWorkerReachTheRoutersLimits) {
   EXPECT_TRUE(limiter.Admit("beta", limits, 1, base::UnixMicros() / 1'000'000).allowed);
 }
 
+// A request that arrived `ago_s` seconds ago with an `input`-token prompt, still running.
+UsageRecord Arrived(const std::string& id, const std::string& tenant, int64_t input, int64_t ago_s) {
+  UsageRecord r = Ended(id, tenant, 0, 0, 0, UsageStatus::kInterrupted);
+  r.arrival_us = base::UnixMicros() - ago_s * 1'000'000;
+  r.end_us = r.arrival_us;
+  r.input_uncached = input;
+  return r;
+}
+
+TEST_P(FleetUsageTest, WorkersWithoutARouterShareTheMinute) {
+  // This worker admits a request (5 prompt tokens) before its record is written.
+  TenantLimiter limiter;
+  Limits limits;
+  limits.requests_per_minute = 5;
+  limits.input_tokens_per_minute = 100;
+  limits.output_tokens_per_minute = 50;
+  const int64_t own_us = base::UnixMicros();
+  ASSERT_TRUE(limiter.Admit("acme", limits, 5, own_us / 1'000'000).allowed);
+  // Another worker's: three arrivals this minute (one cached in part, one still running), one
+  // two minutes ago, 40 output tokens ended.
+  UsageRecord cached = Ended("w2-a", "acme", 40, 0, 5);
+  cached.input_uncached = 4;
+  cached.cached_memory = 6;
+  ASSERT_TRUE(store_->WriteUsage({cached, Arrived("w2-b", "acme", 20, 20), Arrived("w2-c", "acme", 30, 2),
+                                  Arrived("w2-old", "acme", 500, 120), Arrived("w2-d", "beta", 7, 3)})
+                  .ok());
+  auto arrivals = store_->ArrivalsBySecond(base::UnixMicros() - 60'000'000);
+  ASSERT_TRUE(arrivals.ok()) << arrivals.error().ToString();
+  Arrivals acme;
+  for (const auto& [second, a] : (*arrivals)["acme"]) {
+    acme.requests += a.requests;
+    acme.input_tokens += a.input_tokens;
+  }
+  EXPECT_EQ(acme.requests, 3);
+  EXPECT_EQ(acme.input_tokens, 60);
+
+  auto sync = FleetUsageSync::Start(store_.get(), &limiter, 0.05, FleetRole::kWorker);
+  ASSERT_TRUE(sync.ok()) << sync.error().ToString();
+  const int64_t next_us = base::UnixMicros();
+  LimitDecision d = limiter.Admit("acme", limits, 10, next_us / 1'000'000);
+  ASSERT_TRUE(d.allowed) << d.reason;
+  EXPECT_EQ(d.requests_remaining, 0);  // 1 here + 3 elsewhere + this one
+  EXPECT_EQ(d.input_remaining, 25);    // 100 - 5 - 60 - 10
+  EXPECT_EQ(d.output_remaining, 10);   // 50 - 40
+  EXPECT_EQ(limiter.Admit("acme", limits, 1, base::UnixMicros() / 1'000'000).reason, "requests per minute");
+  EXPECT_TRUE(limiter.Admit("beta", limits, 1, base::UnixMicros() / 1'000'000).allowed);
+
+  // This worker's own records reach the ledger: counted once, not twice.
+  UsageRecord own = Arrived("w1-a", "acme", 5, 0);
+  own.arrival_us = own_us;
+  UsageRecord second = Arrived("w1-b", "acme", 10, 0);
+  second.arrival_us = next_us;
+  ASSERT_TRUE(store_->WriteUsage({own, second}).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // several passes
+  Limits wide = limits;
+  wide.requests_per_minute = 100;
+  wide.input_tokens_per_minute = 1000;
+  LimitDecision after = limiter.Admit("acme", wide, 1, base::UnixMicros() / 1'000'000);
+  ASSERT_TRUE(after.allowed);
+  EXPECT_EQ(after.requests_remaining, 100 - 5 - 1);
+  EXPECT_EQ(after.input_remaining, 1000 - 75 - 1);
+}
+
 TEST(FleetUsageStartTest, AnUnusableStoreIsAnErrorAtStart) {
   class Broken : public MeterStore {
    public:
@@ -88,6 +152,7 @@ TEST(FleetUsageStartTest, AnUnusableStoreIsAnErrorAtStart) {
     base::Result<std::optional<UsageRecord>> GetUsage(const std::string&) override { return Fail(); }
     base::Result<std::vector<UsageRow>> QueryUsage(const UsageQuery&) override { return Fail(); }
     base::Result<std::map<std::string, std::map<int64_t, int64_t>>> OutputBySecond(int64_t) override { return Fail(); }
+    base::Result<std::map<std::string, std::map<int64_t, Arrivals>>> ArrivalsBySecond(int64_t) override { return Fail(); }
 
    private:
     static base::Error Fail() { return base::Error(base::ErrorCode::kUnavailable, "server gone"); }

@@ -116,6 +116,9 @@ class FlakyStore : public MeterStore {
   base::Result<std::map<std::string, std::map<int64_t, int64_t>>> OutputBySecond(int64_t since_us) override {
     return real_->OutputBySecond(since_us);
   }
+  base::Result<std::map<std::string, std::map<int64_t, Arrivals>>> ArrivalsBySecond(int64_t since_us) override {
+    return real_->ArrivalsBySecond(since_us);
+  }
 
  private:
   MeterStore* real_;

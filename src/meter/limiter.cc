@@ -30,6 +30,16 @@ void TenantLimiter::Window::Add(int64_t now_s, int64_t n) {
   counts[i] += n;
 }
 
+void TenantLimiter::Window::Raise(int64_t second, int64_t n) {
+  const size_t i = static_cast<size_t>(((second % 60) + 60) % 60);
+  if (seconds[i] > second) return;  // the bucket already holds a later second
+  if (seconds[i] != second) {
+    seconds[i] = second;
+    counts[i] = 0;
+  }
+  counts[i] = std::max(counts[i], n);
+}
+
 // Seconds until the window's sum plus `adding` fits `limit` (buckets leave as they turn 60 s old).
 int TenantLimiter::Window::SecondsUntilBelow(int64_t now_s, int64_t limit, int64_t adding) const {
   int64_t sum = Sum(now_s);
@@ -136,12 +146,29 @@ void TenantLimiter::SyncSpend(const std::map<std::string, int64_t>& month_spend,
   for (const auto& [name, spend] : month_spend) tenants_[name].synced_spend = spend;
 }
 
-void TenantLimiter::SyncOutput(const std::map<std::string, std::map<int64_t, int64_t>>& by_second, int64_t now_s) {
+void TenantLimiter::SyncOutput(const std::map<std::string, std::map<int64_t, int64_t>>& by_second, int64_t now_s,
+                               Merge merge) {
   std::lock_guard lock(mu_);
-  for (auto& [name, s] : tenants_) s.output.Clear();
+  if (merge == Merge::kReplace)
+    for (auto& [name, s] : tenants_) s.output.Clear();
   for (const auto& [name, seconds] : by_second)
     for (const auto& [second, tokens] : seconds)
-      if (second > now_s - 60 && second <= now_s) tenants_[name].output.Add(second, tokens);
+      if (second > now_s - 60 && second <= now_s) {
+        Window& w = tenants_[name].output;
+        merge == Merge::kReplace ? w.Add(second, tokens) : w.Raise(second, tokens);
+      }
+}
+
+void TenantLimiter::SyncArrivals(const std::map<std::string, std::map<int64_t, Arrivals>>& by_second, int64_t now_s) {
+  std::lock_guard lock(mu_);
+  for (const auto& [name, seconds] : by_second) {
+    State& s = tenants_[name];
+    for (const auto& [second, a] : seconds) {
+      if (second <= now_s - 60 || second > now_s) continue;
+      s.requests.Raise(second, a.requests);
+      s.input.Raise(second, a.input_tokens);
+    }
+  }
 }
 
 int64_t TenantLimiter::concurrent(const std::string& tenant) const {

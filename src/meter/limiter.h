@@ -12,6 +12,7 @@
 #include <string>
 
 #include "meter/tenant.h"
+#include "meter/usage.h"
 
 namespace flashserve::meter {
 
@@ -59,10 +60,18 @@ class TenantLimiter {
   // This month's spend per tenant as the store has it (the ledger's sums, read while no write is
   // under way); the spend of requests ended here and not yet written is kept on top.
   void SyncSpend(const std::map<std::string, int64_t>& month_spend, int64_t month_start_s);
+  // How the fleet's figures from the ledger meet what this process counted: kReplace for the
+  // router's output (it sees no request end), kAtLeast for a worker (each second's count raised
+  // to the fleet's, which holds this worker's own requests once its ledger has written them).
+  enum class Merge { kReplace, kAtLeast };
   // The output tokens per tenant and second (Unix) of the requests that ended anywhere in the
-  // fleet during the last minute, as the ledger has them: they replace what is counted here
-  // (the router, which sees no request end, counts the fleet's output this way).
-  void SyncOutput(const std::map<std::string, std::map<int64_t, int64_t>>& by_second, int64_t now_s);
+  // fleet during the last minute, as the ledger has them.
+  void SyncOutput(const std::map<std::string, std::map<int64_t, int64_t>>& by_second, int64_t now_s,
+                  Merge merge = Merge::kReplace);
+  // The requests and prompt tokens per tenant and second of arrival anywhere in the fleet during
+  // the last minute: a worker's per-minute counts raised to them (kAtLeast), so workers without
+  // a router share their tenants' limits within a ledger flush and a refresh.
+  void SyncArrivals(const std::map<std::string, std::map<int64_t, Arrivals>>& by_second, int64_t now_s);
   // The ledger wrote a request's final record: its cost moves from unwritten to the store's.
   void Written(const std::string& tenant, int64_t cost);
   int64_t concurrent(const std::string& tenant) const;
@@ -78,6 +87,7 @@ class TenantLimiter {
     int SecondsUntilBelow(int64_t now_s, int64_t limit, int64_t adding) const;
     int SecondsUntilEmpty(int64_t now_s) const;
     void Clear() { counts.fill(0); }
+    void Raise(int64_t second, int64_t n);  // that second's count to at least n
   };
   struct State {
     Window requests, input, output;

@@ -297,6 +297,21 @@ class SqlStore final : public MeterStore {
     return out;
   }
 
+  base::Result<std::map<std::string, std::map<int64_t, Arrivals>>> ArrivalsBySecond(int64_t since_us) override {
+    std::lock_guard lock(mu_);
+    FS_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT tenant, arrival_us / 1000000, COUNT(*), SUM(input_uncached + "
+                                              "cached_memory + cached_disk + cached_shared + cached_prefill) FROM ledger "
+                                              "WHERE arrival_us >= ?1 GROUP BY 1, 2",
+                                              {since_us}));
+    std::map<std::string, std::map<int64_t, Arrivals>> out;
+    for (const SqlRow& row : rows) {
+      Arrivals& a = out[row.Text(0)][row.Int(1)];
+      a.requests += row.Int(2);
+      a.input_tokens += row.Int(3);
+    }
+    return out;
+  }
+
   base::Result<int64_t> Generation() override {
     std::lock_guard lock(mu_);
     FS_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT value FROM meter_meta WHERE name = 'generation'", {}));

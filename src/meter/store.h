@@ -49,6 +49,9 @@ class MeterStore {
   // Output tokens of the requests that ended (final records) at or after since_us, per tenant
   // and second of their end (Unix seconds).
   virtual base::Result<std::map<std::string, std::map<int64_t, int64_t>>> OutputBySecond(int64_t since_us) = 0;
+  // Requests and their prompt tokens (every tier) per tenant and second of arrival, for the
+  // records (in flight or final) that arrived at or after since_us.
+  virtual base::Result<std::map<std::string, std::map<int64_t, Arrivals>>> ArrivalsBySecond(int64_t since_us) = 0;
 };
 
 // Opens the store at `location` (a file path for SQLite), creating it when absent if `create`

@@ -58,6 +58,12 @@ void PriceRecord(UsageRecord* record);
 enum class UsageGroup { kTotal, kTenant, kKey, kModel, kDay, kHour };
 std::optional<UsageGroup> ParseUsageGroup(std::string_view name);  // "tenant", "key", ...
 
+// A tenant's requests and their prompt tokens (every tier) that arrived in one second.
+struct Arrivals {
+  int64_t requests = 0;
+  int64_t input_tokens = 0;
+};
+
 struct UsageQuery {
   int64_t from_us = 0;             // arrival >= from
   int64_t to_us = INT64_MAX;       // arrival < to

@@ -118,8 +118,7 @@ void RouterServer::Impl::StartProxy(std::shared_ptr<net::Exchange> exchange, Pro
     // Tokenization stays on the I/O threads; the format is the configured one or the workers'.
     const encoding::EncodingVersion format = config.encoding_version.value_or(
         pool.prompt_format().value_or(encoding::EncodingVersion::kV4));
-    auto tokens = kind == PromptKind::kOpaque ? base::Result<std::vector<int32_t>>(base::Error(base::ErrorCode::kInvalidArgument, "opaque"))
-                                              : hasher.Tokens(kind, body, format);
+    auto tokens = hasher.Tokens(kind, body, format);
     if (tokens.ok()) {
       call->tokens = std::move(tokens).value();
       call->hashable = true;

@@ -32,7 +32,7 @@ base::Status RouterConfig::Validate() const {
 RouterServer::Impl::Impl(const RouterConfig& c, const tokenizer::Tokenizer& tok)
     : config(c),
       tokenizer(tok),
-      hasher(tok),
+      hasher(tok, c.seal.get()),
       keys(c.key_ring ? c.key_ring : std::make_shared<meter::ApiKeyRing>(c.api_keys)),
       economics(c.economics),
       index(c.max_index_entries_per_worker),
@@ -73,21 +73,23 @@ void RouterServer::Impl::AddRoutes() {
                [this](const Exchange& e) { StartProxy(e, PromptKind::kCompletion); }, /*needs_key=*/true);
     routes.Add("GET", p + "/models", "/v1/models", [this](const Exchange& e) { AnswerModels(e); }, /*needs_key=*/true);
   }
-  // The dialects the router does not tokenize: routed by session affinity and load.
-  // `generation` false: no tokens generated, so no tenant limit counts it (as on the workers).
-  auto opaque = [this](Impl::Wire wire, bool generation = true) {
-    return [this, wire, generation](const Exchange& e) { StartProxy(e, PromptKind::kOpaque, wire, generation); };
+  // Messages and Responses are tokenized as Chat is; token counting and the tokenize routes are
+  // routed by session affinity and load. `generation` false: no tokens generated, so no tenant
+  // limit counts it (as on the workers).
+  auto proxied = [this](PromptKind kind, Impl::Wire wire, bool generation = true) {
+    return [this, kind, wire, generation](const Exchange& e) { StartProxy(e, kind, wire, generation); };
   };
   for (const char* prefix : {"/v1", "/anthropic/v1", "/anthropic"}) {
     const std::string p = prefix;
-    routes.Add("POST", p + "/messages", "/v1/messages", opaque(Impl::Wire::kAnthropic), true, net::ErrorDialect::kAnthropic);
+    routes.Add("POST", p + "/messages", "/v1/messages", proxied(PromptKind::kMessages, Impl::Wire::kAnthropic), true,
+               net::ErrorDialect::kAnthropic);
     routes.Add("POST", p + "/messages/count_tokens", "/v1/messages/count_tokens",
-               opaque(Impl::Wire::kAnthropic, /*generation=*/false), true, net::ErrorDialect::kAnthropic);
+               proxied(PromptKind::kOpaque, Impl::Wire::kAnthropic, /*generation=*/false), true, net::ErrorDialect::kAnthropic);
   }
-  routes.Add("POST", "/v1/responses", "/v1/responses", opaque(Impl::Wire::kResponses), true);
-  routes.Add("POST", "/responses", "/v1/responses", opaque(Impl::Wire::kResponses), true);
-  routes.Add("POST", "/tokenize", "/tokenize", opaque(Impl::Wire::kOpenAI, false), true);
-  routes.Add("POST", "/detokenize", "/detokenize", opaque(Impl::Wire::kOpenAI, false), true);
+  routes.Add("POST", "/v1/responses", "/v1/responses", proxied(PromptKind::kResponses, Impl::Wire::kResponses), true);
+  routes.Add("POST", "/responses", "/v1/responses", proxied(PromptKind::kResponses, Impl::Wire::kResponses), true);
+  routes.Add("POST", "/tokenize", "/tokenize", proxied(PromptKind::kOpaque, Impl::Wire::kOpenAI, false), true);
+  routes.Add("POST", "/detokenize", "/detokenize", proxied(PromptKind::kOpaque, Impl::Wire::kOpenAI, false), true);
   routes.Add("POST", "/beta/chat/completions", "/v1/chat/completions",
              [this](const Exchange& e) { StartProxy(e, PromptKind::kChat); }, true);
   routes.Add("POST", "/beta/completions", "/v1/completions",

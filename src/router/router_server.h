@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "dialect/reasoning_seal.h"
 #include "encoding/version.h"
 #include "meter/api_keys.h"
 #include "meter/economics.h"
@@ -32,6 +33,9 @@ struct RouterConfig {
   // Chat prompt format for prefix hashing; nullopt = the one the workers report (v4 until one
   // answered).
   std::optional<encoding::EncodingVersion> encoding_version;
+  // The fleet's reasoning seal (the workers' --seal-key-file): Messages and Responses turns
+  // that hand reasoning back are then tokenized exactly (null: estimated by their visible text).
+  std::shared_ptr<const dialect::ReasoningSeal> seal;
   std::vector<meter::ApiKey> api_keys;       // empty: no authentication at the router
   std::shared_ptr<meter::ApiKeyRing> key_ring;  // live (metering store); when set, used instead
   // Tenants' limits, enforced here for the whole fleet (both from the metering store; both

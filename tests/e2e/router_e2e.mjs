@@ -6,7 +6,8 @@
 //  3. load shedding: 429 + Retry-After when every worker is saturated; API keys at the router;
 //  4. failures: a killed worker's requests are retried on the other one, and a stream whose
 //     worker dies mid-way ends with an error event (never a hang);
-//  1b. the Messages and Responses dialects through the router, kept in place by session keys;
+//  1b. the Messages and Responses dialects through the router, read as the workers read them:
+//     multi-turn sessions stay with their cached prefix and hit it;
 //  5. DeepSeek-V4.1 workers: the router hashes prompts in the format the workers report (v41),
 //     so it predicts their cached blocks and keeps conversations in place.
 //
@@ -93,33 +94,46 @@ try {
   const view = await workersView(cacheAware);
   assert.ok(view.find((w) => w.url === w2.base).kv_resyncs >= 2, 'the 3-event ring of worker b overflowed: resync');
 
-  // 1b. Messages and Responses through the router: a session's prompt_cache_key (Codex) or
-  // metadata.user_id (Claude Code) keeps it on one worker; Anthropic's error shape on its route.
+  // 1b. Messages and Responses through the router, as Codex CLI and Claude Code send them (the
+  // whole conversation every turn, a session key): the router reads both with the workers'
+  // parsers, so a conversation's cached prefix keeps it on one worker and hits there.
   const reportedPrompt = async () => [...(await (await fetch(`${cacheAware.base}/metrics`)).text())
     .matchAll(/^flashserve_router_reported_prompt_tokens_total\{[^}]*\} (\S+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
   const reportedBefore = await reportedPrompt();
   let promptTokens = 0;
+  let responsesHits = 0, messagesHits = 0;
   for (const session of ['s-1', 's-2', 's-3', 's-4']) {
-    const placed = new Set();
+    const placed = { responses: new Set(), messages: new Set() };
+    const input = [], messages = [];
     for (let turn = 0; turn < 3; ++turn) {
+      input.push({ role: 'user', content: userText(session, turn, 0) });
       const res = await fetch(`${cacheAware.base}/v1/responses`, { method: 'POST', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'tiny', input: userText(session, turn, 0), max_output_tokens: 2, prompt_cache_key: session,
+        body: JSON.stringify({ model: 'tiny', input, max_output_tokens: 2, prompt_cache_key: session,
           reasoning: { effort: 'none' } }) });
       assert.equal(res.status, 200, await res.clone().text());
       const response = await res.json();
       assert.equal(response.object, 'response');
       promptTokens += response.usage.input_tokens;
-      placed.add(res.headers.get('x-flashserve-worker'));
+      if (turn > 0) responsesHits += response.usage.input_tokens_details.cached_tokens;
+      placed.responses.add(res.headers.get('x-flashserve-worker'));
+      const said = response.output.filter((o) => o.type === 'message').flatMap((o) => o.content).map((c) => c.text).join('');
+      input.push({ role: 'assistant', content: said || '.' });
+      messages.push({ role: 'user', content: userText(session, turn, 1) });
       const msg = await fetch(`${cacheAware.base}/anthropic/v1/messages`, { method: 'POST', headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'tiny', max_tokens: 2, messages: [{ role: 'user', content: userText(session, turn, 1) }],
+        body: JSON.stringify({ model: 'tiny', max_tokens: 2, messages,
           metadata: { user_id: `{"session_id":"${session}"}` }, thinking: { type: 'disabled' } }) });
-      assert.equal(msg.status, 200);
+      assert.equal(msg.status, 200, await msg.clone().text());
       const message = await msg.json();
       assert.equal(message.type, 'message');
       promptTokens += message.usage.input_tokens + message.usage.cache_read_input_tokens;
+      if (turn > 0) messagesHits += message.usage.cache_read_input_tokens;
+      placed.messages.add(msg.headers.get('x-flashserve-worker'));
+      messages.push({ role: 'assistant', content: message.content.map((b) => b.text ?? '').join('') || '.' });
     }
-    assert.equal(placed.size, 1, `session ${session} moved between workers: ${[...placed]}`);
+    for (const [dialect, workers] of Object.entries(placed))
+      assert.equal(workers.size, 1, `${dialect} session ${session} moved between workers: ${[...workers]}`);
   }
+  assert.ok(responsesHits > 0 && messagesHits > 0, `later turns hit their cached prefix: ${responsesHits}, ${messagesHits}`);
   // The router reads usage in every dialect (its cache-hit metrics cover Messages and Responses).
   assert.equal(await reportedPrompt() - reportedBefore, promptTokens);
   const bad = await fetch(`${cacheAware.base}/v1/messages`, { method: 'POST', body: JSON.stringify({ model: 'tiny', max_tokens: 2 }) });

@@ -9,7 +9,9 @@
 //  4. with two workers behind it, the router holds each tenant to its limits for the whole fleet:
 //     requests per minute and concurrent requests counted at the router (spread over both
 //     workers, each of which alone would have let more through), output tokens per minute summed
-//     from both workers' ledger records.
+//     from both workers' ledger records, input tokens per minute of Messages and Responses
+//     requests counted at the router exactly as the workers count them; without the router the
+//     two workers still share a tenant's requests per minute through the ledger.
 //  5. the workers and the router export the live economics: output tokens/s, utilization, cost
 //     per million output tokens at that load and break-even utilization, from their prices.
 // With --postgres 1 the store is a fresh database on the test PostgreSQL server.
@@ -138,6 +140,70 @@ async function fleetLimits(router, servers) {
   assert.ok([...perWorker.values()].every((n) => n < 40), `no single worker reached the limit: ${[...perWorker.values()]}`);
 }
 
+// One Messages or Responses request through the router: status, the worker, the prompt tokens
+// it billed (uncached + cached), the router's input-token figure and the refusal text.
+async function viaDialect(router, key, session, messages) {
+  const res = await fetch(`${router.base}/v1/${messages ? 'messages' : 'responses'}`, { method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${key}`, 'x-session-id': session },
+    body: JSON.stringify(messages
+      ? { model: 'tiny', max_tokens: 1, system: 'Be brief.', messages: [{ role: 'user', content: `input ${session}` }] }
+      : { model: 'tiny', max_output_tokens: 1, instructions: 'Be brief.', input: `input ${session}` }) });
+  const text = await res.text();
+  let input = 0;
+  if (res.status === 200) {
+    const usage = JSON.parse(text).usage;
+    input = messages ? usage.input_tokens + usage.cache_read_input_tokens : usage.input_tokens;
+  }
+  const remaining = res.headers.get(messages ? 'anthropic-ratelimit-input-tokens-remaining' : 'x-ratelimit-remaining-tokens');
+  return { status: res.status, worker: res.headers.get('x-flashserve-worker'), input, text,
+    remaining: remaining === null ? null : Number(remaining) };
+}
+
+// Input tokens per minute of the dialects the router reads with the workers' own parsers: each
+// prompt is counted at admission exactly as the worker bills it, for the whole fleet.
+async function fleetInputTokens(router, servers) {
+  const limit = 120;
+  cli('tenant', 'add', 'iota', '--input-tpm', String(limit));
+  const k = createKey('iota');
+  await keyEverywhere(k.key, servers);
+  const perWorker = new Map();
+  let used = 0;
+  let refused = null;
+  for (let i = 0; i < 40 && !refused; ++i) {
+    const r = await viaDialect(router, k.key, `i${i}`, i % 2 === 0);
+    if (r.status !== 200) {
+      refused = r;
+      break;
+    }
+    used += r.input;
+    perWorker.set(r.worker, (perWorker.get(r.worker) ?? 0) + r.input);
+    assert.ok(r.input > 0);
+    assert.equal(r.remaining, limit - used, `the router counted request ${i} as its worker billed it`);
+  }
+  assert.ok(refused, 'the fleet\'s input per minute is enforced');
+  assert.equal(refused.status, 429);
+  assert.equal(refused.worker, null, 'refused at the router');
+  assert.match(refused.text, /input tokens per minute/);
+  assert.ok(used <= limit, `admitted ${used} <= ${limit} input tokens`);
+  assert.equal(perWorker.size, 2, 'both workers served prompts');
+  assert.ok([...perWorker.values()].every((n) => n < limit), `no single worker reached the limit: ${[...perWorker.values()]}`);
+}
+
+// Two workers without a router: each raises its per-minute counts to the fleet's from the ledger
+// (written every 0.1 s, read every 0.1 s here), so 3 requests per minute hold across both.
+async function workersShareLimits(w, w2) {
+  cli('tenant', 'add', 'kappa', '--rpm', '3');
+  const k = createKey('kappa');
+  await keyEverywhere(k.key, [w, w2]);
+  for (const server of [w, w2, w]) {
+    assert.equal((await chat(server, k.key, 'shared')).status, 200);
+    await sleep(600);  // the ledger's write and the other worker's read
+  }
+  const fourth = await chat(w2, k.key, 'shared');
+  assert.equal(fourth.status, 429, 'the second worker, which saw one request itself, counts the fleet\'s three');
+  assert.match(fourth.body.error.message, /requests per minute/);
+}
+
 // A worker priced at $3.60/h, compared with two API prices.
 const WORKER_PRICES = ['--cost-per-hour', '3.6', '--api-output-price', '0.6,1.2'];
 
@@ -253,6 +319,8 @@ await runE2e(work, async (ctx) => {
     '--cost-per-hour', '7.2', '--capacity-tokens-per-s', '500', '--api-output-price', '0.6']);
   await waitHealthy(fleet, 2);
   await fleetLimits(fleet, [fleet, w, w2]);
+  await fleetInputTokens(fleet, [fleet, w, w2]);
+  await workersShareLimits(w, w2);
   await liveEconomics(fleet, w2, b.key);
   await stop(fleet);
   await stop(w2);

@@ -13,7 +13,7 @@
 #include "net/api_error.h"
 #include "protocol/sampling.h"
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 
 enum class Dialect { kChat, kCompletion };
 
@@ -48,4 +48,4 @@ std::optional<net::ApiError> ParseJsonBody(const std::string& text, nlohmann::or
 // "expected a number, got string"-style description of a JSON value's type.
 const char* JsonTypeName(const nlohmann::ordered_json& value);
 
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect

@@ -1,8 +1,8 @@
-// Messages and Responses request bodies -> the one request model the generation core serves
-// (a protocol::ChatRequest for the encoder plus GenerationOptions), and what the dialects
-// share with Chat Completions: the field allowlists (a field is implemented, a documented hint,
-// or a 400 naming it), DeepSeek's reasoning-effort names, text-part flattening. Pure
-// functions, any thread.
+// Chat Completions, Messages and Responses request bodies -> the one request model the
+// generation core serves (a protocol::ChatRequest for the encoder plus GenerationOptions), and
+// what the dialects share: the field allowlists (a field is implemented, a documented hint, or a
+// 400 naming it), DeepSeek's reasoning-effort names, text-part flattening. Workers and the
+// router parse with the same functions, so both build the same prompt. Pure, any thread.
 #pragma once
 
 #include <initializer_list>
@@ -14,14 +14,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "api/field_lists.h"
-#include "api/reasoning_seal.h"
-#include "api/request_options.h"
+#include "base/result.h"
+#include "dialect/field_lists.h"
+#include "dialect/reasoning_seal.h"
+#include "dialect/request_options.h"
 #include "encoding/version.h"
 #include "net/api_error.h"
 #include "protocol/chat.h"
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 
 // Hosted tools the server does not run (web_search, Anthropic server tools).
 enum class HostedTools { kDrop, kReject };
@@ -31,6 +32,10 @@ struct DialectContext {
   encoding::EncodingVersion version = encoding::EncodingVersion::kV4;
   HostedTools hosted_tools = HostedTools::kDrop;
   const ReasoningSeal* seal = nullptr;
+  // Sealed reasoning this process cannot open (no seal, or another key) is taken as the text
+  // sent beside it (a Messages `thinking`, a Responses item's `content`), else as empty, instead
+  // of refused: the router's estimate of a prompt whose exact form only the workers know.
+  bool estimate_sealed = false;
 };
 
 struct DialectRequest {
@@ -46,7 +51,11 @@ struct DialectRequest {
   nlohmann::ordered_json echo;       // settings the response object repeats
 };
 
-// POST /v1/messages (Anthropic) and POST /v1/responses (OpenAI, stateless).
+// POST /v1/chat/completions, POST /v1/messages (Anthropic) and POST /v1/responses (OpenAI,
+// stateless). The structured-output fields (response_format, tool_choice's grammar) are read by
+// the worker's api room; these check that every field is known.
+std::optional<net::ApiError> ParseChatBody(const nlohmann::ordered_json& body, const DialectContext& ctx,
+                                           DialectRequest* out);
 std::optional<net::ApiError> ParseMessagesBody(const nlohmann::ordered_json& body, const DialectContext& ctx,
                                                DialectRequest* out);
 std::optional<net::ApiError> ParseResponsesBody(const nlohmann::ordered_json& body, const DialectContext& ctx,
@@ -59,7 +68,7 @@ std::optional<net::ApiError> CheckKnownFields(const nlohmann::ordered_json& obje
                                               std::initializer_list<std::string_view> implemented,
                                               std::initializer_list<std::string_view> hints = {});
 
-// The same against a route's table (api/field_lists.h).
+// The same against a route's table (dialect/field_lists.h).
 std::optional<net::ApiError> CheckKnownFields(const nlohmann::ordered_json& object, const FieldList& fields);
 
 // DeepSeek's effort names for `version`: V4 (high, max): minimal/low/medium/high -> high,
@@ -80,7 +89,11 @@ std::optional<net::ApiError> ParseDialectGeneration(const nlohmann::ordered_json
                                                     std::initializer_list<FieldName> fields, int64_t vocab_size,
                                                     GenerationOptions* out);
 
+// A protocol::ChatRequestFromJson or encoder error (kBadChatRequest, "messages[2].content: ...")
+// as a 400 whose param is the path the message starts with.
+net::ApiError ChatRequestError(const base::Error& error);
+
 // "name: what" 400 with param `name` and code unsupported_parameter.
 net::ApiError Unsupported(const std::string& name, const std::string& what);
 
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect

@@ -1,11 +1,11 @@
-// Generation fields of request bodies (api/request_options.h).
-#include "api/request_options.h"
+// Generation fields of request bodies (dialect/request_options.h).
+#include "dialect/request_options.h"
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 
 namespace {
 
@@ -240,4 +240,4 @@ std::optional<net::ApiError> ParseGenerationOptions(const nlohmann::ordered_json
   return r.error();
 }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect

@@ -8,7 +8,7 @@
 #include <span>
 #include <string_view>
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 
 struct FieldList {
   std::span<const std::string_view> implemented;
@@ -48,4 +48,4 @@ inline constexpr FieldList kCompletionFields{kCompletionImplemented, kCompletion
 inline constexpr FieldList kMessagesFields{kMessagesImplemented, kMessagesHints};
 inline constexpr FieldList kResponsesFields{kResponsesImplemented, kResponsesHints};
 
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect

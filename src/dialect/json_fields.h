@@ -8,10 +8,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "api/request_options.h"
+#include "dialect/request_options.h"
 #include "net/api_error.h"
 
-namespace flashserve::api::json_fields {
+namespace flashserve::dialect::json_fields {
 
 using Json = nlohmann::ordered_json;
 using Error = std::optional<net::ApiError>;
@@ -55,4 +55,4 @@ inline Error TypedElement(const Json& list, size_t i, const std::string& list_pa
   return String(list[i], "type", *path, type);
 }
 
-}  // namespace flashserve::api::json_fields
+}  // namespace flashserve::dialect::json_fields

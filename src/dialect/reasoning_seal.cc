@@ -1,5 +1,5 @@
-// AES-256-GCM sealing of reasoning text with OpenSSL (api/reasoning_seal.h).
-#include "api/reasoning_seal.h"
+// AES-256-GCM sealing of reasoning text with OpenSSL (dialect/reasoning_seal.h).
+#include "dialect/reasoning_seal.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -18,7 +18,7 @@
 
 #include "base/check.h"
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 namespace {
 
 constexpr std::string_view kPrefix = "fsr1.";
@@ -159,4 +159,4 @@ base::Result<std::string> ReasoningSeal::Open(std::string_view blob) const {
   return text;
 }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect

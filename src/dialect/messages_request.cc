@@ -1,14 +1,14 @@
-// Anthropic Messages body -> DialectRequest (api/dialect_request.h): system, content blocks,
+// Anthropic Messages body -> DialectRequest (dialect/dialect_request.h): system, content blocks,
 // tools (deferred and hosted), tool_choice, thinking, output_config, context_management.
 #include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 
-#include "api/dialect_request.h"
-#include "api/json_fields.h"
+#include "dialect/dialect_request.h"
+#include "dialect/json_fields.h"
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 namespace {
 
 using namespace json_fields;  // NOLINT: the room's small JSON reading vocabulary
@@ -195,8 +195,10 @@ Error SealedThinking(const Conversion& cv, const Json& block, const std::string&
     if (auto e = String(block, "signature", path, &blob)) return e;
   }
   const std::string field = path + (redacted ? ".data" : ".signature");
-  if (cv.ctx.seal == nullptr) return Unsupported(field, "this server keeps no reasoning seal");
-  base::Result<std::string> text = cv.ctx.seal->Open(blob);
+  base::Result<std::string> text = cv.ctx.seal != nullptr ? cv.ctx.seal->Open(blob)
+                                                           : base::Result<std::string>(base::MakeError(base::ErrorCode::kUnavailable, "no seal"));
+  if (!text.ok() && cv.ctx.estimate_sealed) text = visible;  // the text it shows, if any
+  if (!text.ok() && cv.ctx.seal == nullptr) return Unsupported(field, "this server keeps no reasoning seal");
   if (!text.ok()) return Bad(field, text.error().message());
   if (!visible.empty() && visible != *text) return Bad(path + ".thinking", "does not match its signature");
   *out += *text;
@@ -480,4 +482,4 @@ std::optional<net::ApiError> ParseMessagesBody(const Json& body, const DialectCo
   return std::nullopt;
 }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect

@@ -1,6 +1,6 @@
 // ReasoningSeal: round trips, refusal of tampered, truncated and foreign blobs, and the key file
 // (created once with mode 0600, read back by every later start, malformed files refused).
-#include "api/reasoning_seal.h"
+#include "dialect/reasoning_seal.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 namespace {
 
 std::array<uint8_t, ReasoningSeal::kKeyBytes> Key(uint8_t seed) {
@@ -65,4 +65,4 @@ TEST(ReasoningSealTest, KeyFileIsCreatedOnceAndSharedByLaterStarts) {
 }
 
 }  // namespace
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect

@@ -12,7 +12,7 @@
 
 #include "base/result.h"
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 
 class ReasoningSeal {
  public:
@@ -35,4 +35,4 @@ class ReasoningSeal {
   std::array<uint8_t, kKeyBytes> key_;
 };
 
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect

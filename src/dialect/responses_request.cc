@@ -1,13 +1,13 @@
-// OpenAI Responses body (stateless) -> DialectRequest (api/dialect_request.h): input items,
+// OpenAI Responses body (stateless) -> DialectRequest (dialect/dialect_request.h): input items,
 // instructions, function and namespace tools, hosted tools, text.format, reasoning, include.
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "api/dialect_request.h"
-#include "api/json_fields.h"
+#include "dialect/dialect_request.h"
+#include "dialect/json_fields.h"
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 namespace {
 
 using namespace json_fields;  // NOLINT: the room's small JSON reading vocabulary
@@ -88,13 +88,21 @@ struct Conversation {
 Error Reasoning(Conversation& cv, const Json& item, const std::string& p) {
   if (auto e = CheckKnownFields(item, p, {"type", "id", "summary", "content", "encrypted_content"}, {"status"})) return e;
   std::string text;
-  if (const Json* sealed = Find(item, "encrypted_content")) {
+  const Json* sealed = Find(item, "encrypted_content");
+  bool opened = false;
+  if (sealed != nullptr) {
     if (!sealed->is_string()) return WrongType(p + ".encrypted_content", "a string", *sealed);
-    if (cv.ctx.seal == nullptr) return Unsupported(p + ".encrypted_content", "this server keeps no reasoning seal");
-    base::Result<std::string> opened = cv.ctx.seal->Open(sealed->get<std::string>());
-    if (!opened.ok()) return Bad(p + ".encrypted_content", opened.error().message());
-    text = *opened;
-  } else if (const Json* content = Find(item, "content")) {
+    base::Result<std::string> plain = cv.ctx.seal != nullptr ? cv.ctx.seal->Open(sealed->get<std::string>())
+                                                             : base::Result<std::string>(base::MakeError(base::ErrorCode::kUnavailable, "no seal"));
+    if (!plain.ok() && !cv.ctx.estimate_sealed) {
+      if (cv.ctx.seal == nullptr) return Unsupported(p + ".encrypted_content", "this server keeps no reasoning seal");
+      return Bad(p + ".encrypted_content", plain.error().message());
+    }
+    opened = plain.ok();
+    if (opened) text = *plain;
+  }
+  // The reasoning as text; an estimate's stand-in for a blob this process cannot open.
+  if (const Json* content = Find(item, "content"); content != nullptr && !opened) {
     if (!content->is_array()) return WrongType(p + ".content", "an array", *content);
     for (size_t i = 0; i < content->size(); ++i) {
       std::string piece;
@@ -398,4 +406,4 @@ std::optional<net::ApiError> ParseResponsesBody(const Json& body, const DialectC
   return std::nullopt;
 }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect

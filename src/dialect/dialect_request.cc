@@ -1,11 +1,11 @@
-// What the dialect request parsers share (api/dialect_request.h).
-#include "api/dialect_request.h"
+// What the dialect request parsers share (dialect/dialect_request.h).
+#include "dialect/dialect_request.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-namespace flashserve::api {
+namespace flashserve::dialect {
 
 net::ApiError Unsupported(const std::string& name, const std::string& what) {
   return net::InvalidRequest(name + ": " + what, name, "unsupported_parameter");
@@ -84,4 +84,4 @@ void FlattenTextParts(protocol::ChatRequest& chat, encoding::EncodingVersion ver
   }
 }
 
-}  // namespace flashserve::api
+}  // namespace flashserve::dialect
