@@ -557,6 +557,18 @@ TEST_F(RoutesTest, TokenizeAndDetokenizeAsVllmServesThem) {
   ex = std::make_shared<FakeExchange>(Json{{"tokens", {-1}}}.dump(), "POST", "/detokenize");
   HandleDetokenize(ctx_, ex);
   EXPECT_EQ(ex->status, 400);
+  // A model that is not a string, or not this one, is answered (it once left the exchange open).
+  for (const char* route : {"/tokenize", "/detokenize"}) {
+    for (const Json& model : {Json(-1), Json("other-model")}) {
+      ex = std::make_shared<FakeExchange>(Json{{"model", model}, {"prompt", "hi"}, {"tokens", {1}}}.dump(), "POST", route);
+      Json body = Json::parse(ex->request().body);
+      if (std::string(route) == "/tokenize") body.erase("tokens"); else body.erase("prompt");
+      ex = std::make_shared<FakeExchange>(body.dump(), "POST", route);
+      std::string(route) == "/tokenize" ? HandleTokenize(ctx_, ex) : HandleDetokenize(ctx_, ex);
+      EXPECT_TRUE(ex->ended) << route << " " << model;
+      EXPECT_EQ(ex->status, model.is_string() ? 404 : 400) << route << " " << model;
+    }
+  }
 }
 
 TEST_F(RoutesTest, SuffixNeedsAStringPromptAndFimTokens) {

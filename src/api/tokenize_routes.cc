@@ -20,6 +20,18 @@ std::optional<net::ApiError> CheckTokenizeFields(const Json& body) {
                                      "thinking", "reasoning_effort", "response_format"});
 }
 
+// `model`, when given, must name the served model (a 400 when it is not a string, a 404 when
+// it names another); answers the exchange and returns false otherwise.
+bool ModelAccepted(const RouteContext& ctx, net::Exchange& exchange, const Json& body) {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return true;
+  if (!it->is_string()) {
+    exchange.Respond(net::ErrorResponse(net::InvalidRequest("model: expected a string", "model")));
+    return false;
+  }
+  return ModelServed(ctx, exchange, it->get<std::string>(), net::ErrorDialect::kOpenAI);
+}
+
 }  // namespace
 
 void HandleTokenize(const RouteContext& ctx, const ExchangePtr& exchange) {
@@ -27,9 +39,7 @@ void HandleTokenize(const RouteContext& ctx, const ExchangePtr& exchange) {
   if (!ReadJsonBody(*exchange, net::ErrorDialect::kOpenAI, &body)) return;
   auto fail = [&exchange](const net::ApiError& e) { exchange->Respond(net::ErrorResponse(e)); };
   if (auto e = CheckTokenizeFields(body)) return fail(*e);
-  if (body.contains("model") && (!body["model"].is_string() ||
-                                 !ModelServed(ctx, *exchange, body["model"].get<std::string>(), net::ErrorDialect::kOpenAI)))
-    return;
+  if (!ModelAccepted(ctx, *exchange, body)) return;
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
     base::Result<protocol::ChatRequest> chat = protocol::ChatRequestFromJson(body);
@@ -54,6 +64,7 @@ void HandleDetokenize(const RouteContext& ctx, const ExchangePtr& exchange) {
   if (!ReadJsonBody(*exchange, net::ErrorDialect::kOpenAI, &body)) return;
   auto fail = [&exchange](const net::ApiError& e) { exchange->Respond(net::ErrorResponse(e)); };
   if (auto e = dialect::CheckKnownFields(body, "", {"model", "tokens"})) return fail(*e);
+  if (!ModelAccepted(ctx, *exchange, body)) return;
   const Json* tokens = body.contains("tokens") ? &body["tokens"] : nullptr;
   if (tokens == nullptr || !tokens->is_array()) return fail(net::InvalidRequest("tokens: an array of token ids is required", "tokens"));
   const int64_t vocab = ctx.service->Info().vocab_size;
