@@ -4,7 +4,11 @@
 #include <jpeglib.h>
 #include <webp/encode.h>
 
+#include <stdlib.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -255,6 +259,31 @@ TEST(Source, DataUrlsAndRefusals) {
   policy.max_bytes = 3;
   EXPECT_EQ(LoadImageSource("data:image/png;base64,aGVsbG8=", policy).error().code(),
             base::ErrorCode::kResourceExhausted);
+}
+
+TEST(Source, FileUrlsStayUnderTheRoot) {
+  char tmp[] = "/tmp/fs-image-root-XXXXXX";
+  ASSERT_NE(mkdtemp(tmp), nullptr);
+  const std::filesystem::path dir = tmp;
+  std::filesystem::create_directories(dir / "root");
+  std::ofstream(dir / "root" / "cat.png") << "inside";
+  std::ofstream(dir / "secret.txt") << "outside";
+  std::ofstream(dir / "root2.png") << "sibling";
+  std::filesystem::create_symlink(dir / "secret.txt", dir / "root" / "link.png");
+  SourcePolicy policy;
+  policy.file_root = (dir / "root").string();
+  auto inside = LoadImageSource("file://" + (dir / "root" / "cat.png").string(), policy);
+  ASSERT_TRUE(inside.ok()) << inside.error().ToString();
+  EXPECT_EQ(std::string(inside->begin(), inside->end()), "inside");
+  for (const std::string& escape : {(dir / "root" / ".." / "secret.txt").string(),  // an existing file above
+                                    (dir / "root" / "link.png").string(),           // a link pointing out
+                                    (dir / "root2.png").string(),                   // a name sharing the prefix
+                                    std::string("/etc/passwd")}) {
+    auto r = LoadImageSource("file://" + escape, policy);
+    ASSERT_FALSE(r.ok()) << escape;
+    EXPECT_NE(r.error().message().find("outside the directory"), std::string::npos) << r.error().message();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Preprocess, KeysSeparatePicturesAndPatchesAreNormalised) {

@@ -8,7 +8,8 @@
 //     clients are served;
 //  3. a client that never reads its stream holds up nobody, and its sequence ends when it goes;
 //  4. 10,000 connections opened and dropped (some mid-request) leave no descriptor behind;
-//  5. requests cancelled while queued or decoding free their sequences.
+//  5. requests cancelled while queued or decoding free their sequences;
+//  6. no prompt text reaches the worker's log: every prompt above carries a marker, never logged.
 //
 // node tests/e2e/hostile_clients_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
@@ -25,7 +26,8 @@ const work = mkdtempSync(join(tmpdir(), 'flashserve-hostile-e2e-'));
 const IDLE_S = 2;
 const MAX_BODY = 256 * 1024;
 
-const user = [{ role: 'user', content: 'hi' }];
+const MARKER = 'zqxmarker7731';  // in every prompt; must never appear in the log
+const user = [{ role: 'user', content: `hi ${MARKER}` }];
 const ROUTES = [
   { path: '/v1/chat/completions', anthropic: false, body: { model: 'tiny', messages: user, max_tokens: 1 },
     fields: ['model', 'messages', 'stream', 'stream_options', 'max_tokens', 'max_completion_tokens', 'temperature',
@@ -33,7 +35,7 @@ const ROUTES = [
       'logprobs', 'top_logprobs', 'logit_bias', 'tools', 'tool_choice', 'parallel_tool_calls', 'response_format',
       'thinking', 'reasoning_effort', 'stop_token_ids', 'ignore_eos', 'cache_ttl', 'guided_json', 'guided_regex',
       'user', 'metadata'] },
-  { path: '/v1/completions', anthropic: false, body: { model: 'tiny', prompt: 'hi', max_tokens: 1 },
+  { path: '/v1/completions', anthropic: false, body: { model: 'tiny', prompt: `hi ${MARKER}`, max_tokens: 1 },
     fields: ['model', 'prompt', 'stream', 'max_tokens', 'temperature', 'top_p', 'stop', 'seed', 'n', 'logprobs',
       'logit_bias', 'echo', 'suffix', 'best_of', 'guided_choice', 'regex'] },
   { path: '/v1/messages', anthropic: true, body: { model: 'tiny', max_tokens: 1, messages: user },
@@ -41,11 +43,11 @@ const ROUTES = [
       'tools', 'tool_choice', 'thinking', 'output_config', 'context_management', 'metadata'] },
   { path: '/v1/messages/count_tokens', anthropic: true, body: { model: 'tiny', messages: user },
     fields: ['model', 'messages', 'system', 'tools', 'thinking'] },
-  { path: '/v1/responses', anthropic: false, body: { model: 'tiny', input: 'hi', max_output_tokens: 1 },
+  { path: '/v1/responses', anthropic: false, body: { model: 'tiny', input: `hi ${MARKER}`, max_output_tokens: 1 },
     fields: ['model', 'input', 'instructions', 'tools', 'tool_choice', 'parallel_tool_calls', 'text', 'reasoning',
       'max_output_tokens', 'temperature', 'top_p', 'top_logprobs', 'include', 'stream', 'store', 'truncation',
       'previous_response_id', 'background', 'conversation', 'prompt'] },
-  { path: '/tokenize', anthropic: false, body: { model: 'tiny', prompt: 'hi' }, fields: ['model', 'prompt', 'messages'] },
+  { path: '/tokenize', anthropic: false, body: { model: 'tiny', prompt: `hi ${MARKER}` }, fields: ['model', 'prompt', 'messages'] },
   { path: '/detokenize', anthropic: false, body: { model: 'tiny', tokens: [1, 2] }, fields: ['model', 'tokens'] },
 ];
 const WRONG = ['x', -1, 1e300, {}, [[[[]]]], true, 'x'.repeat(5000)];
@@ -259,5 +261,7 @@ await runE2e(work, async (ctx) => {
   await neverReads();
   await churn();
   await cancellations();
+  assert.ok(server.log().length > 0);
+  assert.ok(!server.log().includes(MARKER), 'prompt text never reaches the log');
   console.log('hostile clients e2e: pass');
 });
