@@ -557,16 +557,19 @@ TEST_F(RoutesTest, TokenizeAndDetokenizeAsVllmServesThem) {
   ex = std::make_shared<FakeExchange>(Json{{"tokens", {-1}}}.dump(), "POST", "/detokenize");
   HandleDetokenize(ctx_, ex);
   EXPECT_EQ(ex->status, 400);
-  // A model that is not a string, or not this one, is answered (it once left the exchange open).
-  for (const char* route : {"/tokenize", "/detokenize"}) {
-    for (const Json& model : {Json(-1), Json("other-model")}) {
-      ex = std::make_shared<FakeExchange>(Json{{"model", model}, {"prompt", "hi"}, {"tokens", {1}}}.dump(), "POST", route);
-      Json body = Json::parse(ex->request().body);
-      if (std::string(route) == "/tokenize") body.erase("tokens"); else body.erase("prompt");
-      ex = std::make_shared<FakeExchange>(body.dump(), "POST", route);
-      std::string(route) == "/tokenize" ? HandleTokenize(ctx_, ex) : HandleDetokenize(ctx_, ex);
-      EXPECT_TRUE(ex->ended) << route << " " << model;
-      EXPECT_EQ(ex->status, model.is_string() ? 404 : 400) << route << " " << model;
+  // `model`: this one or absent (null) passes; not a string is 400, another model 404 (a
+  // non-string once left /tokenize's exchange open).
+  for (const bool tokenize_route : {true, false}) {
+    for (const Json& model : {Json("test-model"), Json(nullptr), Json(-1), Json("other-model")}) {
+      Json body = tokenize_route ? Json{{"model", model}, {"prompt", "hi"}} : Json{{"model", model}, {"tokens", {'h'}}};
+      ex = std::make_shared<FakeExchange>(body.dump(), "POST", tokenize_route ? "/tokenize" : "/detokenize");
+      tokenize_route ? HandleTokenize(ctx_, ex) : HandleDetokenize(ctx_, ex);
+      ASSERT_TRUE(ex->ended) << body.dump();
+      const int expected = model.is_number() ? 400 : model == "other-model" ? 404 : 200;
+      EXPECT_EQ(ex->status, expected) << body.dump();
+      if (expected == 400) {
+        EXPECT_EQ(Body(*ex)["error"]["param"], "model");
+      }
     }
   }
 }

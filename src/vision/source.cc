@@ -60,11 +60,16 @@ base::Result<std::vector<uint8_t>> FromFileUrl(std::string_view url, const Sourc
   if (policy.file_root.empty()) {
     return Refused("file:// image URLs are disabled; the operator enables them with --image-file-root DIR");
   }
-  std::error_code ec;
-  const std::filesystem::path root = std::filesystem::weakly_canonical(policy.file_root, ec);
-  const std::filesystem::path path = std::filesystem::weakly_canonical(std::string(url.substr(7)), ec);
+  std::error_code root_ec, path_ec;
+  const std::filesystem::path root = std::filesystem::weakly_canonical(policy.file_root, root_ec);
+  const std::filesystem::path path = std::filesystem::weakly_canonical(std::string(url.substr(7)), path_ec);
+  // A root that cannot be resolved (gone, no permission) allows nothing: an empty root would
+  // match every path.
+  if (root_ec || root.empty() || !root.is_absolute())
+    return Refused("the directory allowed for images (--image-file-root) cannot be resolved");
   const auto [root_end, path_it] = std::mismatch(root.begin(), root.end(), path.begin(), path.end());
-  if (ec || root_end != root.end()) return Refused("the file:// URL is outside the directory allowed for images");
+  if (path_ec || root_end != root.end()) return Refused("the file:// URL is outside the directory allowed for images");
+  std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) return base::MakeError(ErrorCode::kNotFound, fmt::format("cannot read the image file: {}", ec.message()));
   if (static_cast<int64_t>(size) > policy.max_bytes) return TooLarge(static_cast<int64_t>(size), policy.max_bytes);

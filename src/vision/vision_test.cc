@@ -265,6 +265,10 @@ TEST(Source, FileUrlsStayUnderTheRoot) {
   char tmp[] = "/tmp/fs-image-root-XXXXXX";
   ASSERT_NE(mkdtemp(tmp), nullptr);
   const std::filesystem::path dir = tmp;
+  struct Cleanup {
+    std::filesystem::path dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
   std::filesystem::create_directories(dir / "root");
   std::ofstream(dir / "root" / "cat.png") << "inside";
   std::ofstream(dir / "secret.txt") << "outside";
@@ -283,7 +287,6 @@ TEST(Source, FileUrlsStayUnderTheRoot) {
     ASSERT_FALSE(r.ok()) << escape;
     EXPECT_NE(r.error().message().find("outside the directory"), std::string::npos) << r.error().message();
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Preprocess, KeysSeparatePicturesAndPatchesAreNormalised) {

@@ -78,7 +78,7 @@ function checkAnswer(route, what, r) {
 
 async function badInputBattery() {
   let refused = 0, total = 0;
-  const tally = async (route, what, raw, headers) => {
+  const tally = async (route, what, raw, headers, expect = null) => {
     ++total;
     let r;
     try {
@@ -87,25 +87,36 @@ async function badInputBattery() {
       throw new Error(`${route.path} ${what}: no answer (${e.message})`);
     }
     if (checkAnswer(route, what, r)) ++refused;
+    if (expect) {
+      assert.equal(r.status, expect.status, `${route.path} ${what}: ${r.text.slice(0, 200)}`);
+      if (expect.code) assert.equal(r.body.error.code ?? r.body.error.type, expect.code, `${route.path} ${what}`);
+    }
   };
   for (const route of ROUTES) {
-    await tally(route, 'not JSON', '{"model": "tiny", ');
-    await tally(route, 'a JSON array', '[1, 2, 3]');
-    await tally(route, 'empty body', '');
-    await tally(route, 'deep nesting', `{"model": "tiny", "messages": ${nested(100000)}}`);
-    await tally(route, 'unknown field', JSON.stringify({ ...route.body, no_such_field: 1 }));
-    await tally(route, 'oversized body', JSON.stringify({ ...route.body, pad: 'x'.repeat(MAX_BODY) }));
+    const bad = { status: 400 };
+    await tally(route, 'not JSON', '{"model": "tiny", ', {}, bad);
+    await tally(route, 'a JSON array', '[1, 2, 3]', {}, bad);
+    await tally(route, 'empty body', '', {}, bad);
+    await tally(route, 'deep nesting', `{"model": "tiny", "messages": ${nested(100000)}}`, {}, bad);
+    await tally(route, 'unknown field', JSON.stringify({ ...route.body, no_such_field: 1 }), {}, bad);
+    // Over --max-body-bytes inside a known field: refused by size, before any parsing.
+    const big = route.path.includes('tokenize') ? { ...route.body, prompt: 'x'.repeat(MAX_BODY) }
+      : { ...route.body, model: 'x'.repeat(MAX_BODY) };
+    await tally(route, 'oversized body', JSON.stringify(big), {}, { status: 413, code: 'request_too_large' });
     await tally(route, 'wrong content type', JSON.stringify(route.body), { 'content-type': 'text/plain' });
     for (const field of route.fields) {
       for (const value of WRONG) await tally(route, `${field}=${JSON.stringify(value).slice(0, 20)}`,
         JSON.stringify({ ...route.body, [field]: value }));
       // Invalid UTF-8 inside the field's string value.
       const [left, right] = JSON.stringify({ ...route.body, [field]: 'A\u0001MARK\u0001B' }).split('\\u0001MARK\\u0001');
-      await tally(route, `${field} invalid UTF-8`, Buffer.concat([Buffer.from(left), Buffer.from([0xff, 0xfe]), Buffer.from(right)]));
+      await tally(route, `${field} invalid UTF-8`, Buffer.concat([Buffer.from(left), Buffer.from([0xff, 0xfe]), Buffer.from(right)]),
+        {}, { status: 400, code: route.anthropic ? 'invalid_request_error' : 'invalid_utf8' });
     }
   }
   console.log(`bad-input battery: ${total} requests, ${refused} refused with a 4xx, none a 5xx`);
-  assert.ok(refused >= 200, `at least 200 refusals (${refused})`);
+  // Today 711 of 793 are refused; a type check that stops refusing shows here.
+  assert.equal(total, 793);
+  assert.ok(refused >= 705, `refusals (${refused}) fell: a check stopped refusing bad values`);
 }
 
 // Raw bytes on a fresh connection; resolves with the status of the first response line (0 when
@@ -126,24 +137,23 @@ function rawExchange(bytes, ms = 5000) {
 async function malformedHttp() {
   const json = JSON.stringify({ model: 'tiny', messages: user, max_tokens: 1 });
   const cases = [
-    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n${json}`,
-    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n`,
-    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!`,
-    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n`,
-    `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(128 * 1024)}\r\n\r\n`,
-    `GARBAGE\r\n\r\n`,
-    `POST /v1/chat/completions HTTP/9.9\r\nHost: x\r\n\r\n`,
-    `POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: ${MAX_BODY + 10}\r\n\r\n`,
+    [400, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n${json}`],
+    [400, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n`],
+    [400, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!`],
+    [400, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n`],
+    [431, `POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(128 * 1024)}\r\n\r\n`],
+    [400, `GARBAGE\r\n\r\n`],
+    [400, `POST /v1/chat/completions HTTP/9.9\r\nHost: x\r\n\r\n`],
+    [413, `POST /v1/messages HTTP/1.1\r\nHost: x\r\nContent-Length: ${MAX_BODY + 10}\r\n\r\n`],
   ];
-  for (const c of cases) {
-    const status = await rawExchange(c);
-    assert.ok(status >= 400 && status < 500, `malformed HTTP answered ${status}: ${JSON.stringify(c.slice(0, 80))}`);
-  }
+  const got = [];
+  for (const [, c] of cases) got.push(await rawExchange(c));
+  assert.deepEqual(got, cases.map(([status]) => status), 'malformed HTTP: 400, or 431 / 413 for sizes');
 }
 
-async function chatOk(what, maxMs) {
+async function chatOk(what, maxMs, target = server) {
   const t0 = Date.now();
-  const res = await fetch(`${server.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+  const res = await fetch(`${target.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
     body: JSON.stringify({ model: 'tiny', messages: user, max_tokens: 2, thinking: { type: 'disabled' } }),
     signal: AbortSignal.timeout(20000) });
   assert.equal(res.status, 200, what);
@@ -152,9 +162,10 @@ async function chatOk(what, maxMs) {
 }
 
 // Connections that send a request's start and then drip bytes: closed by the server once
-// --idle-timeout has passed without a complete request.
-async function slowClients() {
-  const port = Number(new URL(server.base).port);
+// --idle-timeout has passed without a complete request. A worker of its own with a 2 s timeout
+// (the others keep the default, so no kept-alive connection of this test's client is cut under it).
+async function slowClients(slow) {
+  const port = Number(new URL(slow.base).port);
   const dripping = Array.from({ length: 40 }, (_, i) => new Promise((resolve) => {
     const socket = net.connect(port, '127.0.0.1');
     const t0 = Date.now();
@@ -167,7 +178,7 @@ async function slowClients() {
     setTimeout(() => { clearInterval(drip); socket.destroy(); resolve(Infinity); }, (IDLE_S + 8) * 1000);
   }));
   await sleep(300);
-  await chatOk('served while 40 clients drip', 5000);
+  await chatOk('served while 40 clients drip', 5000, slow);
   const lasted = await Promise.all(dripping);
   assert.ok(lasted.every((ms) => ms < (IDLE_S + 3) * 1000), `dripping clients cut at the idle timeout: ${lasted}`);
 }
@@ -226,8 +237,10 @@ async function churn() {
   assert.ok(after <= before + 4, `no descriptor leaks: ${before} -> ${after}`);
 }
 
-// Streams cancelled while queued (--max-running 2 holds the rest back) and while decoding.
+// Streams cancelled while queued (--max-running 2 holds the rest back) and while decoding: their
+// sequences end long before their 3,000 tokens.
 async function cancellations() {
+  const generatedBefore = await metric('flashserve_generated_tokens_total');
   const controllers = [];
   const streams = Array.from({ length: 12 }, (_, i) => {
     const c = new AbortController();
@@ -235,14 +248,22 @@ async function cancellations() {
     return fetch(`${server.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: `cancel ${i}` }], max_tokens: 3000,
         ignore_eos: true, stream: true, thinking: { type: 'disabled' } }), signal: c.signal })
-      .then(async (res) => { const reader = res.body.getReader(); await reader.read(); return reader; })
-      .catch(() => null);
+      .then(async (res) => {
+        assert.equal(res.status, 200);
+        const reader = res.body.getReader();
+        while (!(await reader.read()).done) { /* until aborted */ }
+        throw new Error('a stream ended by itself before it was cancelled');
+      })
+      .catch((e) => { if (e.name !== 'AbortError') throw e; });
   });
-  await sleep(300);
-  assert.ok(await metric('flashserve_waiting_sequences') > 0, 'some requests are queued');
-  for (const c of controllers) c.abort();  // the queued ones and the two decoding
+  for (let i = 0; i < 100 && !(await metric('flashserve_running_sequences') === 2
+                                && await metric('flashserve_waiting_sequences') === 10); ++i) await sleep(100);
+  assert.equal(await metric('flashserve_waiting_sequences'), 10, 'ten requests are queued behind two');
+  for (const c of controllers) c.abort();  // the ten queued and the two decoding
   await Promise.all(streams);
   await settled('cancelled streams');
+  const generated = await metric('flashserve_generated_tokens_total') - generatedBefore;
+  assert.ok(generated < 3000, `cancelled streams stopped early (${generated} tokens in all)`);
   await chatOk('served after the cancellations', 5000);
 }
 
@@ -252,16 +273,17 @@ await runE2e(work, async (ctx) => {
     '--tokenizer', args.tokenizer, '--threads', '2'], { encoding: 'utf8' });
   if (mk.status !== 0) throw new Error(`make-model failed: ${mk.stderr}`);
   server = ctx.server = await start(args.flashserve, ['serve', '--model', join(work, 'model'), '--served-model-name',
-    'tiny', '--host', '127.0.0.1', '--port', '0', '--threads', '1', '--idle-timeout', String(IDLE_S),
+    'tiny', '--host', '127.0.0.1', '--port', '0', '--threads', '1',
     '--max-body-bytes', String(MAX_BODY), '--max-running', '2']);
+  const slow = await start(args.flashserve, ['serve', '--model', join(work, 'model'), '--served-model-name', 'tiny',
+    '--host', '127.0.0.1', '--port', '0', '--threads', '1', '--idle-timeout', String(IDLE_S)]);
   await badInputBattery();
   await malformedHttp();
   await chatOk('served after the battery', 5000);
-  await slowClients();
+  await slowClients(slow);
   await neverReads();
   await churn();
   await cancellations();
-  assert.ok(server.log().length > 0);
   assert.ok(!server.log().includes(MARKER), 'prompt text never reaches the log');
   console.log('hostile clients e2e: pass');
 });
