@@ -54,19 +54,33 @@ void PriceRecord(UsageRecord* r) {
   r->cost = cost > INT64_MAX ? INT64_MAX : static_cast<int64_t>(cost);
 }
 
+namespace {
+// The number in s[at, at + n), all digits; -1 when any is not.
+int Digits(const std::string& s, size_t at, size_t n) {
+  int v = 0;
+  for (size_t i = at; i < at + n; ++i) {
+    if (s[i] < '0' || s[i] > '9') return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  return v;
+}
+}  // namespace
+
 base::Result<int64_t> ParseUsageTime(std::string_view text) {
   const std::string s(text);
   if (!s.empty() && s.size() <= 12 && s.find_first_not_of("0123456789") == std::string::npos)
     return static_cast<int64_t>(std::stoll(s)) * 1'000'000;
-  std::tm tm{};
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0;
-  char tail = 0;
-  const bool date_only = s.size() == 10 && std::sscanf(s.c_str(), "%4d-%2d-%2d%c", &y, &mo, &d, &tail) == 3;
-  const bool full = s.size() == 20 && s[19] == 'Z' &&
-                    std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ", &y, &mo, &d, &h, &mi, &sec) == 6;
-  if ((!date_only && !full) || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || y < 1970)
+  // YYYY-MM-DD or YYYY-MM-DDTHH:MM:SSZ, every field its digits exactly (no signs, no spaces).
+  const bool date_only = s.size() == 10;
+  const bool full = s.size() == 20 && s[10] == 'T' && s[13] == ':' && s[16] == ':' && s[19] == 'Z';
+  const bool dashes = s.size() >= 10 && s[4] == '-' && s[7] == '-';
+  const int y = dashes ? Digits(s, 0, 4) : -1, mo = dashes ? Digits(s, 5, 2) : -1, d = dashes ? Digits(s, 8, 2) : -1;
+  const int h = full ? Digits(s, 11, 2) : 0, mi = full ? Digits(s, 14, 2) : 0, sec = full ? Digits(s, 17, 2) : 0;
+  if (!(date_only || full) || y < 1970 || mo < 1 || mo > 12 || d < 1 || d > 31 || h < 0 || h > 23 || mi < 0 ||
+      mi > 59 || sec < 0 || sec > 59)
     return base::Error(base::ErrorCode::kInvalidArgument,
                        fmt::format("\"{}\" is not a time: YYYY-MM-DD, YYYY-MM-DDTHH:MM:SSZ (UTC) or Unix seconds", text));
+  std::tm tm{};
   tm.tm_year = y - 1900;
   tm.tm_mon = mo - 1;
   tm.tm_mday = d;

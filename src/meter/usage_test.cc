@@ -59,7 +59,10 @@ TEST(UsageTest, TimesAndQueries) {
   EXPECT_EQ(*ParseUsageTime("2026-12-01T10:00:00Z"), (int64_t{1'796'083'200} + 36000) * 1'000'000);
   EXPECT_EQ(*ParseUsageTime("1796083200"), int64_t{1'796'083'200} * 1'000'000);
   for (const char* bad : {"2026-13-01", "yesterday", "2026-12-01 10:00", "-5", "2026-12-01T10:00:00",
-                          "2026-12-01T10:00:00X", "2026-02-31"})
+                          "2026-12-01T10:00:00X", "2026-02-31",
+                          // signs and spaces in a field once parsed (10:-1 as 09:59)
+                          "2026-12-01T10:-1:00Z", "2026-12-01T10:00:-1Z", "2026-+1-01", "2026-12- 1",
+                          "2026-12-01T10:00:60Z", "2026-12-01T24:00:00Z"})
     EXPECT_FALSE(ParseUsageTime(bad).ok()) << bad;
   const int64_t now = (int64_t{1'796'600'000}) * 1'000'000;  // 2026-12-07
   auto q = MakeUsageQuery("", "", "", "", now);
