@@ -246,9 +246,9 @@ bool Chooser::Gather(int64_t prompt_tokens, std::span<const WorkerMatch> matches
 // where possible, unlike SGLang's plain shortest-queue fallback), reason kBalance.
 // Among workers tied within the tolerance (and within the bound), the session key's rendezvous
 // hash picks, so a session's requests stay together when nothing else separates the workers.
-// A prompt the router could not tokenize (`opaque`: Messages, Responses) has no cost but load,
-// and moving its session would lose the whole cached context, so every worker within the bound
-// counts as tied and the key alone decides.
+// A prompt the router could not tokenize (`opaque`: a body that does not parse, token counting)
+// has no cost but load, and moving its session would lose the whole cached context, so every
+// worker within the bound counts as tied and the key alone decides.
 Decision Chooser::ByCost(std::string_view affinity_key, bool opaque) {
   const size_t n = candidates_.size();
   double min_queue = std::numeric_limits<double>::infinity();
