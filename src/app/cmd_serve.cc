@@ -43,7 +43,7 @@ constexpr uint64_t kDemoSeed = 1234;
 // preprocessing, so pictures work on the demo) with V4's own context length (1M tokens), so
 // agent clients that ask for long outputs on long prompts fit. A new folder name per change:
 // demos generated before stay put.
-constexpr char kDemoDir[] = "demo-tiny-v41-1m";
+constexpr char kDemoDir[] = "demo-tiny-v41-1m-e2";  // e2: Engram classes of the fixed normaliser
 constexpr int64_t kDemoContext = int64_t{1} << 20;
 
 
@@ -55,7 +55,7 @@ base::Result<fs::path> DemoCacheDir() {
   return Error(ErrorCode::kFailedPrecondition, "neither XDG_CACHE_HOME nor HOME is set; pass --model DIR");
 }
 
-// Leftovers of interrupted generations ("demo-tiny-v41-1m.tmp-<pid>" whose process is gone).
+// Leftovers of interrupted generations ("demo-tiny-v41-1m-e2.tmp-<pid>" whose process is gone).
 void RemoveStaleTemporaries(const fs::path& final_dir) {
   std::error_code ec;
   const std::string prefix = final_dir.filename().string() + ".tmp-";

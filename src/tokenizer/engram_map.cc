@@ -53,7 +53,8 @@ icu::UnicodeString CollapseAndTrim(const icu::UnicodeString& s) {
     if (!u_isUWhiteSpace(last)) break;
     end -= U16_LENGTH(last);
   }
-  return collapsed.tempSubStringBetween(begin, end);
+  collapsed.retainBetween(begin, end);  // a copy: tempSubStringBetween would alias this local
+  return collapsed;
 }
 
 }  // namespace

@@ -315,15 +315,15 @@ async function main() {
     const r = await demo.chat.completions.create({ model: 'deepseek-v4-demo', messages: user('Hello'), max_tokens: 4 });
     checkUsage(r.usage);
     assert.equal(await stopServer(server), 0);
-    assert.ok(existsSync(join(cache, 'flashserve', 'demo-tiny-v41-1m', 'config.json')));
+    assert.ok(existsSync(join(cache, 'flashserve', 'demo-tiny-v41-1m-e2', 'config.json')));
     // No temporary left; the repacked weights (where this CPU repacks any) in one packed file.
     const entries = readdirSync(join(cache, 'flashserve')).sort();
     const packed = entries.includes('packed');
-    assert.deepEqual(entries.filter((e) => e !== 'packed'), ['demo-tiny-v41-1m', 'reasoning-seal.key']);
+    assert.deepEqual(entries.filter((e) => e !== 'packed'), ['demo-tiny-v41-1m-e2', 'reasoning-seal.key']);
     if (packed) {
       const files = readdirSync(join(cache, 'flashserve', 'packed'));
       assert.equal(files.length, 1, `packed: ${files}`);
-      assert.match(files[0], /^demo-tiny-v41-1m-[0-9a-f]{16}\.fspack$/);
+      assert.match(files[0], /^demo-tiny-v41-1m-e2-[0-9a-f]{16}\.fspack$/);
       assert.match(first.output(), /packing .*once for this checkpoint/);
     }
     const second = await startServer(['--tokenizer', args.tokenizer], env);
