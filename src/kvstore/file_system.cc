@@ -73,6 +73,7 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Status WriteAtomic(const std::string& path, std::string_view header, std::string_view payload) override {
+    FS_RETURN_IF_ERROR(internal::CheckNoLinkedDirectories(path));
     const std::string tmp = fmt::format("{}{}{}.{}", path, kTempMarker, unique_, sequence_.fetch_add(1));
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0 && errno == ENOENT) {
@@ -101,11 +102,13 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Status Remove(const std::string& path) override {
+    FS_RETURN_IF_ERROR(internal::CheckNoLinkedDirectories(path));
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return ErrnoError(errno, "cannot remove", path);
     return Status::Ok();
   }
 
   Result<std::string> MoveAside(const std::string& path, int64_t now_unix) override {
+    FS_RETURN_IF_ERROR(internal::CheckNoLinkedDirectories(path));
     // A rename keeps the file's old modification time: the name says when it was moved.
     std::string aside =
         fmt::format("{}{}{}{}.{}.{}", path, kTempMarker, kAsideTag, now_unix, unique_, sequence_.fetch_add(1));
@@ -114,6 +117,7 @@ class PosixFileSystem final : public FileSystem {
   }
 
   Status PutBack(const std::string& aside, const std::string& path) override {
+    FS_RETURN_IF_ERROR(internal::CheckNoLinkedDirectories(path));
     if (::link(aside.c_str(), path.c_str()) == 0) {
       ::unlink(aside.c_str());
       return Status::Ok();
@@ -179,7 +183,21 @@ Error ErrnoError(int err, std::string_view what, const std::string& path) {
   return Error(code, fmt::format("{} {}: {}", what, path, std::strerror(err)));
 }
 
+Status CheckNoLinkedDirectories(const std::string& path) {
+  std::string dir = path;
+  for (int level = 0; level < 3; ++level) {
+    const size_t slash = dir.rfind('/');
+    if (slash == std::string::npos || slash == 0) break;
+    dir.resize(slash);
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) return Error(ErrorCode::kDataLoss, "a symbolic link among the store's folders: " + dir);
+  }
+  return Status::Ok();
+}
+
 Result<OpenFile> OpenRegularFile(const std::string& path, bool try_direct) {
+  FS_RETURN_IF_ERROR(CheckNoLinkedDirectories(path));
   // O_NONBLOCK: opening a FIFO planted in a shared directory must not hang the reader. It is
   // cleared once the file is known to be regular (io_uring would not wait for uncached data),
   // in the same call that sets O_DIRECT where asked for and allowed.

@@ -104,6 +104,32 @@ TEST(ObjectFileTest, NamesAndPathsStayInsideTheRoot) {
   EXPECT_FALSE(IsValidClassName("a/b"));
 }
 
+// A shard folder replaced by a symbolic link to a folder outside the root: nothing is read,
+// written, moved or deleted through it, though the file beyond it is a sound object.
+TEST(ObjectFileTest, NothingGoesThroughALinkedShardFolder) {
+  TempDir dir;
+  FileSystem& fs = *FileSystem::Posix();
+  const ObjectHeader header = SampleHeader();
+  const std::string path = ObjectPath(dir.Sub("root"), "abc123", header.key);
+  const std::string leaf = std::filesystem::path(path).parent_path().string();
+  const std::string outside = dir.Sub("outside");
+  ASSERT_TRUE(WriteObject(fs, outside + "/" + ObjectFileName(header.key), header, *MakePayload(3)).ok());
+  std::filesystem::create_directories(std::filesystem::path(leaf).parent_path());
+  std::filesystem::create_directory_symlink(outside, leaf);
+  ReadOptions options;
+  options.expected_key = &header.key;
+  options.fingerprint = "abc123";
+  options.now_unix = INT64_MIN;
+  EXPECT_EQ(ReadObject(fs, path, options).verdict, Verdict::kCorrupt) << "not read through the link";
+  EXPECT_FALSE(fs.Remove(path).ok());
+  EXPECT_FALSE(fs.MoveAside(path, 0).ok());
+  EXPECT_FALSE(WriteObject(fs, path, header, *MakePayload(4)).ok());
+  EXPECT_EQ(RemoveObjectUnlessLive(fs, path, options, 0).verdict, Verdict::kCorrupt);
+  const ReadOutcome beyond = ReadObject(fs, outside + "/" + ObjectFileName(header.key), options);
+  EXPECT_EQ(beyond.verdict, Verdict::kOk) << "the file outside is untouched";
+  EXPECT_EQ(std::filesystem::directory_iterator(outside)->path().filename(), ObjectFileName(header.key));
+}
+
 class ReadObjectTest : public ::testing::Test {
  protected:
   void SetUp() override {

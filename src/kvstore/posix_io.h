@@ -22,8 +22,15 @@ struct OpenFile {
   uint64_t inode = 0;
   bool direct = false;  // O_DIRECT is set
 };
-// Opens a regular file read-only without following a final symlink and without blocking on a
-// FIFO: missing = kNotFound, a symlink or anything but a regular file = kDataLoss. try_direct:
+// Object paths are <root>/<fingerprint>/ab/cd/<name>: kDataLoss when one of the three
+// directories above the file is a symbolic link (planted there, it would lead reads, writes
+// and deletes outside the root; the index scan never descends into one either). A missing
+// directory is no error here (the operation itself reports it).
+base::Status CheckNoLinkedDirectories(const std::string& path);
+
+// Opens a regular file read-only without following a symlink (neither the file nor, per
+// CheckNoLinkedDirectories, its directories) and without blocking on a FIFO: missing =
+// kNotFound, a symlink or anything but a regular file = kDataLoss. try_direct:
 // set O_DIRECT where the file system allows it (OpenFile::direct says whether it did).
 base::Result<OpenFile> OpenRegularFile(const std::string& path, bool try_direct);
 
