@@ -1,22 +1,14 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/, clang with ASan + UBSan) in build-fuzz and runs each on a
-# copy of its seed corpus. Usage: scripts/fuzz.sh [TOTAL_SECONDS] [TARGET...]; the seconds are
-# shared by the targets (default 60: what CI runs), e.g. scripts/fuzz.sh 7200 for hours.
+# Builds the libFuzzer targets (fuzz/, clang with ASan + UBSan) in build-asan (shared with
+# scripts/sanitize.sh) and runs each on a copy of its seed corpus.
+# Usage: scripts/fuzz.sh [TOTAL_SECONDS] [TARGET...]; the seconds are shared by the targets (default 60: what CI runs), e.g. scripts/fuzz.sh 7200 for hours.
 # Fails on any crash, sanitizer report, hang (10 s per input) or input over 2 GB of memory; the
-# input that did it is kept in build-fuzz/findings/. Needs clang and libclang-rt (scripts/setup.sh).
+# input that did it is kept in build-asan/findings/. Needs clang and libclang-rt (scripts/setup.sh).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 total="${1:-60}"
 shift || true
-build="${FLASHSERVE_FUZZ_BUILD_DIR:-$here/build-fuzz}"
-cc="$(command -v clang || command -v clang-14 || true)"
-cxx="$(command -v clang++ || command -v clang++-14 || true)"
-if [ -z "$cc" ] || [ -z "$cxx" ]; then
-  echo "fuzz: clang is not installed (scripts/setup.sh installs it)" >&2
-  exit 1
-fi
-cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$cc" \
-  -DCMAKE_CXX_COMPILER="$cxx" -DFLASHSERVE_FUZZ=ON -DFLASHSERVE_TESTS=OFF > /dev/null
+build="$("$here/scripts/configure-asan.sh" "${FLASHSERVE_FUZZ_BUILD_DIR:-}")"
 targets=("$@")
 if [ "${#targets[@]}" -eq 0 ]; then
   for f in "$here"/fuzz/*_fuzz.cc; do targets+=("$(basename "$f" .cc)"); done

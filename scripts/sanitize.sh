@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds test binaries under sanitizers and runs them. Usage:
 #   scripts/sanitize.sh [--thread] [--ci] [TEST_TARGET...]
-# Without --thread: AddressSanitizer + UndefinedBehaviorSanitizer in build-asan, by default over
+# Without --thread: AddressSanitizer + UndefinedBehaviorSanitizer in build-asan (clang, shared
+# with the fuzz targets: scripts/configure-asan.sh), by default over
 # every unit test of the rooms that take outside input (HTTP sessions, request bodies, pictures,
 # tokenizing, prompt encoding, grammars, KV files and transfer frames, routing, metering, the
 # serving loop).
@@ -21,12 +22,11 @@ done
 targets=("$@")
 if [ "$mode" = thread ]; then
   build="${FLASHSERVE_TSAN_BUILD_DIR:-$here/build-tsan}"
+  cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFLASHSERVE_TSAN=ON > /dev/null
   rooms=(kvstore transfer serve router meter)
-  flags=(-DFLASHSERVE_TSAN=ON)
 else
-  build="${FLASHSERVE_ASAN_BUILD_DIR:-$here/build-asan}"
+  build="$("$here/scripts/configure-asan.sh")"
   rooms=(base net protocol vision tokenizer encoding dialect api grammar kvstore kv transfer router sched sampler meter serve)
-  flags=(-DFLASHSERVE_SANITIZE=ON)
 fi
 if [ "${#targets[@]}" -eq 0 ]; then  # every unit test of the rooms above
   for room in "${rooms[@]}"; do
@@ -34,7 +34,6 @@ if [ "${#targets[@]}" -eq 0 ]; then  # every unit test of the rooms above
     for f in "$here/src/$room"/*_test.cc; do targets+=("$(basename "$f" .cc)"); done
   done
 fi
-cmake -S "$here" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${flags[@]}" > /dev/null
 cmake --build "$build" --target "${targets[@]}" -- -j "$(nproc)"
 regex="$(printf '\\.%s$|' "${targets[@]}")"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1}"

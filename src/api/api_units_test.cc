@@ -5,6 +5,7 @@
 
 #include "net/api_error.h"
 #include "net/http_wire.h"
+#include "api/generation_job.h"
 #include "api/metrics.h"
 #include "dialect/request_options.h"
 #include "api/response_json.h"
@@ -218,6 +219,27 @@ TEST(MetricsTest, ApiMetricsExportServiceStats) {
   EXPECT_NE(text.find("flashserve_http_requests_total{route=\"/v1/chat/completions\",status=\"429\"} 1\n"), std::string::npos);
   EXPECT_NE(text.find("flashserve_time_to_first_token_seconds_count 1\n"), std::string::npos);
   EXPECT_NE(text.find("flashserve_inter_token_latency_seconds_count 1\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace flashserve::api
+
+namespace flashserve::api {
+namespace {
+
+// A full queue's Retry-After: the time half the waiting requests take at the measured finish rate.
+TEST(QueueRetryAfterTest, IsTheQueuesDrainTimeWithinOneToSixtySeconds) {
+  serve::ServiceStats s;
+  s.waiting = 200;
+  EXPECT_EQ(QueueRetryAfterSeconds(s), 1) << "no rate measured yet";
+  s.finished_per_second = 20;
+  EXPECT_EQ(QueueRetryAfterSeconds(s), 5);  // half of 200 / 20
+  s.finished_per_second = 30;
+  EXPECT_EQ(QueueRetryAfterSeconds(s), 4);  // 3.33, rounded up
+  s.finished_per_second = 1;
+  EXPECT_EQ(QueueRetryAfterSeconds(s), 60);
+  s.waiting = 0;
+  EXPECT_EQ(QueueRetryAfterSeconds(s), 1);
 }
 
 }  // namespace

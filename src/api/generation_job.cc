@@ -2,6 +2,8 @@
 // (api/generation_job.h).
 #include "api/generation_job.h"
 
+#include <algorithm>
+#include <cmath>
 #include <deque>
 
 #include "api/stop_matcher.h"
@@ -46,6 +48,14 @@ GenerationJob::GenerationJob(JobOptions options, JobDeps deps, std::shared_ptr<n
 
 GenerationJob::~GenerationJob() = default;
 
+int QueueRetryAfterSeconds(const serve::ServiceStats& stats) {
+  if (stats.finished_per_second <= 0) return 1;
+  // Half the queue's drain time: refused clients that come back spread over the next such
+  // interval keep the queue fed without retrying every second.
+  const double half_drain = 0.5 * static_cast<double>(stats.waiting) / stats.finished_per_second;
+  return static_cast<int>(std::clamp(std::ceil(half_drain), 1.0, 60.0));
+}
+
 void GenerationJob::Start(protocol::GenerateRequest request) {
   request_id_ = request.id;
   if (exchange_->closed()) return;  // the client already left: nothing to compute for
@@ -71,7 +81,11 @@ void GenerationJob::Start(protocol::GenerateRequest request) {
     // The loop's refusals that name a field: the context (the prompt) and the choice count.
     const bool context = s.error().code() == base::ErrorCode::kContextOverflow;
     const bool choices = s.error().message().rfind("n must", 0) == 0;
-    writer_->Fail(net::FromError(s.error(), context ? options_.prompt_param : choices ? "n" : ""), false);
+    net::ApiError error = net::FromError(s.error(), context ? options_.prompt_param : choices ? "n" : "");
+    if (s.error().code() == base::ErrorCode::kResourceExhausted) {
+      error.retry_after_s = QueueRetryAfterSeconds(deps_.service->Stats());
+    }
+    writer_->Fail(std::move(error), false);
     if (options_.meter) options_.meter->Refused();
     return;
   }

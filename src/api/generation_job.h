@@ -47,6 +47,11 @@ struct JobDeps {
   ApiMetrics* metrics = nullptr;  // may be null
 };
 
+// Retry-After for a request refused because the queue is full: about the time half the
+// requests waiting now take to finish at the rate they have been finishing (1 s to 60 s), so
+// refused clients come back as room appears rather than every second.
+int QueueRetryAfterSeconds(const serve::ServiceStats& stats);
+
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
  public:
   static std::shared_ptr<GenerationJob> Create(JobOptions options, JobDeps deps, std::shared_ptr<net::Exchange> exchange,

@@ -47,6 +47,7 @@ void HandleHealth(const RouteContext& ctx, const ExchangePtr& exchange) {
 void HandleMetrics(const RouteContext& ctx, const ExchangePtr& exchange) {
   ctx.metrics->SetServiceStats(ctx.service->Stats());
   if (ctx.grammars != nullptr) ctx.metrics->SetGrammarStats(ctx.grammars->stats());
+  ctx.metrics->SetProcessStats();
   net::HttpResponse r;
   r.content_type = "text/plain; version=0.0.4; charset=utf-8";
   r.body = ctx.metrics->Render();

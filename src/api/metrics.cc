@@ -2,6 +2,7 @@
 #include "api/metrics.h"
 
 #include "base/clock.h"
+#include "net/process_metrics.h"
 #include "net/route_table.h"
 
 namespace flashserve::api {
@@ -45,6 +46,8 @@ void ApiMetrics::SetGrammarStats(const grammar::GrammarCache::Stats& s) {
   registry_.Gauge("flashserve_grammar_cache_bytes", "Memory of the compiled grammars kept (automata and token classes)")
       .Set(static_cast<double>(s.bytes));
 }
+
+void ApiMetrics::SetProcessStats() { net::ExportProcessMetrics(registry_); }
 
 void ApiMetrics::ConfigureEconomics(const meter::EconomicsConfig& config) {
   economics_ = std::make_unique<meter::LiveEconomics>(config);
@@ -118,6 +121,7 @@ void ApiMetrics::SetKvTierStats(const serve::ServiceStats& s) {
     gauge("flashserve_kv_capacity_bytes", "KV-store byte budget", k.capacity);
     gauge("flashserve_kv_gc_backlog", "Expired objects awaiting deletion", k.gc_backlog);
     gauge("flashserve_kv_writable", "1 when the tier accepts writes", k.writable ? 1 : 0);
+    if (t == 0) gauge("flashserve_kv_pinned_objects", "Objects pinned by running or restoring sequences", k.pinned);
     counter("flashserve_kv_hits_total", "KV-store object hits", k.hits);
     counter("flashserve_kv_misses_total", "KV-store object misses", k.misses);
     counter("flashserve_kv_read_bytes_total", "KV-store bytes read", k.bytes_read);

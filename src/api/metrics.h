@@ -32,6 +32,8 @@ class ApiMetrics {
   void SetKvTierStats(const serve::ServiceStats& stats);
   // The structured-output grammar cache: compilations, hits, refusals, compile time, entries.
   void SetGrammarStats(const grammar::GrammarCache::Stats& stats);
+  // The process_* families (descriptors, memory, CPU) from /proc, at each scrape.
+  void SetProcessStats();
   // One remote picture fetched (outcome "ok", "refused", "failed" or "too_large"): count, bytes, time.
   void RecordImageFetch(const std::string& outcome, int64_t bytes, double seconds);
   std::string Render() const { return registry_.Render(); }

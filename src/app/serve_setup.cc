@@ -55,6 +55,9 @@ void AddStoreAndKeyFlags(CLI::App* cmd, ServeFlags* f) {
   cmd->add_option("--kv-ttl", f->ttl_spec, "Retention classes, name=duration (s/m/h/d)")->capture_default_str();
   cmd->add_option("--kv-default-ttl", k.default_ttl_class, "Class for requests without cache_ttl")->capture_default_str();
   cmd->add_option("--kv-gc-delay", k.gc_delay_seconds, "Seconds within which expired objects are deleted")->capture_default_str();
+  cmd->add_option("--kv-write-retry", k.write_retry_seconds,
+                  "Seconds after a failed write (disk full, read-only) before a tier is written again")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}))->capture_default_str();
   cmd->add_option("--kv-io-threads", k.io_threads, "KV-store I/O threads")->check(CLI::Range(1, 64))->capture_default_str();
   cmd->add_flag("--kv-direct-io", k.direct_io,
                 "Read L2/L3 objects with O_DIRECT in io_uring batches straight into the DRAM tier's memory "

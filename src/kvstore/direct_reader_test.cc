@@ -117,7 +117,9 @@ TEST(DirectReaderTest, EveryFileComesBackWholeOnce) {
 TEST(DirectReaderTest, KeptBytesStayInThePoolUntilReleased) {
   SKIP_WITHOUT_RING();
   TempDir dir;
-  const auto [paths, expected] = WriteFiles(dir, "k", 12, 500, [](int) { return size_t{538790}; });
+  const Files files = WriteFiles(dir, "k", 12, 500, [](int) { return size_t{538790}; });
+  const auto& paths = files.paths;  // not structured bindings: the lambdas below capture them
+  const auto& expected = files.expected;
   ReadBufferPool pool(size_t{64} << 20);
   std::vector<base::SharedBytes> kept(paths.size());
   auto read = [&](std::vector<base::SharedBytes>* into) {
@@ -156,7 +158,9 @@ TEST(DirectReaderTest, ManySmallFilesFillManyGroups) {
 TEST(DirectReaderTest, FilesReadInFullAreClosedBeforeTheyAreChecked) {
   SKIP_WITHOUT_RING();
   TempDir dir;
-  const auto [paths, expected] = WriteFiles(dir, "d", 400, 2000, [](int) { return size_t{1000}; });
+  const Files files = WriteFiles(dir, "d", 400, 2000, [](int) { return size_t{1000}; });
+  const auto& paths = files.paths;  // not structured bindings: the lambda below captures them
+  const auto& expected = files.expected;
   const int before = OpenDescriptors();
   int most = 0;
   ReadBufferPool pool(size_t{64} << 20);

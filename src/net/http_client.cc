@@ -2,8 +2,11 @@
 // completes through redirect_error, so failures arrive as error codes, never exceptions.
 #include "net/http_client.h"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -35,6 +38,38 @@ base::Error TransportError(std::string_view what, const error_code& ec) {
   return base::MakeError(dropped ? base::ErrorCode::kUnavailable : base::ErrorCode::kIoError,
                          std::string(what) + ": " + (dropped ? "connection closed by the server" : ec.message()));
 }
+
+// While an exchange with a cancellation test runs, the test is checked every 100 ms and, once it
+// holds, the connection's pending operation is cancelled: a caller whose own client left stops
+// waiting for a response head (a long prefill) or for a silent stream at once.
+struct CancelWatch {
+  explicit CancelWatch(const asio::any_io_executor& executor) : timer(executor) {}
+  asio::steady_timer timer;
+  beast::tcp_stream* stream = nullptr;  // null once the exchange is over
+};
+
+asio::awaitable<void> WatchForCancel(std::shared_ptr<CancelWatch> watch, std::function<bool()> cancelled) {
+  while (watch->stream != nullptr) {
+    watch->timer.expires_after(std::chrono::milliseconds(100));
+    error_code ec;
+    co_await watch->timer.async_wait(Await(ec));
+    if (watch->stream == nullptr) co_return;
+    if (cancelled()) {
+      watch->stream->cancel();
+      co_return;
+    }
+  }
+}
+
+// Ends the watch when the exchange returns, however it returns.
+struct EndWatchOnExit {
+  std::shared_ptr<CancelWatch> watch;
+  ~EndWatchOnExit() {
+    if (!watch) return;
+    watch->stream = nullptr;
+    watch->timer.cancel();
+  }
+};
 
 std::optional<double> ParseRetryAfter(std::string_view value) {
   std::string text(value);
@@ -161,7 +196,11 @@ asio::awaitable<HttpOutcome> HttpClient::Send(Exchange& exchange) {
       co_return out;
     }
     // An idle connection the server already closed fails before any response byte: retry once.
-    if (!(reused && !got_head && attempt == 0)) co_return out;
+    // Not after a timeout: a server that is alive but silent (paused, hung) would cost the
+    // caller the timeout twice.
+    const bool closed_idle = reused && !got_head && attempt == 0 && out.transport->code() != base::ErrorCode::kTimeout &&
+                             out.transport->code() != base::ErrorCode::kCancelled;
+    if (!closed_idle) co_return out;
   }
 }
 
@@ -181,11 +220,19 @@ asio::awaitable<bool> HttpClient::RunExchange(Connection& conn, Exchange& exchan
   req.keep_alive(true);
   req.body() = exchange.body;
   req.prepare_payload();
+  EndWatchOnExit end_watch;
+  if (exchange.extras.cancelled) {
+    end_watch.watch = std::make_shared<CancelWatch>(executor_);
+    end_watch.watch->stream = &conn.stream;
+    asio::co_spawn(executor_, WatchForCancel(end_watch.watch, exchange.extras.cancelled), asio::detached);
+  }
+  const auto cancelled = [&] { return exchange.extras.cancelled && exchange.extras.cancelled(); };
+  const auto cancel_error = [] { return base::MakeError(base::ErrorCode::kCancelled, "cancelled by the caller"); };
   error_code ec;
   conn.stream.expires_after(timeout);
   co_await http::async_write(conn.stream, req, Await(ec));
   if (ec) {
-    out->transport = TransportError("sending the request", ec);
+    out->transport = cancelled() ? cancel_error() : TransportError("sending the request", ec);
     co_return false;
   }
   http::response_parser<http::buffer_body> parser;
@@ -194,7 +241,7 @@ asio::awaitable<bool> HttpClient::RunExchange(Connection& conn, Exchange& exchan
   conn.stream.expires_after(timeout);
   co_await http::async_read_header(conn.stream, conn.buffer, parser, Await(ec));
   if (ec) {
-    out->transport = TransportError("reading the response head", ec);
+    out->transport = cancelled() ? cancel_error() : TransportError("reading the response head", ec);
     co_return false;
   }
   *got_head = true;
@@ -217,12 +264,12 @@ asio::awaitable<bool> HttpClient::RunExchange(Connection& conn, Exchange& exchan
       const size_t room = exchange.extras.whole_body ? n : kMaxErrorBody - std::min(kMaxErrorBody, out->body.size());
       out->body.append(piece, std::min(n, room));
     }
-    if (ec) {
-      out->transport = TransportError("reading the response body", ec);
+    if (cancelled()) {
+      out->transport = cancel_error();
       co_return false;
     }
-    if (exchange.extras.cancelled && exchange.extras.cancelled()) {
-      out->transport = base::MakeError(base::ErrorCode::kCancelled, "cancelled by the caller");
+    if (ec) {
+      out->transport = TransportError("reading the response body", ec);
       co_return false;
     }
   }

@@ -45,7 +45,9 @@ using BodyFn = std::function<void(std::string_view piece)>;
 // Per-request additions (used by the router's proxy).
 struct RequestExtras {
   std::string authorization;        // sent instead of the client's key ("" = the client's key)
-  std::function<bool()> cancelled;  // checked after every read: true drops the connection (kCancelled)
+  // Checked every 100 ms while the request runs: once true, the pending write or read is
+  // cancelled and the connection dropped (kCancelled).
+  std::function<bool()> cancelled;
   bool whole_body = false;          // a non-200 body is kept whole, not cut at 64 KiB
   std::vector<std::pair<std::string, std::string>> headers;  // added to the request
   // Told the status and fields once the response head arrives, before any body piece.

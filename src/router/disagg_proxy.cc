@@ -59,6 +59,7 @@ asio::awaitable<bool> RouterServer::Impl::SendHalf(std::shared_ptr<ProxyCall> ca
   net::RequestExtras extras;
   extras.authorization = call->authorization;
   extras.headers = std::move(headers);
+  extras.cancelled = [call] { return call->gone.load(); };  // the client left: stop this half too
   const std::string url = pool.status(worker).url;
   net::HttpOutcome out = co_await pool.proxy_client(worker).Post(call->path, call->body, nullptr, std::move(extras));
   const std::string status = out.transport ? "transport" : std::to_string(out.status);

@@ -9,6 +9,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "net/api_error.h"
+#include "net/process_metrics.h"
 #include "router/router_internal.h"
 
 namespace flashserve::router {
@@ -113,6 +114,7 @@ void RouterServer::Impl::AnswerMetrics(const std::shared_ptr<net::Exchange>& exc
   asio::post(ioc, [this, exchange] {
     const meter::EconomicsSample sample = fleet_counters.Add(pool, base::MonotonicSeconds());
     meter::ExportEconomics(metrics, "flashserve_fleet_", config.economics, economics.Observe(sample));
+    net::ExportProcessMetrics(metrics);
     net::HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
     r.body = metrics.Render();

@@ -26,7 +26,9 @@ namespace flashserve::router {
 
 struct PoolConfig {
   double poll_interval_s = 0.05;    // load + KV events, per worker
-  double control_timeout_s = 1.0;   // a poll that takes longer marks the worker unhealthy
+  // A poll that takes longer marks the worker unhealthy: a paused or hung worker is routed
+  // around within this + poll_interval_s (0.8 s).
+  double control_timeout_s = 0.75;
   double proxy_timeout_s = 600;     // bound on each read of a forwarded response (long prefills)
   std::string control_api_key;      // sent on polls when workers require keys
 };

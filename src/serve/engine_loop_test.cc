@@ -18,6 +18,7 @@
 #include "kv/block_hash.h"
 #include "kvstore/kv_store.h"
 #include "kvstore/object_file.h"
+#include "kvstore/test_util.h"
 #include "serve/test_requests.h"
 #include "serve/test_store.h"
 
@@ -468,6 +469,65 @@ TEST(EngineLoopStoreTest, CancelDuringAFetchReleasesEveryPin) {
   EXPECT_EQ(raw->Stats().tiers[0].pinned, 0);
 }
 
+
+// The same with the fetch held mid-read, so that the cancel lands while the restore is running:
+// the request ends at once with nothing generated, others are served meanwhile, and when the
+// read lands every pin is released and the prefix still serves.
+TEST(EngineLoopStoreTest, CancelDuringAPausedRestoreServesOthersAndFreesEverything) {
+  const TempStoreDir temp("fs_serve_cancel_paused_");
+  base::SystemClock clock;
+  protocol::GenerateRequest r = Request("p", RandomTokens(400, 17), 4, 3);
+  Collected first, cancelled, other, after;
+  {
+    EngineLoop s(TestModel(), engine::EngineOptions{}, Config(), DiskStore(temp.path, clock));
+    ASSERT_TRUE(s.Submit(r, Collect(&first)).ok());
+    RunUntilDone(s, {&first});
+    s.Stop();
+  }
+  kvstore::testing::FaultFileSystem fault;
+  kvstore::StoreConfig cfg;
+  cfg.fingerprint = ModelFingerprint(TestModel(), engine::EngineOptions{});
+  cfg.memory_bytes = 64 << 20;
+  cfg.disk_dir = temp.path;
+  cfg.disk_bytes = 256 << 20;
+  cfg.background_gc = false;
+  cfg.file_system = &fault;
+  auto store = kvstore::KvStore::Open(cfg, clock);
+  ASSERT_TRUE(store.ok()) << store.error().ToString();
+  kvstore::KvStore* raw = store->get();
+  EngineLoop s(TestModel(), engine::EngineOptions{}, Config(), std::move(store).value());
+  fault.pause_payload_reads = true;
+  r.id = "p2";
+  ASSERT_TRUE(s.Submit(r, Collect(&cancelled)).ok());
+  for (int i = 0; i < 5000 && fault.paused_reads.load() == 0; ++i) {
+    s.StepOnce();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_GT(fault.paused_reads.load(), 0) << "the restore reached the disk";
+  s.Cancel("p2");
+  ASSERT_TRUE(StepUntilDone(s, cancelled, 5));
+  EXPECT_EQ(cancelled.finish[0], protocol::FinishReason::kCancelled);
+  EXPECT_TRUE(cancelled.tokens[0].empty());
+  EXPECT_EQ(cancelled.usage.completion_tokens, 0);
+  EXPECT_EQ(s.Stats().running, 0);
+  EXPECT_EQ(s.Stats().state_pool_bytes, 0);
+  // Another request is served while that read is still held.
+  ASSERT_TRUE(s.Submit(Request("o", RandomTokens(40, 5), 3, 3), Collect(&other)).ok());
+  ASSERT_TRUE(StepUntilDone(s, other));
+  EXPECT_EQ(other.tokens[0].size(), 3u);
+  EXPECT_GT(fault.paused_reads.load(), 0);
+  fault.pause_payload_reads = false;
+  raw->Flush();
+  s.StepOnce();
+  EXPECT_EQ(raw->Stats().tiers[0].pinned, 0);
+  r.id = "p3";
+  ASSERT_TRUE(s.Submit(r, Collect(&after)).ok());
+  ASSERT_TRUE(StepUntilDone(s, after));
+  EXPECT_EQ(after.tokens[0], first.tokens[0]);
+  EXPECT_GT(after.usage.cached_tokens, 0);
+  EXPECT_EQ(raw->Stats().tiers[0].pinned, 0);
+  EXPECT_EQ(s.Stats().state_pool_bytes, 0);
+}
 
 // Cached states are only valid where they continue bit for bit: the fingerprint changes with
 // QAT, the reference kernels and, where the CPU has AMX, the AMX switch, and is stable otherwise.

@@ -6,7 +6,7 @@
 
 namespace flashserve::serve {
 
-LoopStats::LoopStats(double now_seconds) : busy_last_seconds_(now_seconds) {}
+LoopStats::LoopStats(double now_seconds) : busy_last_seconds_(now_seconds), finish_last_seconds_(now_seconds) {}
 
 void LoopStats::RecordStep(std::span<const sched::StepItem> items, double seconds, bool ok, int64_t draft_rows) {
   int64_t tokens = draft_rows, prefill_tokens = 0;  // all rows, and those of multi-token (prefill) items
@@ -29,6 +29,18 @@ double LoopStats::UpdateBusyFraction(double now_seconds) {
   busy_last_seconds_ = now_seconds;
   step_prefill_seconds_ = 0;
   return busy_wall_sum_ > 0 ? std::min(1.0, busy_prefill_sum_ / busy_wall_sum_) : 0;
+}
+
+double LoopStats::UpdateFinishRate(double now_seconds, int64_t finished_total) {
+  const double dt = now_seconds - finish_last_seconds_;
+  if (dt < 0.5) return finish_rate_;
+  const double now_rate = static_cast<double>(finished_total - finish_last_total_) / dt;
+  // The first measurement is taken as it is: ramping up from 0 would overstate how long a
+  // queue takes to drain (and so the Retry-After of a worker that just got busy).
+  finish_rate_ = finish_rate_ > 0 ? finish_rate_ + (1 - std::exp(-dt / 10.0)) * (now_rate - finish_rate_) : now_rate;
+  finish_last_seconds_ = now_seconds;
+  finish_last_total_ = finished_total;
+  return finish_rate_;
 }
 
 }  // namespace flashserve::serve

@@ -34,6 +34,7 @@ struct KvTierStats {
   int64_t objects = 0, bytes = 0, capacity = 0, hits = 0, misses = 0, bytes_read = 0, bytes_written = 0,
           evictions = 0, expirations = 0, corrupt = 0, gc_backlog = 0;
   bool writable = true;
+  int64_t pinned = 0;  // L1 objects pinned by sequences (memory tier only)
 };
 
 struct ServiceStats {
@@ -51,6 +52,7 @@ struct ServiceStats {
   int64_t step_rows_max = 0;        // the most rows one step fed it (at most --max-step-tokens)
   int64_t requests_finished_total = 0;
   int64_t requests_rejected_total = 0;
+  double finished_per_second = 0;          // requests finished, a 10 s decaying average
   int64_t queued_prefill_tokens = 0;       // prompt tokens admitted but not yet computed
   double prefill_tokens_per_second = 0;    // measured on prefill-heavy steps (0 = none yet)
   double busy_fraction = 0;                // share of the last minute or so spent on prefill (0..1)

@@ -286,9 +286,11 @@ void EngineLoop::CountRows(std::span<const sched::StepItem> items, int64_t draft
 }
 
 void EngineLoop::PublishStats(bool ran_step) {
-  const double busy = loop_stats_.UpdateBusyFraction(base::MonotonicSeconds());
+  const double now = base::MonotonicSeconds();
+  const double busy = loop_stats_.UpdateBusyFraction(now);
   const double per_token = loop_stats_.prefill_seconds_per_token();
   std::lock_guard<std::mutex> lock(mu_);
+  stats_.finished_per_second = loop_stats_.UpdateFinishRate(now, stats_.requests_finished_total);
   stats_.running = sched_.num_running();
   stats_.waiting = sched_.num_waiting();
   stats_.state_pool_bytes = sched_.pool_used();
@@ -311,7 +313,7 @@ void EngineLoop::PublishStats(bool ran_step) {
     for (int t = 0; t < kvstore::kNumTiers; ++t) {
       const kvstore::TierStats& ts = st.tiers[t];
       stats_.kv_tiers[t] = {ts.objects, ts.bytes, ts.capacity, ts.hits, ts.misses, ts.bytes_read, ts.bytes_written,
-                            ts.evictions, ts.expirations, ts.corrupt, ts.gc_backlog, ts.writable};
+                            ts.evictions, ts.expirations, ts.corrupt, ts.gc_backlog, ts.writable, ts.pinned};
     }
   }
   if (ran_step) ++stats_.steps_total;

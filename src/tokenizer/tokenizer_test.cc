@@ -129,19 +129,19 @@ TEST(PreTokenizerTest, ByteLevelRegexSplitsBeforeSpaces) {
 }
 
 TEST(PreTokenizerTest, DigitGroupsOfThree) {
-  Json doc = TinyDoc({"12", "123", "45"}, {"1 2", "12 3", "4 5"}, Json::array(), {Split("\\p{N}{1,3}")});
+  Json doc = TinyDoc({"12", "123", "45"}, {"1 2", "12 3", "4 5"}, Json::array(), Json::array({Split("\\p{N}{1,3}")}));
   EXPECT_EQ(MustLoad(doc)->Encode("12345"), (Ids{257, 258}));
 }
 
 // Pieces checked against HF tokenizers' pre_tokenize_str for the same Split.
 TEST(PreTokenizerTest, RemovedInvertedAndEmptyMatches) {
-  EXPECT_EQ(MustLoad(TinyDoc({}, {}, {}, {Split("x", "Removed")}))->Encode("axbxxc"), (Ids{'a', 'b', 'c'}));
-  EXPECT_EQ(MustLoad(TinyDoc({}, {}, {}, {Split("x", "Removed", true)}))->Encode("axbxxc"), (Ids{'x', 'x', 'x'}));
+  EXPECT_EQ(MustLoad(TinyDoc({}, {}, {}, Json::array({Split("x", "Removed")})))->Encode("axbxxc"), (Ids{'a', 'b', 'c'}));
+  EXPECT_EQ(MustLoad(TinyDoc({}, {}, {}, Json::array({Split("x", "Removed", true)})))->Encode("axbxxc"), (Ids{'x', 'x', 'x'}));
   // b* matches empty strings too: pieces a | bb | c | b.
-  auto empty_matches = MustLoad(TinyDoc({"bb", "cb"}, {"b b", "c b"}, {}, {Split("b*")}));
+  auto empty_matches = MustLoad(TinyDoc({"bb", "cb"}, {"b b", "c b"}, {}, Json::array({Split("b*")})));
   EXPECT_EQ(empty_matches->Encode("abbcb"), (Ids{'a', 256, 'c', 'b'}));
   // Lookahead keeps the last space for the next word: a | "  " | " " | b.
-  auto lookahead = MustLoad(TinyDoc({"\xC4\xA0\xC4\xA0"}, {"\xC4\xA0 \xC4\xA0"}, {}, {Split("\\s+(?!\\S)|\\s+")}));
+  auto lookahead = MustLoad(TinyDoc({"\xC4\xA0\xC4\xA0"}, {"\xC4\xA0 \xC4\xA0"}, {}, Json::array({Split("\\s+(?!\\S)|\\s+")})));
   EXPECT_EQ(lookahead->Encode("a   b"), (Ids{'a', 256, ' ', 'b'}));
 }
 
@@ -173,7 +173,7 @@ TEST(PreTokenizerTest, DetectsCharactersWhoseCategoryChanged) {
 }
 
 TEST(AddedTokensTest, EncodeSplitsThemEncodePlainDoesNot) {
-  auto tok = MustLoad(TinyDoc({}, {}, {Added(256, "<m>")}));
+  auto tok = MustLoad(TinyDoc({}, {}, Json::array({Added(256, "<m>")})));
   EXPECT_EQ(tok->Encode("x<m>y"), (Ids{'x', 256, 'y'}));
   EXPECT_EQ(tok->EncodePlain("x<m>y"), (Ids{'x', '<', 'm', '>', 'y'}));
   EXPECT_EQ(tok->Decode(Ids{'x', 256, 'y'}), "x<m>y");
@@ -184,7 +184,7 @@ TEST(AddedTokensTest, EncodeSplitsThemEncodePlainDoesNot) {
 }
 
 TEST(AddedTokensTest, LeftmostLongestMatch) {
-  auto tok = MustLoad(TinyDoc({}, {}, {Added(256, "<a>"), Added(257, "<a><b>"), Added(258, "b><")}));
+  auto tok = MustLoad(TinyDoc({}, {}, Json::array({Added(256, "<a>"), Added(257, "<a><b>"), Added(258, "b><")})));
   EXPECT_EQ(tok->Encode("<a><b>"), (Ids{257}));
   EXPECT_EQ(tok->Encode("<a><c>"), (Ids{256, '<', 'c', '>'}));
   EXPECT_EQ(tok->Encode("xb><a>"), (Ids{'x', 258, 'a', '>'}));
@@ -192,29 +192,29 @@ TEST(AddedTokensTest, LeftmostLongestMatch) {
 
 // Non-normalized tokens are extracted first, so "bc" wins over the longer normalized "abc".
 TEST(AddedTokensTest, NonNormalizedTokensMatchFirst) {
-  auto tok = MustLoad(TinyDoc({}, {}, {Added(256, "abc", false, true), Added(257, "bc", false, false)}));
+  auto tok = MustLoad(TinyDoc({}, {}, Json::array({Added(256, "abc", false, true), Added(257, "bc", false, false)})));
   EXPECT_EQ(tok->Encode("abc"), (Ids{'a', 257}));
   EXPECT_EQ(tok->Encode("zabcz"), (Ids{'z', 'a', 257, 'z'}));
-  auto only_normalized = MustLoad(TinyDoc({}, {}, {Added(256, "abc", false, true)}));
+  auto only_normalized = MustLoad(TinyDoc({}, {}, Json::array({Added(256, "abc", false, true)})));
   EXPECT_EQ(only_normalized->Encode("zabcz"), (Ids{'z', 256, 'z'}));
 }
 
 TEST(AddedTokensTest, LstripAndRstripAbsorbWhitespace) {
   Json token = Added(256, "<m>");
   token["lstrip"] = token["rstrip"] = true;
-  auto tok = MustLoad(TinyDoc({}, {}, {token}));
+  auto tok = MustLoad(TinyDoc({}, {}, Json::array({token})));
   EXPECT_EQ(tok->Encode("x  <m>  y"), (Ids{'x', 256, 'y'}));
   EXPECT_EQ(tok->Encode("\xE3\x80\x80<m>\xE2\x80\x80z"), (Ids{256, 'z'}));  // U+3000, U+2000
   EXPECT_EQ(tok->Encode("<m>\t<m>"), (Ids{256, 256}));
   token["rstrip"] = false;
-  auto left_only = MustLoad(TinyDoc({}, {}, {token}));
+  auto left_only = MustLoad(TinyDoc({}, {}, Json::array({token})));
   EXPECT_EQ(left_only->Encode("x <m> y"), (Ids{'x', 256, ' ', 'y'}));
 }
 
 TEST(AddedTokensTest, SingleWordNeedsWordBoundaries) {
   Json token = Added(256, "<w>", false, true);
   token["single_word"] = true;
-  auto tok = MustLoad(TinyDoc({}, {}, {token}));
+  auto tok = MustLoad(TinyDoc({}, {}, Json::array({token})));
   EXPECT_EQ(tok->Encode("a<w> <w> <w>b"), (Ids{'a', '<', 'w', '>', ' ', 256, ' ', '<', 'w', '>', 'b'}));
   EXPECT_EQ(tok->Encode("_<w>"), (Ids{'_', '<', 'w', '>'}));
   EXPECT_EQ(tok->Encode("-<w>-"), (Ids{'-', 256, '-'}));
@@ -222,7 +222,7 @@ TEST(AddedTokensTest, SingleWordNeedsWordBoundaries) {
 }
 
 TEST(DecodeTest, LossyUtf8AndUnknownIds) {
-  auto tok = MustLoad(TinyDoc({}, {}, {Added(256, "<｜x｜>")}));
+  auto tok = MustLoad(TinyDoc({}, {}, Json::array({Added(256, "<｜x｜>")})));
   EXPECT_EQ(tok->Decode(Ids{0xE4, 0xBD, 0xA0}), "你");
   EXPECT_EQ(tok->Decode(Ids{0xE4, 0xBD, 'A'}), "\xEF\xBF\xBD" "A");
   EXPECT_EQ(tok->Decode(Ids{0xFF, 256, 9999, -1, 'z'}), "\xEF\xBF\xBD<｜x｜>z");
@@ -233,7 +233,7 @@ TEST(DecodeTest, LossyUtf8AndUnknownIds) {
 }
 
 TEST(DetokenizerTest, HoldsBackOnlyIncompleteCharacters) {
-  auto tok = MustLoad(TinyDoc({}, {}, {Added(256, "<｜x｜>")}));
+  auto tok = MustLoad(TinyDoc({}, {}, Json::array({Added(256, "<｜x｜>")})));
   IncrementalDetokenizer detok(*tok);
   EXPECT_EQ(detok.Push(0xE4), "");
   EXPECT_EQ(detok.num_pending_bytes(), 1u);
