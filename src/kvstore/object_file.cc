@@ -263,10 +263,12 @@ ReadOutcome RemoveObjectUnlessLive(FileSystem& fs, const std::string& path, cons
                                    int64_t now_unix) {
   auto aside = fs.MoveAside(path, now_unix);
   if (!aside.ok()) {
-    if (aside.error().code() != ErrorCode::kNotFound) {
-      FS_LOG_THROTTLED(10, kWarning, "kvstore: kept: {}", aside.error().ToString());
-    }
-    return OutcomeOf(aside.error());
+    if (aside.error().code() == ErrorCode::kNotFound) return OutcomeOf(aside.error());  // kMissing
+    FS_LOG_THROTTLED(10, kWarning, "kvstore: kept: {}", aside.error().ToString());
+    ReadOutcome kept;  // not moved, so not deleted (a linked folder, an I/O error)
+    kept.verdict = Verdict::kIoError;
+    kept.detail = aside.error().message();
+    return kept;
   }
   ReadOutcome out = ReadObject(fs, *aside, check);
   if (out.verdict == Verdict::kIoError) {

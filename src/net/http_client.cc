@@ -54,10 +54,9 @@ asio::awaitable<void> WatchForCancel(std::shared_ptr<CancelWatch> watch, std::fu
     error_code ec;
     co_await watch->timer.async_wait(Await(ec));
     if (watch->stream == nullptr) co_return;
-    if (cancelled()) {
-      watch->stream->cancel();
-      co_return;
-    }
+    // Every tick while it holds: a cancel that lands between two operations (or just after
+    // one completed) cancels nothing, and the next operation must be cancelled too.
+    if (cancelled()) watch->stream->cancel();
   }
 }
 
@@ -233,6 +232,10 @@ asio::awaitable<bool> HttpClient::RunExchange(Connection& conn, Exchange& exchan
   co_await http::async_write(conn.stream, req, Await(ec));
   if (ec) {
     out->transport = cancelled() ? cancel_error() : TransportError("sending the request", ec);
+    co_return false;
+  }
+  if (cancelled()) {
+    out->transport = cancel_error();
     co_return false;
   }
   http::response_parser<http::buffer_body> parser;

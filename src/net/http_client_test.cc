@@ -89,7 +89,7 @@ TEST(HttpClientTest, ARequestThatIsNotCancelledGetsItsAnswer) {
 TEST(HttpClientTest, ATimeoutOnAReusedConnectionIsNotRetried) {
   SilentServer server;
   asio::io_context ioc;
-  HttpClient client(ioc.get_executor(), *ParseBaseUrl(server.url()), "", 0.3);
+  HttpClient client(ioc.get_executor(), *ParseBaseUrl(server.url()), "", 1.0);
   std::optional<HttpOutcome> first, held;
   double waited = 0;
   asio::co_spawn(ioc, [&]() -> asio::awaitable<void> {
@@ -103,7 +103,7 @@ TEST(HttpClientTest, ATimeoutOnAReusedConnectionIsNotRetried) {
   EXPECT_EQ(first->status, 200);
   ASSERT_TRUE(held->transport.has_value());
   EXPECT_EQ(held->transport->code(), base::ErrorCode::kTimeout) << held->transport->ToString();
-  EXPECT_LT(waited, 0.55) << "one timeout, not two";
+  EXPECT_LT(waited, 1.9) << "one timeout, not two";
   EXPECT_EQ(client.num_connections_opened(), 1);
 }
 

@@ -61,9 +61,11 @@ void ExportProcessMetrics(MetricsRegistry& registry) {
   auto set = [&](const char* name, const char* help, double value) {
     if (value >= 0) registry.Gauge(name, help).Set(value);
   };
-  std::ifstream in("/proc/self/status");
   std::string status = "\n";  // so that every field, the first too, follows a newline
-  status.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  {
+    std::ifstream in("/proc/self/status");  // closed before the descriptors are counted
+    status.append(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
   set("process_resident_memory_bytes", "Resident memory size in bytes", StatusField(status, "VmRSS"));
   set("process_peak_resident_memory_bytes", "Largest resident memory size since start, in bytes",
       StatusField(status, "VmHWM"));

@@ -67,7 +67,8 @@ asio::awaitable<bool> RouterServer::Impl::SendHalf(std::shared_ptr<ProxyCall> ca
                   fmt::format("{} halves sent, by worker and outcome", stage), {{"worker", url}, {"status", status}})
       .Add();
   if (out.transport) {
-    pool.ReportFailure(worker, out.transport->message());
+    // A half cancelled because its client left is no failure of the worker.
+    if (!call->gone) pool.ReportFailure(worker, out.transport->message());
   } else if (out.status != 200) {
     FS_LOG(kWarning, "router: {} worker {} answered {}: {}", stage, url, out.status, out.body.substr(0, 200));
   }

@@ -125,6 +125,7 @@ asio::awaitable<bool> WorkerPool::Resync(Link& link) {
   net::HttpOutcome out = co_await link.control->Get("/v1/kv/snapshot");
   if (out.transport || out.status != 200) {
     link.need_resync = true;
+    if (out.transport) MarkDown(link, out.transport->message());  // silent or gone: as a failed load poll
     co_return false;
   }
   auto snapshot = protocol::ParseKvSnapshot(out.body);
@@ -150,6 +151,7 @@ asio::awaitable<bool> WorkerPool::FollowEvents(Link& link) {
   for (;;) {
     net::HttpOutcome out =
         co_await link.control->Get(fmt::format("/v1/kv/events?after={}&limit={}", link.status.last_seq, kEventsPerPage));
+    if (out.transport) MarkDown(link, out.transport->message());  // silent or gone: as a failed load poll
     if (out.transport || out.status != 200) co_return false;
     auto page = protocol::ParseKvEventPage(out.body);
     if (!page.ok() || page->gap || page->epoch != link.status.epoch) co_return co_await Resync(link);

@@ -35,9 +35,11 @@ double LoopStats::UpdateFinishRate(double now_seconds, int64_t finished_total) {
   const double dt = now_seconds - finish_last_seconds_;
   if (dt < 0.5) return finish_rate_;
   const double now_rate = static_cast<double>(finished_total - finish_last_total_) / dt;
-  // The first measurement is taken as it is: ramping up from 0 would overstate how long a
-  // queue takes to drain (and so the Retry-After of a worker that just got busy).
-  finish_rate_ = finish_rate_ > 0 ? finish_rate_ + (1 - std::exp(-dt / 10.0)) * (now_rate - finish_rate_) : now_rate;
+  // After an interval without finishes (the first, or a quiet spell) the rate is taken as it
+  // is: ramping up from (near) 0 would overstate how long a queue takes to drain, and so the
+  // Retry-After of a worker that just got busy.
+  finish_rate_ = finish_last_idle_ ? now_rate : finish_rate_ + (1 - std::exp(-dt / 10.0)) * (now_rate - finish_rate_);
+  finish_last_idle_ = finished_total == finish_last_total_;
   finish_last_seconds_ = now_seconds;
   finish_last_total_ = finished_total;
   return finish_rate_;

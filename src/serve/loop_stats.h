@@ -31,6 +31,7 @@ class LoopStats {
   double busy_prefill_sum_ = 0, busy_wall_sum_ = 0, busy_last_seconds_ = 0;  // decaying sums
   double finish_rate_ = 0, finish_last_seconds_ = 0;
   int64_t finish_last_total_ = 0;
+  bool finish_last_idle_ = true;  // nothing finished in the last interval
 };
 
 }  // namespace flashserve::serve

@@ -1,5 +1,6 @@
 // LoopStats' decaying averages: requests finished per second starts at the first rate measured,
-// follows the rate it is fed, updates at most twice a second, and decays when requests stop.
+// follows the rate it is fed, updates at most twice a second, decays when requests stop, and
+// starts again from the first rate measured after a quiet spell.
 #include "serve/loop_stats.h"
 
 #include <gtest/gtest.h>
@@ -18,9 +19,13 @@ TEST(LoopStatsTest, FinishRateFollowsTheRateAndDecays) {
   EXPECT_NEAR(rate, 20.0, 5.0);
   for (int i = 31; i <= 120; ++i) rate = stats.UpdateFinishRate(100.0 + i, total += 40);  // 40 per second
   EXPECT_NEAR(rate, 40.0, 0.1);
-  for (int i = 121; i <= 150; ++i) rate = stats.UpdateFinishRate(100.0 + i, total);  // none finish
-  EXPECT_LT(rate, 40.0 * 0.1);
-  EXPECT_GT(rate, 0.0);
+  rate = stats.UpdateFinishRate(221.0, total);  // none finish: the average decays
+  EXPECT_LT(rate, 40.0);
+  EXPECT_GT(rate, 30.0);
+  for (int i = 122; i <= 150; ++i) rate = stats.UpdateFinishRate(100.0 + i, total);  // a quiet spell
+  EXPECT_EQ(rate, 0.0);
+  rate = stats.UpdateFinishRate(251.0, total += 15);
+  EXPECT_NEAR(rate, 15.0, 1e-9) << "after a quiet spell, the new rate as it is";
 }
 
 TEST(LoopStatsTest, BusyFractionIsTheShareOfPrefillTime) {

@@ -78,6 +78,14 @@ export function start(flashserve, cmdArgs, env = process.env) {
 // started here and removes `work` either way.
 export async function runE2e(work, body) {
   const ctx = { server: null };
+  // A promise that fails while nobody awaits it yet must not end the process before the
+  // cleanup below: its workers would be left running.
+  process.on('unhandledRejection', (e) => {
+    console.error('unhandled rejection:', e);
+    for (const p of procs) p.kill('SIGKILL');
+    rmSync(work, { recursive: true, force: true });
+    process.exit(1);
+  });
   let failed = false;
   try {
     await body(ctx);

@@ -10,7 +10,7 @@
 //  - a full and a read-only shared directory cost writes only: requests keep completing, the
 //    tier reports itself unwritable, and writes come back once there is room again;
 //  - afterwards `flashserve kv verify` finds no corrupt object in the shared directory, and no
-//    worker found one (kv_corrupt_total).
+//    worker found one since its last start (kv_corrupt_total).
 // The full and read-only disk runs on a small tmpfs in a private mount namespace (`unshare -rm`);
 // where that is not allowed, that part is skipped and says so.
 //
@@ -46,12 +46,18 @@ if (inNamespace) {
   assert.equal(m.status, 0, `mount tmpfs: ${m.stderr}`);
 }
 
-// A fixed seed drives every random choice of the run.
-let rngState = 20261207;
-function random() {
-  rngState = (rngState * 1103515245 + 12345) % 2147483648;
-  return rngState / 2147483648;
+// Fixed seeds: one generator for the fault schedule, one per client (so that the schedule does
+// not depend on how the clients' requests interleave).
+function generator(seed) {  // mulberry32
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6D2B79F5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }
+const random = generator(20261207);
 const pick = (list) => list[Math.floor(random() * list.length)];
 
 const SYSTEM = `You are a careful assistant. ${Array.from({ length: 160 }, (_, i) => `rule${(i * 13) % 97}`).join(' ')}`;
@@ -98,10 +104,13 @@ async function reference(k) {
 }
 
 const outcome = { completed: 0, failed: 0, errors: new Map() };
+let clientError = null;  // a load client's failure, kept and thrown at the next check
+const checkClients = () => { if (clientError) throw clientError; };
 // Requests until stopped: mostly the 12 repeated prompts (cache hits from every tier), some new.
 async function loadClient(router, id, running, fresh) {
+  const draw = generator(id + 1);
   for (let n = 0; running(); ++n) {
-    const k = fresh() ? 1000 + id * 10000 + n : Math.floor(random() * 12);
+    const k = fresh() ? 1000 + id * 10000 + n : Math.floor(draw() * 12);
     const r = await send(router.base, k, n % 2 === 0);
     if (r.ok) {
       assert.equal(r.text, await reference(k), `request ${k}: other tokens than the fault-free worker's`);
@@ -116,7 +125,10 @@ async function loadClient(router, id, running, fresh) {
 // Whether n more requests complete within 30 s.
 async function completes(n) {
   const target = outcome.completed + n;
-  for (let i = 0; i < 300 && outcome.completed < target; ++i) await sleep(100);
+  for (let i = 0; i < 300 && outcome.completed < target; ++i) {
+    checkClients();
+    await sleep(100);
+  }
   return outcome.completed >= target;
 }
 
@@ -176,10 +188,12 @@ async function faults(ctx) {
   // 1. Kills, restarts and pauses under load.
   let running = true;
   let freshPrompts = false;
-  const clients = [0, 1, 2].map((id) => loadClient(router, id, () => running, () => freshPrompts));
+  const clients = [0, 1, 2].map((id) => loadClient(router, id, () => running && !clientError, () => freshPrompts)
+    .catch((e) => { clientError ??= e; }));
   const pauses = [];
   const rounds = Number(args.rounds ?? 8);
   for (let round = 0; round < rounds; ++round) {
+    checkClients();
     await waitAllHealthy(router, 4);
     await sleep(500 + random() * 1000);
     const w = pick(workers);
@@ -248,6 +262,7 @@ async function faults(ctx) {
   }
   running = false;
   await Promise.all(clients);
+  checkClients();
 
   // 3. Nothing corrupt was stored or served.
   const corrupt = await Promise.all(workers.map((w) => metric(w.base, 'flashserve_kv_corrupt_total{tier="shared"}')));

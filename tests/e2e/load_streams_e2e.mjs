@@ -41,7 +41,10 @@ if (soft < STREAMS + 512 && !process.env.FLASHSERVE_LOAD_REEXEC) {
     { stdio: 'inherit', env: { ...process.env, FLASHSERVE_LOAD_REEXEC: '1' } });
   process.exit(r.status ?? 1);
 }
-assert.ok(soft >= STREAMS + 512 || process.env.FLASHSERVE_LOAD_REEXEC, 'descriptor limit');
+if (soft < STREAMS + 512 && Number(spawnSync('bash', ['-c', 'ulimit -n'], { encoding: 'utf8' }).stdout) < STREAMS + 512) {
+  console.log(`SKIP: ${STREAMS} streams need ${STREAMS + 512} descriptors; the limit here is ${soft} (ulimit -Hn too)`);
+  process.exit(77);
+}
 
 const work = mkdtempSync(join(tmpdir(), 'flashserve-load-e2e-'));
 const agent = new http.Agent({ keepAlive: false, maxSockets: Infinity });
@@ -181,11 +184,13 @@ await runE2e(work, async (ctx) => {
   const tally = { 429: 0, 503: 0 };
   let finished = false;
   const t0 = performance.now();
-  const probing = probes(() => !finished, tally);
+  let probeError = null;
+  const probing = probes(() => !finished, tally).catch((e) => { probeError = e; return { fresh: [], health: [] }; });
   const results = await Promise.all(Array.from({ length: STREAMS }, (_, i) => client(i, tally)));
   finished = true;
   const seconds = (performance.now() - t0) / 1000;
   const { fresh, health } = await probing;
+  if (probeError) throw probeError;
   const after = await waitIdle(idle);
 
   const wrong = results.filter((r, i) => r.text !== expected[i % PROMPTS]).length;
@@ -216,7 +221,7 @@ await runE2e(work, async (ctx) => {
   assert.ok(peakOver <= RSS_BUDGET_BYTES, `peak RSS ${peakOver} bytes over idle`);
   assert.equal(after.flashserve_running_sequences, 0);
   assert.equal(after.flashserve_waiting_sequences, 0);
-  assert.equal(after.process_open_fds, idle.process_open_fds, 'descriptors leaked');
+  assert.ok(after.process_open_fds <= idle.process_open_fds, 'descriptors leaked');
   assert.equal(after.flashserve_state_pool_bytes, idle.flashserve_state_pool_bytes, 'sequence state leaked');
   assert.equal(after['flashserve_kv_pinned_objects{tier="memory"}'], 0, 'KV objects left pinned');
 });
