@@ -22,8 +22,14 @@ for t in "${targets[@]}"; do
   name="${t%_fuzz}"
   work="$(mktemp -d)"
   cp -r "$here/fuzz/corpus/$name/." "$work/"
-  echo "fuzz: $t for ${per} s ($(ls "$work" | wc -l) seeds)"
-  if ! "$build/fuzz/$t" "$work" -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  dict=()  # the tokens of the input's language, where it has one (fuzz/dict)
+  case "$name" in
+    http_request) dict=(-dict="$here/fuzz/dict/http.dict") ;;
+    chat_request|dialect_request|image_parts|json_schema|model_config|safetensors|trace)
+      dict=(-dict="$here/fuzz/dict/json.dict") ;;
+  esac
+  echo "fuzz: $t for ${per} s ($(ls "$work" | wc -l) seeds${dict:+, $(basename "${dict[0]#-dict=}")})"
+  if ! "$build/fuzz/$t" "$work" "${dict[@]}" -max_total_time="$per" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
        -artifact_prefix="$build/findings/$name-" 2> "$build/findings/$name.log"; then
     echo "fuzz: $t FAILED; input and log in $build/findings/" >&2
     tail -40 "$build/findings/$name.log" >&2
