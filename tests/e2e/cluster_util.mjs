@@ -109,6 +109,14 @@ export async function stop(p, signal = 'SIGTERM') {
   procs.delete(p.proc);
 }
 
+// One sample of a server's /metrics, by its full name with labels (e.g. 'x{tier="memory"}');
+// NaN when absent. A 5 s bound, so a paused server fails the caller rather than hanging it.
+export async function metricValue(base, name) {
+  const text = await (await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
+  const m = text.match(new RegExp(`^${name.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)$`, 'm'));
+  return m ? Number(m[1]) : NaN;
+}
+
 export async function workersView(router) { return (await (await fetch(`${router.base}/v1/router/workers`)).json()).workers; }
 
 export async function waitHealthy(router, n) {

@@ -20,7 +20,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { parseArgs, procs, sleep, start as startCmd, waitHealthy } from './cluster_util.mjs';
+import { metricValue, parseArgs, procs, sleep, start as startCmd, waitHealthy } from './cluster_util.mjs';
 
 const args = parseArgs();
 const work = mkdtempSync(join(tmpdir(), 'flashserve-disagg-e2e-'));
@@ -34,41 +34,37 @@ const words = Array.from({ length: 400 }, (_, i) => `token${(i * 37) % 211}`).jo
 const body = JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: `Summarise: ${words}` }], max_tokens: 12,
   seed: 11, temperature: 0.9, thinking: { type: 'disabled' } });
 
-async function metric(base, name) {
-  const m = (await (await fetch(`${base}/metrics`)).text()).match(new RegExp(`^${name.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)$`, 'm'));
-  return m ? Number(m[1]) : NaN;
-}
 
 // The client goes while the prefill worker computes and ships its prompt.
 async function leaveDuringTransfer(router, prefill, decode) {
   const words = Array.from({ length: 3000 }, (_, i) => `w${(i * 7919) % 1009}`).join(' ');
   const leaving = JSON.stringify({ model: 'tiny', stream: true, max_tokens: 50, seed: 3, thinking: { type: 'disabled' },
     messages: [{ role: 'user', content: words }] });
-  const generatedBefore = await metric(decode.base, 'flashserve_generated_tokens_total');
+  const generatedBefore = await metricValue(decode.base, 'flashserve_generated_tokens_total');
   const ac = new AbortController();
   const pending = fetch(`${router.base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
     body: leaving, signal: ac.signal }).then((r) => r.text()).catch(() => 'aborted');
   let seen = false;
   for (let i = 0; i < 2000 && !seen; ++i) {
-    seen = await metric(prefill.base, 'flashserve_running_sequences') > 0;
+    seen = await metricValue(prefill.base, 'flashserve_running_sequences') > 0;
     if (!seen) await sleep(2);
   }
   assert.ok(seen, 'the prefill worker started the prompt');
   ac.abort();
   assert.equal(await pending, 'aborted', 'the client left before its stream ended');
-  const idle = async (w) => await metric(w.base, 'flashserve_running_sequences') === 0
-    && await metric(w.base, 'flashserve_waiting_sequences') === 0 && await metric(w.base, 'flashserve_state_pool_bytes') === 0
-    && await metric(w.base, 'flashserve_kv_pinned_objects{tier="memory"}') === 0;
+  const idle = async (w) => await metricValue(w.base, 'flashserve_running_sequences') === 0
+    && await metricValue(w.base, 'flashserve_waiting_sequences') === 0 && await metricValue(w.base, 'flashserve_state_pool_bytes') === 0
+    && await metricValue(w.base, 'flashserve_kv_pinned_objects{tier="memory"}') === 0;
   let both = false;
   for (let i = 0; i < 100 && !both; ++i) {
     both = await idle(prefill) && await idle(decode);
     if (!both) await sleep(50);
   }
   const view = async (w) => Object.fromEntries(await Promise.all(['flashserve_running_sequences', 'flashserve_waiting_sequences',
-    'flashserve_state_pool_bytes', 'flashserve_kv_pinned_objects{tier="memory"}'].map(async (n) => [n, await metric(w.base, n)])));
+    'flashserve_state_pool_bytes', 'flashserve_kv_pinned_objects{tier="memory"}'].map(async (n) => [n, await metricValue(w.base, n)])));
   assert.ok(both, `both workers freed the request that left: prefill ${JSON.stringify(await view(prefill))}, ` +
     `decode ${JSON.stringify(await view(decode))}`);
-  assert.equal(await metric(decode.base, 'flashserve_generated_tokens_total'), generatedBefore,
+  assert.equal(await metricValue(decode.base, 'flashserve_generated_tokens_total'), generatedBefore,
     'the decode worker generated nothing for a client that left');
 }
 

@@ -21,7 +21,7 @@ import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
-import { parseArgs, runE2e, sleep, start, stop, workersView } from './cluster_util.mjs';
+import { metricValue, parseArgs, runE2e, sleep, start, stop, workersView } from './cluster_util.mjs';
 
 const args = parseArgs();
 
@@ -132,11 +132,6 @@ async function completes(n) {
   return outcome.completed >= target;
 }
 
-async function metric(base, name) {
-  const text = await (await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
-  const m = text.match(new RegExp(`^${name.replace(/[{}"]/g, (c) => `\\${c}`)} (\\S+)$`, 'm'));
-  return m ? Number(m[1]) : NaN;
-}
 
 async function waitAllHealthy(router, n, ms = 30000) {
   const deadline = performance.now() + ms;
@@ -235,7 +230,7 @@ async function faults(ctx) {
     freshPrompts = true;
     const filler = spawnSync('bash', ['-c', `dd if=/dev/zero of=${shared}/filler bs=1M 2>/dev/null; df -k ${shared} | tail -1`],
       { encoding: 'utf8' });
-    const unwritable = async () => (await Promise.all(workers.map((w) => metric(w.base, 'flashserve_kv_writable{tier="shared"}'))))
+    const unwritable = async () => (await Promise.all(workers.map((w) => metricValue(w.base, 'flashserve_kv_writable{tier="shared"}'))))
       .filter((v) => v === 0).length;
     let seen = 0;
     for (let i = 0; i < 100 && seen === 0; ++i) { await sleep(100); seen = await unwritable(); }
@@ -265,7 +260,7 @@ async function faults(ctx) {
   checkClients();
 
   // 3. Nothing corrupt was stored or served.
-  const corrupt = await Promise.all(workers.map((w) => metric(w.base, 'flashserve_kv_corrupt_total{tier="shared"}')));
+  const corrupt = await Promise.all(workers.map((w) => metricValue(w.base, 'flashserve_kv_corrupt_total{tier="shared"}')));
   const verify = spawnSync(args.flashserve, ['kv', 'verify', '--dir', shared], { encoding: 'utf8' });
   console.log(`completed ${outcome.completed}, failed clearly ${outcome.failed}: ${JSON.stringify([...outcome.errors])}`);
   console.log(`pauses (marked down s, request around s): ${JSON.stringify(pauses)}; disk: ${fullStats}`);
