@@ -53,16 +53,19 @@ static bool HasF16c() {
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
 }
 
+// Detected once: CPUID traps to the hypervisor in a virtual machine (microseconds a call), and
+// kernels check their ISA on every call.
 bool IsaSupported(Isa isa) {
+  static const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
+  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   switch (isa) {
     case Isa::kGeneric:
       return true;
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && HasF16c();
+      return avx2;
     case Isa::kAvx512:
-      return IsaSupported(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq");
+      return avx512;
   }
   return false;
 }
