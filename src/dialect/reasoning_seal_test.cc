@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 namespace flashserve::dialect {
 namespace {
@@ -20,7 +22,8 @@ std::array<uint8_t, ReasoningSeal::kKeyBytes> Key(uint8_t seed) {
 
 TEST(ReasoningSealTest, OpensWhatItSealedAndNothingElse) {
   ReasoningSeal seal(Key(1));
-  for (const std::string& text : {std::string(), std::string("short"), std::string(5000, 'x') + "\xE4\xB8\xAD"}) {
+  const std::vector<std::string> texts = {"", "short", std::string(5000, 'x').append("\xE4\xB8\xAD")};
+  for (const std::string& text : texts) {
     const std::string blob = seal.Seal(text);
     EXPECT_EQ(blob.rfind("fsr1.", 0), 0u);
     EXPECT_EQ(seal.Open(blob).value(), text);

@@ -99,7 +99,8 @@ TEST(PathsTest, Fp4LanePairExpertsGiveTheSameLogits) {
 // products (where the CPU has AVX512-BF16): a speed choice that leaves every logit's bits as
 // the f32 path's, one-shot and in chunks. The head's exponent range is recorded at load.
 TEST(PathsTest, Bf16DotProductsGiveTheSameLogits) {
-  auto [model, unused] = LoadTwice(ModelLoadOptions{}, ModelLoadOptions{});
+  auto loaded = LoadTwice(ModelLoadOptions{}, ModelLoadOptions{});
+  const auto& model = loaded.first;  // not a structured binding: the lambda below captures it
   ASSERT_TRUE(model);
   const model::Matrix& head = model->weights().head;
   ASSERT_EQ(head.format, model::MatrixFormat::kBF16);

@@ -218,9 +218,9 @@ await runE2e(work, async (ctx) => {
   ctx.server = await start(args.flashserve, ['serve', '--host', '127.0.0.1', '--port', '0', '--threads', '2'],
     { ...process.env, XDG_CACHE_HOME: `${work}/cache` });
   const base = ctx.server.base;
-  await regexes(base);
-  await ebnf(base);
-  await clients(base);
-  await tools(base);
-  await schemas(base);
+  for (const section of [regexes, ebnf, clients, tools, schemas]) {
+    const t0 = Date.now();
+    await section(base);
+    console.log(`   (${section.name}: ${((Date.now() - t0) / 1000).toFixed(1)} s)`);
+  }
 });
