@@ -63,6 +63,9 @@ function(flashserve_test_flags target)
   if(CMAKE_BUILD_TYPE MATCHES "Rel" AND NOT (FLASHSERVE_SANITIZE OR FLASHSERVE_TSAN OR FLASHSERVE_FUZZ))
     target_compile_options(${target} PRIVATE -O1)
   endif()
+  # clang stamps a PCH with its inputs' times, which a fresh build folder rewrites: without this
+  # ccache could never reuse the header or the tests built on it.
+  target_compile_options(${target} PRIVATE $<$<CXX_COMPILER_ID:Clang>:SHELL:-Xclang -fno-pch-timestamp>)
 endfunction()
 
 # flashserve_test_target(name): a unit-test executable's flags and the shared header.

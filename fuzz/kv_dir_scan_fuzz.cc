@@ -227,7 +227,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   std::string pattern = "/tmp/fs_kv_dir_fuzz_XXXXXX";
   if (::mkdtemp(pattern.data()) == nullptr) return 0;
-  Tree tree{pattern + "/root", pattern + "/outside"};
+  Tree tree{pattern + "/root", pattern + "/outside", {}, 0, {}};
   fsys::create_directories(tree.root);
   fsys::create_directories(tree.outside);
   WriteFile(tree.outside + "/sentinel", "not the store's");

@@ -249,10 +249,10 @@ std::vector<Message> TurnMessages(const Job& job, int32_t turn_idx, std::span<co
   FS_CHECK(turn_idx >= 0 && static_cast<size_t>(turn_idx) < job.turns.size(), "turn %d out of range", turn_idx);
   FS_CHECK(replies.size() >= static_cast<size_t>(turn_idx), "turn %d needs %d replies", turn_idx, turn_idx);
   std::vector<Message> messages;
-  if (!job.system.empty()) messages.push_back({"system", job.system});
+  if (!job.system.empty()) messages.push_back({"system", job.system, {}});
   for (int32_t t = 0; t < turn_idx; ++t) {
     messages.push_back({"user", job.turns[t].user, job.turns[t].images});
-    messages.push_back({"assistant", replies[t]});
+    messages.push_back({"assistant", replies[t], {}});
   }
   messages.push_back({"user", job.turns[turn_idx].user, job.turns[turn_idx].images});
   return messages;

@@ -139,7 +139,7 @@ TEST(ReportTest, JsonHoldsEveryNumberAndTheParameters) {
   dataset.kind = DatasetKind::kSharedPrefix;
   auto records = SampleRecords();
   BenchReport r = Aggregate(records, 2.0, GoodputLimits{250.0, std::nullopt, std::nullopt}, 0);
-  RunInfo info{&config, &dataset, "tiny", "", 3};
+  RunInfo info{&config, &dataset, "tiny", "", 3, 0, 0, {}};
   auto doc = nlohmann::json::parse(ReportJson(r, info, &records));
   EXPECT_EQ(doc["params"]["concurrency"], 4);
   EXPECT_EQ(doc["params"]["model"], "tiny");
@@ -174,7 +174,7 @@ TEST(ReportTest, TraceRunsReportTheTraceAndClippedPrompts) {
   dataset.trace_block_tokens = 128;
   dataset.max_input_len = 4000;
   BenchReport r = Aggregate(SampleRecords(), 2.0, {}, 0);
-  RunInfo info{&config, &dataset, "tiny", "", 1, 36, 5};
+  RunInfo info{&config, &dataset, "tiny", "", 1, 36, 5, {}};
   auto doc = nlohmann::json::parse(ReportJson(r, info, nullptr));
   const auto& ds = doc["params"]["dataset"];
   EXPECT_EQ(ds["name"], "trace");

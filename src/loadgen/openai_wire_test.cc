@@ -10,7 +10,7 @@ using Json = nlohmann::json;
 
 TEST(OpenAiWireTest, ChatBodyAsksForStreamedUsage) {
   SamplingParams p{"m1", 64, 0.5, std::nullopt, false};
-  Json body = Json::parse(BuildRequestBody(ApiKind::kChat, p, {{"system", "sys"}, {"user", "hi"}}));
+  Json body = Json::parse(BuildRequestBody(ApiKind::kChat, p, {{"system", "sys", {}}, {"user", "hi", {}}}));
   EXPECT_EQ(body["model"], "m1");
   EXPECT_EQ(body["max_tokens"], 64);
   EXPECT_EQ(body["temperature"], 0.5);
@@ -26,7 +26,7 @@ TEST(OpenAiWireTest, ChatBodyAsksForStreamedUsage) {
 
 TEST(OpenAiWireTest, CompletionsBodyJoinsMessagesAndSendsExtras) {
   SamplingParams p{"m1", 8, 0.0, 42, true};
-  Json body = Json::parse(BuildRequestBody(ApiKind::kCompletions, p, {{"system", "a"}, {"user", "b"}}));
+  Json body = Json::parse(BuildRequestBody(ApiKind::kCompletions, p, {{"system", "a", {}}, {"user", "b", {}}}));
   EXPECT_EQ(body["prompt"], "a\nb");
   EXPECT_FALSE(body.contains("messages"));
   EXPECT_EQ(body["ignore_eos"], true);

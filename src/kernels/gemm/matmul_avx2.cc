@@ -10,7 +10,7 @@ namespace {
 struct Avx2Tiles : simd::Avx2 {
   // Register tiles: 2 x 4 = 8 accumulators of 16 registers; 1 x 4 for a lone activation row.
   static constexpr int kWideMr = 0;
-  static constexpr int kWideNr = 0;
+  [[maybe_unused]] static constexpr int kWideNr = 0;  // no wide tiles (kWideMr = 0)
   static constexpr int kMaxMr = 2;
   static constexpr int kSingleNr = 4;
 };
