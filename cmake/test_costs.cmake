@@ -2,7 +2,7 @@
 # (a fresh clone has no timing history), so no long test is left to run alone at the end.
 include_guard(GLOBAL)
 set(FLASHSERVE_TEST_COSTS
-  e2e.structured_outputs=157 e2e.router=85 e2e.ledger_reconcile_pg=80 e2e.ledger_reconcile=77
+  e2e.structured_outputs=143 e2e.router=85 e2e.ledger_reconcile_pg=80 e2e.ledger_reconcile=77
   engine.v41_reference_test=39 engine.state_test=36 engine.consistency_test=36
   vision.pillow_parity=35 e2e.real_clients=35 engine.v41_test=30 e2e.images=26
   e2e.tenants_pg=26 engine.speculative_test=25 e2e.tenants=24 serve.speculation_test=21

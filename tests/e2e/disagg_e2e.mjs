@@ -34,7 +34,6 @@ const words = Array.from({ length: 400 }, (_, i) => `token${(i * 37) % 211}`).jo
 const body = JSON.stringify({ model: 'tiny', messages: [{ role: 'user', content: `Summarise: ${words}` }], max_tokens: 12,
   seed: 11, temperature: 0.9, thinking: { type: 'disabled' } });
 
-
 // The client goes while the prefill worker computes and ships its prompt.
 async function leaveDuringTransfer(router, prefill, decode) {
   const words = Array.from({ length: 3000 }, (_, i) => `w${(i * 7919) % 1009}`).join(' ');

@@ -132,7 +132,6 @@ async function completes(n) {
   return outcome.completed >= target;
 }
 
-
 async function waitAllHealthy(router, n, ms = 30000) {
   const deadline = performance.now() + ms;
   while (performance.now() < deadline) {
