@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/thread_pool.h"
 #include "kernels/attention/sink_attention.h"
 #include "kernels/gemm/matmul.h"
@@ -126,9 +127,10 @@ WeightSet MakeSet(const std::string& name, MatrixFormat format, int64_t rows, in
 
 bool qat_x = false;
 
-// n rows of cols activations in [-1, 1] (exact BF16 values with --qat-x 1), the same every call.
-std::vector<float> Activations(int64_t n, int64_t cols) {
-  std::vector<float> x(static_cast<size_t>(n * cols));
+// n rows of cols activations in [-1, 1] (exact BF16 values with --qat-x 1), the same every call,
+// on a cache line as the engine's activations are.
+flashserve::base::AlignedVector<float> Activations(int64_t n, int64_t cols) {
+  flashserve::base::AlignedVector<float> x(static_cast<size_t>(n * cols));
   uint64_t seed = 99;
   for (auto& v : x) {
     v = static_cast<float>(static_cast<int64_t>(NextRandom(seed) % 2001) - 1000) * 1e-3f;
@@ -153,7 +155,7 @@ double BestSeconds(int reps, Fn fn) {
 // by other processes on a shared machine.
 double BestCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
   const Matrix& first = set.matrices[0];
-  const std::vector<float> x = Activations(n, first.cols);
+  const auto x = Activations(n, first.cols);
   std::vector<float> y(static_cast<size_t>(n * first.rows));
   double best = 1e30;
   for (int pass = 0; pass < passes; ++pass)
@@ -168,7 +170,7 @@ double BestCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& 
 // of at least 2 ms each, the fastest group's time per call, of 4 x `passes` groups.
 double HotCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
   const Matrix& m = set.matrices[0];
-  const std::vector<float> x = Activations(n, m.cols);
+  const auto x = Activations(n, m.cols);
   std::vector<float> y(static_cast<size_t>(n * m.rows));
   const auto call = [&] { flashserve::kernels::MatMul(m, x.data(), n, m.cols, y.data(), m.rows, pool); };
   const double once = BestSeconds(2, call);
@@ -184,7 +186,7 @@ double HotCallSeconds(const WeightSet& set, int64_t n, int passes, ThreadPool& p
 // set's size. Each thread streams its own matrices, so this shows how the threads share DRAM.
 double ConcurrentSecondsPerMatrix(const WeightSet& set, int64_t n, int passes, ThreadPool& pool) {
   const Matrix& first = set.matrices[0];
-  const std::vector<float> x = Activations(n, first.cols);
+  const auto x = Activations(n, first.cols);
   std::vector<std::vector<float>> ys(set.matrices.size(), std::vector<float>(static_cast<size_t>(n * first.rows)));
   const double sweep = BestSeconds(passes, [&] {
     pool.ParallelTasks(static_cast<int64_t>(set.matrices.size()), [&](int64_t t, int64_t) {

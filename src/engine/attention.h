@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "engine/indexer.h"
 #include "engine/indexer_v41.h"
 #include "engine/model.h"
@@ -17,7 +18,7 @@
 namespace flashserve::engine {
 
 struct AttentionScratch {
-  std::vector<float> qa, q_lat, q, kv, o, z, compressor;
+  base::AlignedVector<float> qa, q_lat, q, kv, o, z, compressor;
   std::vector<const float*> keys;
   std::vector<int64_t> key_offset;
   IndexerScratch indexer;

@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "engine/attention.h"
 #include "engine/engram.h"
 #include "engine/mhc.h"
@@ -20,7 +21,7 @@ struct BlockScratch {
   // V4.1 single-pass mHC: the pre weights the next site collapses with ([rows * hc]); the
   // engine sets them to one-hot (stream 0) before layer 0 and reads them after the last layer.
   std::vector<float> lagged_pre;
-  std::vector<float> u, h, y, mixes;
+  base::AlignedVector<float> u, h, y, mixes;
   AttentionScratch attention;
   MoeScratch moe;
   EngramScratch engram;

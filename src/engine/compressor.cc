@@ -39,7 +39,7 @@ constexpr int kFoldSliceChannels = 64;
 
 // Entry slots for `count` more entries, growing by whole 128-token blocks so that memory use
 // follows EstimateStateBytes. Returns the first new entry's offset.
-size_t AppendEntries(const CompressorSpec& spec, int64_t count, std::vector<float>* entries) {
+size_t AppendEntries(const CompressorSpec& spec, int64_t count, base::AlignedVector<float>* entries) {
   const size_t offset = entries->size(), size = offset + static_cast<size_t>(count * spec.dim);
   const size_t per_block = static_cast<size_t>(128 / spec.ratio) * spec.dim;
   if (entries->capacity() < size) entries->reserve((size + per_block - 1) / per_block * per_block);
@@ -179,14 +179,14 @@ int64_t ReplayFolds(const CompressorSpec& spec, const FoldLog& log, int64_t limi
   int64_t windows = 0;
   for (int64_t p : rows.pos) windows += (p + 1) % spec.ratio == 0;
   std::vector<float> gate(log.gate.begin(), log.gate.begin() + n * width);
-  std::vector<float> entries(static_cast<size_t>((windows + 1) * spec.dim));
+  base::AlignedVector<float> entries(static_cast<size_t>((windows + 1) * spec.dim));
   FoldChannelSlice(spec, rows, 0, n, log.kv.data(), gate.data(), width, 0, spec.dim, state, entries.data());
   CountFolds(spec, rows, 0, n, state);
   return windows;
 }
 
 void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, const float* h, int64_t d,
-                   const SelectTarget& select, std::vector<float>* scratch) {
+                   const SelectTarget& select, base::AlignedVector<float>* scratch) {
   const int64_t rows = batch.num_rows();
   const int64_t width = (spec.overlap ? 2 : 1) * static_cast<int64_t>(spec.dim);
   scratch->resize(static_cast<size_t>(2 * rows * width));

@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "engine/ops.h"
 #include "engine/row_batch.h"
 #include "engine/undo.h"
@@ -32,7 +33,7 @@ struct CompressorSpec {
 // Where a sequence's compressor carry and entries ([n, dim] floats) live.
 struct CompressorTarget {
   CompressorState* state;
-  std::vector<float>* entries;
+  base::AlignedVector<float>* entries;
   FoldLog* log = nullptr;  // where the sequence's rows are kept for a rollback (null: not kept)
 };
 using SelectTarget = std::function<CompressorTarget(const SeqRows&)>;
@@ -41,7 +42,7 @@ using SelectTarget = std::function<CompressorTarget(const SeqRows&)>;
 // (= position) order, appending each completed entry. Sequences, and channel slices of those
 // with many rows, fold side by side on the pool; the result does not depend on it.
 void RunCompressor(Ops& ops, const CompressorSpec& spec, const RowBatch& batch, const float* h, int64_t d,
-                   const SelectTarget& select, std::vector<float>* scratch);
+                   const SelectTarget& select, base::AlignedVector<float>* scratch);
 
 // Takes `state` back to the carry after the logged rows at positions below `limit` (the log's
 // start, then those rows folded again in the same order: bit-identical to a call that read only

@@ -18,7 +18,7 @@ struct NewEntry {
 };
 
 // Appends `dim` floats, growing by whole 128-token blocks so memory follows EstimateStateBytes.
-float* AppendRow(std::vector<float>* v, int dim, int ratio) {
+float* AppendRow(base::AlignedVector<float>* v, int dim, int ratio) {
   const size_t offset = v->size();
   if (v->capacity() < offset + dim) {
     const size_t per_block = static_cast<size_t>(128 / ratio) * dim;
@@ -57,7 +57,7 @@ int64_t ReplayFoldsV41(int ratio, int dim, const FoldLog& log, int64_t limit, Co
 }
 
 void RunCompressorV41(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h,
-                      std::vector<float>* scratch) {
+                      base::AlignedVector<float>* scratch) {
   const model::ModelConfig& c = model.config();
   const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
   const model::AttentionWeights& w = model.layer(layer).attn;
@@ -71,7 +71,7 @@ void RunCompressorV41(Ops& ops, const Model& model, int layer, const RowBatch& b
   if (ratio > 1) ops.Linear(w.compressor.wgate, h, rows, c.hidden_size, gate, dim);
 
   // Fold every row into its sequence's pool in position order; collect finished latents.
-  std::vector<float> latents;
+  base::AlignedVector<float> latents;
   std::vector<NewEntry> made;
   for (const SeqRows& seq : batch.seqs) {
     LayerState& ls = seq.state->layer(layer);
@@ -94,7 +94,7 @@ void RunCompressorV41(Ops& ops, const Model& model, int layer, const RowBatch& b
   const int64_t n = static_cast<int64_t>(made.size());
   if (n == 0) return;
   ops.RmsNormRows(latents.data(), w.compressor.norm.data(), n, dim, dim, eps, latents.data(), dim);
-  std::vector<float> keys(static_cast<size_t>(n * kdim));
+  base::AlignedVector<float> keys(static_cast<size_t>(n * kdim));
   ops.Linear(w.indexer.wk, latents.data(), n, dim, keys.data(), kdim);
   ops.RmsNormRows(keys.data(), w.indexer.k_norm.data(), n, kdim, kdim, eps, keys.data(), kdim);
   const kernels::RopeTable& table = model.rope(spec.rope);

@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "engine/model.h"
 #include "engine/ops.h"
 #include "engine/row_batch.h"
@@ -16,7 +17,7 @@ namespace flashserve::engine {
 
 // h: [rows, d] (attn_norm'ed input of KV-source layer `layer`).
 void RunCompressorV41(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h,
-                      std::vector<float>* scratch);
+                      base::AlignedVector<float>* scratch);
 
 // The carry after the logged rows below `limit` (engine/compressor.h ReplayFolds, V4.1's fold);
 // returns the latents they completed.

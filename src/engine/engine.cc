@@ -169,7 +169,7 @@ void Engine::Head(const model::HcWeights& hc, const std::vector<float>& norm, co
   const model::ModelConfig& c = model_.config();
   const int64_t d = c.hidden_size, width = c.hc_dim(), n = static_cast<int64_t>(rows.size());
   if (n == 0) return;
-  std::vector<float> gathered(static_cast<size_t>(n * width));
+  base::AlignedVector<float> gathered(static_cast<size_t>(n * width));
   for (int64_t i = 0; i < n; ++i) std::memcpy(gathered.data() + i * width, x + rows[i] * width, sizeof(float) * width);
   head_in_.resize(static_cast<size_t>(n * d));
   if (c.is_v41()) {

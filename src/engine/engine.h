@@ -108,7 +108,7 @@ class Engine {
   // The MTP module over `rows` (ids: the next tokens; positions: the MTP positions), input
   // streams streams[r]: the block's output streams in *z, logits of logit_rows.
   void MtpModule(RowBatch& rows, const std::vector<const float*>& streams, const std::vector<int64_t>& logit_rows,
-                 std::vector<float>* z, float* logits);
+                 base::AlignedVector<float>* z, float* logits);
   base::Status ValidateDrafts(std::span<const DraftRequest> batch) const;
 
   const Model& model_;
@@ -116,7 +116,7 @@ class Engine {
   base::ThreadPool pool_;
   Ops ops_;
   BlockScratch scratch_;
-  std::vector<float> x_, head_in_, head_norm_, head_mix_;
+  base::AlignedVector<float> x_, head_in_, head_norm_, head_mix_;
   OpStats stats_;
 };
 

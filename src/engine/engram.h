@@ -7,6 +7,7 @@
 
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "engine/model.h"
 #include "engine/ops.h"
 #include "engine/row_batch.h"
@@ -15,7 +16,7 @@ namespace flashserve::engine {
 
 struct EngramScratch {
   std::vector<int64_t> rows;  // [rows * columns] table row ids
-  std::vector<float> gathered, kv;
+  base::AlignedVector<float> gathered, kv;
 };
 
 // x: [rows, hc * d] residual streams of the batch, updated in place.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "engine/ops.h"
 #include "engine/row_batch.h"
 #include "model/config.h"
@@ -23,11 +24,11 @@ struct EntrySelection {
 
 // One scoring call's buffers (a thread's own where sequences score side by side).
 struct ScoreBuffers {
-  std::vector<float> scores, dots;
+  base::AlignedVector<float> scores, dots;
 };
 
 struct IndexerScratch {
-  std::vector<float> q, weights;
+  base::AlignedVector<float> q, weights;
   ScoreBuffers buffers;  // for sequences scored on the calling thread
 };
 

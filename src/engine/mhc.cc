@@ -70,7 +70,7 @@ void Sinkhorn(float* c, int hc, int iters, float eps) {
 }
 
 void HcPre(Ops& ops, const model::ModelConfig& c, const model::HcWeights& w, const float* x, int64_t rows,
-           HcMix* mix, float* u, std::vector<float>* scratch, const float* collapse_pre) {
+           HcMix* mix, float* u, base::AlignedVector<float>* scratch, const float* collapse_pre) {
   const int hc = c.hc_mult, num_mix = c.hc_mix();
   const int64_t d = c.hidden_size;
   scratch->resize(static_cast<size_t>(rows * num_mix));
@@ -114,7 +114,7 @@ void HcPost(Ops& ops, const model::ModelConfig& c, const HcMix& mix, const float
 }
 
 void HcHead(Ops& ops, const model::ModelConfig& c, const model::HcWeights& w, const float* x, int64_t rows,
-            float* out, std::vector<float>* scratch) {
+            float* out, base::AlignedVector<float>* scratch) {
   const int hc = c.hc_mult;
   const int64_t d = c.hidden_size;
   scratch->resize(static_cast<size_t>(rows * hc));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "engine/ops.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -24,7 +25,7 @@ struct HcMix {
 // when collapse_pre is given ([rows * hc]), those weights (V4.1's single-pass mHC collapses
 // with the previous site's pre; v4-architecture.md section 5.3).
 void HcPre(Ops& ops, const model::ModelConfig& config, const model::HcWeights& w, const float* x, int64_t rows,
-           HcMix* mix, float* u, std::vector<float>* scratch, const float* collapse_pre = nullptr);
+           HcMix* mix, float* u, base::AlignedVector<float>* scratch, const float* collapse_pre = nullptr);
 
 // out[row] = sum_i weights[row * hc + i] * X_i (V4.1's final collapse before the norm).
 void HcCollapse(Ops& ops, const model::ModelConfig& config, const float* x, const float* weights, int64_t rows,
@@ -35,7 +36,7 @@ void HcPost(Ops& ops, const model::ModelConfig& config, const HcMix& mix, const 
 
 // Output-head collapse: out[row] = sum_i (sigmoid(m_i * scale + base_i) + hc_eps) * X_i.
 void HcHead(Ops& ops, const model::ModelConfig& config, const model::HcWeights& w, const float* x, int64_t rows,
-            float* out, std::vector<float>* scratch);
+            float* out, base::AlignedVector<float>* scratch);
 
 // Sinkhorn normalisation of one hc x hc matrix in place (row softmax, then alternating
 // column/row normalisations; `iters` column passes in total).

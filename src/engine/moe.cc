@@ -22,7 +22,7 @@ float SqrtSoftplus(float x) {
 void RunExpert(Ops& ops, const model::ModelConfig& c, const model::ExpertWeights& e, const float* x, bool x_rounded,
                int64_t n, const float* row_weights, float* y) {
   const int64_t d = c.hidden_size, f = c.moe_inter_dim;
-  thread_local std::vector<float> gate, up;
+  thread_local base::AlignedVector<float> gate, up;
   gate.resize(static_cast<size_t>(n * f));
   up.resize(static_cast<size_t>(n * f));
   if (x_rounded) {
@@ -91,7 +91,7 @@ void RunRoutedExperts(Ops& ops, const model::ModelConfig& c, const model::MoeWei
       RunExpert(ops, c, expert, src + (slots[0] / k) * d, rounded, 1, &weight, s->expert_out.data() + slots[0] * d);
       return;
     }
-    thread_local std::vector<float> gathered, row_weights, expert_y;
+    thread_local base::AlignedVector<float> gathered, row_weights, expert_y;
     gathered.resize(static_cast<size_t>(n * d));
     row_weights.resize(static_cast<size_t>(n));
     expert_y.resize(static_cast<size_t>(n * d));

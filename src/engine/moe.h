@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "engine/ops.h"
 #include "model/config.h"
 #include "model/weights.h"
@@ -15,8 +16,8 @@
 namespace flashserve::engine {
 
 struct MoeScratch {
-  std::vector<float> logits, weights, expert_out, shared;
-  std::vector<float> rounded;  // the MoE input rounded to FP8 once for every expert (QAT)
+  base::AlignedVector<float> logits, weights, expert_out, shared;
+  base::AlignedVector<float> rounded;  // the MoE input rounded to FP8 once for every expert (QAT)
   std::vector<int32_t> selected;
   std::vector<std::vector<int64_t>> assignments;  // per expert: row * k + slot
 };

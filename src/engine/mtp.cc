@@ -17,7 +17,7 @@ struct MtpRow {
 }  // namespace
 
 void Engine::MtpModule(RowBatch& rows, const std::vector<const float*>& streams,
-                       const std::vector<int64_t>& logit_rows, std::vector<float>* z, float* logits) {
+                       const std::vector<int64_t>& logit_rows, base::AlignedVector<float>* z, float* logits) {
   const model::ModelConfig& c = model_.config();
   const int64_t d = c.hidden_size, width = c.hc_dim(), n = rows.num_rows();
   const int hc = c.hc_mult, layer = c.num_layers;
@@ -28,7 +28,7 @@ void Engine::MtpModule(RowBatch& rows, const std::vector<const float*>& streams,
   z->assign(static_cast<size_t>(n * width), 0.0f);
   {  // the block's own phases time the MTP block; kMtp the module's input and head
     Ops::ScopedPhase t(ops_, Phase::kMtp);
-    std::vector<float> e(static_cast<size_t>(n * d)), proj(e.size()), h(static_cast<size_t>(n * width));
+    base::AlignedVector<float> e(static_cast<size_t>(n * d)), proj(e.size()), h(static_cast<size_t>(n * width));
     for (int64_t r = 0; r < n; ++r) {
       kernels::DequantizeRows(model_.weights().embed, rows.ids[r], rows.ids[r] + 1, e.data() + r * d);
       std::memcpy(h.data() + r * width, streams[static_cast<size_t>(r)], sizeof(float) * width);
@@ -81,7 +81,7 @@ void Engine::RunMtp(std::span<const ForwardRequest> batch, const RowBatch& trunk
     std::vector<const float*> streams;
     for (const MtpRow& in : inputs) streams.push_back(in.streams);
     out->mtp_logits.resize(logit_rows.size() * static_cast<size_t>(c.vocab_size));
-    std::vector<float> z;
+    base::AlignedVector<float> z;
     MtpModule(rows, streams, logit_rows, &z, out->mtp_logits.data());
   }
   for (size_t i = 0; i < batch.size(); ++i) {

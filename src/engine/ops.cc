@@ -17,7 +17,7 @@ const char* PhaseName(Phase phase) {
   return kNames[static_cast<size_t>(phase)];
 }
 
-const float* Ops::RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer) {
+const float* Ops::RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, base::AlignedVector<float>& buffer) {
   buffer.resize(static_cast<size_t>(n * cols));
   float* q = buffer.data();
   ForRows(n, [&](int64_t i) {
@@ -32,7 +32,7 @@ void Ops::Linear(const model::Matrix& w, const float* x, int64_t n, int64_t ldx,
   if (n <= 0) return;
   const bool rounded = RoundsInput(w, act_quant);
   if (rounded) {
-    thread_local std::vector<float> quant_scratch;
+    thread_local base::AlignedVector<float> quant_scratch;
     x = RoundToFp8(x, n, ldx, w.cols, quant_scratch);
     ldx = w.cols;
   }
@@ -45,6 +45,9 @@ void Ops::Product(const model::Matrix& w, const float* x, int64_t n, int64_t ldx
   flops_.fetch_add(flops, std::memory_order_relaxed);
   weight_bytes_.fetch_add(bytes, std::memory_order_relaxed);
   CountPhaseWork(flops, bytes);
+  if (reinterpret_cast<uintptr_t>(x) % base::kCacheLineBytes != 0 ||
+      (n > 1 && ldx * sizeof(float) % base::kCacheLineBytes != 0))
+    unaligned_products_.fetch_add(1, std::memory_order_relaxed);
   if (options_.reference_kernels) {
     kernels::MatMulReference(w, x, n, ldx, y, ldy);
     return;
@@ -64,7 +67,7 @@ void Ops::LinearPair(const model::Matrix& a, const model::Matrix& b, const float
     Linear(b, x, n, ldx, yb, ldy);
     return;
   }
-  thread_local std::vector<float> rounded;  // not Linear's scratch: it outlives the calls below
+  thread_local base::AlignedVector<float> rounded;  // not Linear's scratch: it outlives the calls below
   LinearPairOfRounded(a, b, RoundToFp8(x, n, ldx, a.cols, rounded), n, a.cols, ya, yb, ldy);
 }
 
@@ -95,6 +98,7 @@ OpStats Ops::stats() const {
   s.tile_flops = tile_flops_.load();
   s.weight_bytes = weight_bytes_.load();
   s.state_bytes = state_bytes_.load();
+  s.unaligned_products = unaligned_products_.load();
   for (size_t p = 0; p <= OpStats::kPhases; ++p) {
     s.phase_flops[p] = phase_flops_[p].load();
     s.phase_bytes[p] = phase_bytes_[p].load();
@@ -109,6 +113,7 @@ void Ops::ResetStats() {
   tile_flops_ = 0;
   weight_bytes_ = 0;
   state_bytes_ = 0;
+  unaligned_products_ = 0;
   for (size_t p = 0; p <= OpStats::kPhases; ++p) {
     phase_flops_[p] = 0;
     phase_bytes_[p] = 0;

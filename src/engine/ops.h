@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/thread_pool.h"
 #include "engine/options.h"
 #include "model/matrix.h"
@@ -34,6 +35,9 @@ struct OpStats {
   double tile_flops = 0;   // what the tiles do for them: tiled_flops times each product's passes
   double weight_bytes = 0;
   double state_bytes = 0;
+  // Products whose activation rows do not all start on a cache line (a buffer off one, or a
+  // row stride that is not a multiple of 16 floats): vector loads then straddle two lines.
+  int64_t unaligned_products = 0;
   std::array<double, kPhases> phase_seconds{};
   std::array<double, kPhases + 1> phase_flops{}, phase_bytes{};
 };
@@ -63,7 +67,8 @@ class Ops {
   // n rows of x (stride ldx) rounded to FP8 per 128 channels into buffer (stride cols), as
   // Linear rounds its input for a matrix of `cols` columns; RoundRowsToFp8 in place. Reentrant,
   // as Linear.
-  const float* RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols, std::vector<float>& buffer);
+  const float* RoundToFp8(const float* x, int64_t n, int64_t ldx, int64_t cols,
+                          base::AlignedVector<float>& buffer);
   void RoundRowsToFp8(float* x, int64_t n, int64_t ld, int64_t cols);
   // n rows of x (stride ld) rounded in place to the nearest BF16 (ties to even), as REF casts a
   // norm's output to its activation dtype (the head's input, with QAT on). Reentrant.
@@ -154,6 +159,7 @@ class Ops {
   base::ThreadPool& pool_;
   EngineOptions options_;
   std::atomic<double> flops_{0}, tiled_flops_{0}, tile_flops_{0}, weight_bytes_{0}, state_bytes_{0};
+  std::atomic<int64_t> unaligned_products_{0};
   std::atomic<int> phase_{static_cast<int>(Phase::kCount)};  // kCount: outside every phase
   std::array<std::atomic<double>, OpStats::kPhases + 1> phase_flops_{}, phase_bytes_{};
   OpStats stats_;  // phase times (engine thread only)

@@ -61,7 +61,8 @@ TEST(OpsTest, ProductsOfARoundedInputEqualLinear) {
       std::vector<float> x = kernels::RandomVector(n * ldx, rng, 3.0f);
       for (int64_t i = 0; i < n * ldx; ++i)  // the two halves of each 128 channels in different binades
         if ((i % ldx) % 128 >= 64) x[i] *= 1.0f / 64;
-      std::vector<float> buffer, in_place = x;
+      base::AlignedVector<float> buffer;
+      std::vector<float> in_place = x;
       const float* q = ops.RoundToFp8(x.data(), n, ldx, 256, buffer);
       ops.RoundRowsToFp8(in_place.data(), n, ldx, 256);
       int changed = 0;

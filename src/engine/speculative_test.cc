@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <span>
 
 #include "engine/test_model.h"
 
@@ -14,7 +15,7 @@ namespace {
 using testing::RandomTokens;
 using testing::RunChunked;
 
-bool Same(const std::vector<float>& a, const std::vector<float>& b) {
+bool Same(std::span<const float> a, std::span<const float> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
 }
 

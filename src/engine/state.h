@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "model/config.h"
 #include "model/layer_plan.h"
 
@@ -50,9 +51,9 @@ struct LayerState {
   int window = 0;
   int dim = 0;                        // D
   int index_dim = 0;                  // D_I (layers that own index keys)
-  std::vector<float> ring;            // [window * dim], slot = position % window
-  std::vector<float> compressed;      // [num_entries * dim]
-  std::vector<float> index_keys;      // [num_entries * index_dim]
+  base::AlignedVector<float> ring;            // [window * dim], slot = position % window
+  base::AlignedVector<float> compressed;      // [num_entries * dim]
+  base::AlignedVector<float> index_keys;      // [num_entries * index_dim]
   CompressorState compressor;         // layers that own a compressor
   CompressorState index_compressor;   // V4 CSA
   int64_t num_entries() const { return dim == 0 ? 0 : static_cast<int64_t>(compressed.size()) / dim; }

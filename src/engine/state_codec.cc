@@ -49,7 +49,7 @@ void PutEntries(ByteWriter* w, const float* rows, int64_t count, int dim, int no
 }
 
 // Appends exactly expected_count decoded rows to *out.
-bool GetEntries(ByteReader* r, int dim, int nope, int64_t expected_count, std::vector<float>* out) {
+bool GetEntries(ByteReader* r, int dim, int nope, int64_t expected_count, base::AlignedVector<float>* out) {
   uint8_t enc;
   uint64_t count, size;
   std::string_view body;
@@ -218,7 +218,7 @@ base::Status StateCodec::ReadLayer(ByteReader* r, const model::ModelConfig& c, c
                                    int64_t first_block, SequenceState* s, LayerState* ls) {
   const int64_t pos = spec.is_mtp ? s->mtp_position_ : s->position_;
   const int64_t keep = std::min<int64_t>(pos, ls->window - 1);
-  std::vector<float> ring;
+  base::AlignedVector<float> ring;
   const std::string where = "layer " + std::to_string(spec.index);
   if (!GetEntries(r, ls->dim, c.nope_dim(), keep, &ring)) return Corrupt(where + " ring");
   for (int64_t k = 0; k < keep; ++k)

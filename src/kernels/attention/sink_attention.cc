@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/check.h"
 #include "kernels/attention/sink_attention_simd.h"
 #include "kernels/simd/vec_ops.h"
@@ -38,7 +39,7 @@ float SoftmaxWithSink(float* logits, int num_keys, float scale, float sink) {
 void GenericSinkAttention(const float* q, int head_begin, int head_end, int dim, const float* const* keys,
                           int num_keys, const float* sinks, float scale, float* out) {
   const simd::VecOps& ops = simd::GetVecOps(Isa::kGeneric);
-  thread_local std::vector<float> logits;
+  thread_local base::AlignedVector<float> logits;
   if (logits.size() < static_cast<size_t>(kHeadGroup * num_keys)) logits.resize(kHeadGroup * num_keys);
   for (int h0 = head_begin; h0 < head_end; h0 += kHeadGroup) {
     const int group = std::min(kHeadGroup, head_end - h0);
@@ -71,7 +72,7 @@ void SinkAttentionWithIsa(Isa isa, const float* q, int head_begin, int head_end,
     GenericSinkAttention(q, head_begin, head_end, dim, keys, num_keys, sinks, scale, out);
     return;
   }
-  thread_local std::vector<float> weights;
+  thread_local base::AlignedVector<float> weights;
   const size_t need = static_cast<size_t>(head_end - head_begin) * (static_cast<size_t>(num_keys) + 1);
   if (weights.size() < need) weights.resize(need);
   attention::AttentionArgs a;

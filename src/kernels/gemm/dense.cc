@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/aligned_vector.h"
 #include "base/huge_pages.h"
 #include "kernels/gemm/dense_internal.h"
 #include "kernels/gemm/dense_tiles.h"
@@ -125,7 +126,7 @@ void DenseMatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ldx,
   const int64_t k = w.cols, nr = Kernel().panel;
   if (static_cast<int64_t>(packed.size()) < DensePackedSize(k, w.rows)) base::GrowInHugePages(packed, static_cast<size_t>(DensePackedSize(k, w.rows)));
   pool.ParallelFor(Panels(w.rows), 1, [&](int64_t p0, int64_t p1) {
-    thread_local std::vector<float> rows;
+    thread_local base::AlignedVector<float> rows;
     if (static_cast<int64_t>(rows.size()) < nr * k) rows.resize(nr * k);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t r0 = p * nr, r1 = std::min(w.rows, r0 + nr);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "kernels/gemm/dense.h"
 #include "kernels/gemm/dense_internal.h"
 
@@ -124,7 +125,7 @@ template <class V, int MR>
 void Product(const float* a, int64_t m, int64_t lda, const float* packed, int64_t k, int64_t n, float* c, int64_t ldc,
              bool accumulate) {
   constexpr int64_t kNr = 2 * V::kLanes, kKc = 1024, kPackedBytes = 512 * 1024;
-  thread_local std::vector<float> a_packed, partial;
+  thread_local base::AlignedVector<float> a_packed, partial;
   const bool via_partial = accumulate && k > kKc;
   const bool pack = n > kPackRowsFromPanels * kNr;
   const int64_t kMc = std::max<int64_t>(MR, kPackedBytes / (4 * std::min(k, kKc)) / MR * MR);

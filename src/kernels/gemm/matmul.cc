@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/check.h"
 #include "kernels/gemm/matmul.h"
 #include "kernels/gemm/matmul_internal.h"
@@ -84,7 +85,7 @@ void GenericMatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ld
   const simd::VecOps& ops = simd::GetVecOps(Isa::kGeneric);
   const int64_t num_panels = (w.rows + kGenericPanelRows - 1) / kGenericPanelRows;
   pool.ParallelFor(num_panels, 1, [&](int64_t p0, int64_t p1) {
-    thread_local std::vector<float> panel;
+    thread_local base::AlignedVector<float> panel;
     if (panel.size() < static_cast<size_t>(kGenericPanelRows * w.cols)) panel.resize(kGenericPanelRows * w.cols);
     for (int64_t p = p0; p < p1; ++p) {
       const int64_t r0 = p * kGenericPanelRows, r1 = std::min(w.rows, r0 + kGenericPanelRows);
@@ -220,7 +221,7 @@ bool ChooseBf16Pairs(Isa isa, const model::Matrix& w, const float* x, int64_t n,
 
 // x as BF16 pairs (MatMulArgs::bf16_pairs) in a thread-local buffer of n x pairs lanes.
 const float* PackBf16Pairs(const float* x, int64_t n, int64_t ldx, int64_t cols, bool fp4, int64_t pairs) {
-  thread_local std::vector<uint32_t> out;
+  thread_local base::AlignedVector<uint32_t> out;
   if (out.size() < static_cast<size_t>(n * pairs)) out.resize(static_cast<size_t>(n * pairs));
   PackBf16PairsAvx512(x, n, ldx, cols, fp4, pairs, out.data());
   return reinterpret_cast<const float*>(out.data());
@@ -229,7 +230,7 @@ const float* PackBf16Pairs(const float* x, int64_t n, int64_t ldx, int64_t cols,
 // x with each group of 2 * lanes columns stored as its even columns, then its odd columns,
 // into a buffer owned by the calling thread (reused across calls).
 const float* PermuteForFp4(const float* x, int64_t n, int64_t ldx, int64_t cols, int lanes) {
-  thread_local std::vector<float> out;
+  thread_local base::AlignedVector<float> out;
   if (out.size() < static_cast<size_t>(n * cols)) out.resize(static_cast<size_t>(n * cols));
   for (int64_t i = 0; i < n; ++i) {
     const float* src = x + i * ldx;
@@ -442,7 +443,7 @@ void MatMulWithIsa(Isa isa, const model::Matrix& w, const float* x, int64_t n, i
                                 : a.direct      ? 0
                                                 : static_cast<size_t>(a.panel_rows * a.padded_cols);
   const auto thread_scratch = [&] {
-    thread_local std::vector<float> scratch;
+    thread_local base::AlignedVector<float> scratch;
     if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
     if (a.fp8_prescale) *reinterpret_cast<PrescaleState*>(scratch.data()) = PrescaleState{};
     return scratch.data();
@@ -544,10 +545,10 @@ MatMulArgs AmxArgs(const model::Matrix& w, const float* x, int64_t ldx, const in
   a.e2m1_bf16 = &GetTables().e2m1_bf16[0][0];
   a.e4m3_bf16 = &GetTables().e4m3_bf16[0][0];
   a.amx_split = split;
-  thread_local std::vector<uint32_t> buffer;
-  const int64_t words = (split ? kAmxSplitParts : 1) * (n + 15) / 16 * (w.cols / 32) * 256 + 16;  // + alignment
+  thread_local base::AlignedVector<uint32_t> buffer;
+  const int64_t words = (split ? kAmxSplitParts : 1) * (n + 15) / 16 * (w.cols / 32) * 256;
   if (buffer.size() < static_cast<size_t>(words)) buffer.resize(static_cast<size_t>(words));
-  uint32_t* packed = reinterpret_cast<uint32_t*>((reinterpret_cast<uintptr_t>(buffer.data()) + 63) & ~uintptr_t{63});
+  uint32_t* packed = buffer.data();  // on a cache line, as tile loads want
   const auto pack = [&](int64_t b0, int64_t b1) {
     if (split) {
       PackAmxSplitActivations(x, ldx, rows, n, w.cols, b0, b1, packed);
@@ -566,7 +567,7 @@ MatMulArgs AmxArgs(const model::Matrix& w, const float* x, int64_t ldx, const in
 }
 
 float* AmxScratch(const model::Matrix& w) {
-  thread_local std::vector<float> scratch;
+  thread_local base::AlignedVector<float> scratch;
   const size_t floats = static_cast<size_t>(AmxScratchFloats(w.cols));
   if (scratch.size() < floats) scratch.resize(floats);
   return scratch.data();
