@@ -13,6 +13,7 @@ inline constexpr std::size_t kCacheLineBytes = 64;
 
 template <class T>
 struct CacheLineAllocator {
+  static_assert(alignof(T) <= kCacheLineBytes, "over-aligned element type");
   using value_type = T;
   CacheLineAllocator() = default;
   template <class U>

@@ -1,3 +1,5 @@
+// base::AlignedVector: storage on a cache line at every size, after growth, copies and moves,
+// and in thread_local buffers.
 #include "base/aligned_vector.h"
 
 #include <gtest/gtest.h>

@@ -19,8 +19,8 @@ namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
 }  // namespace
 
-void GrowInHugePages(std::vector<float>& buffer, size_t size) {
-  std::vector<float> grown;
+void GrowInHugePages(AlignedVector<float>& buffer, size_t size) {
+  AlignedVector<float> grown;
   grown.reserve(size);  // untouched: the advice decides the page size
   const uintptr_t start = (reinterpret_cast<uintptr_t>(grown.data()) + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1);
   const uintptr_t end = reinterpret_cast<uintptr_t>(grown.data() + size) & ~(uintptr_t{kHugePage} - 1);

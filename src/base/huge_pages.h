@@ -11,13 +11,14 @@
 #include <functional>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/result.h"
 
 namespace flashserve::base {
 
 // Replaces `buffer` with `size` zeros, its 2 MiB-aligned interior advised into huge pages before
 // first touch (scratch that kernels stream: fewer TLB misses). A hint; fine where refused.
-void GrowInHugePages(std::vector<float>& buffer, size_t size);
+void GrowInHugePages(AlignedVector<float>& buffer, size_t size);
 
 // Whether the kernel offers transparent huge pages for madvised memory (THP "always" or
 // "madvise"); false where it says "never" or cannot be read.

@@ -35,8 +35,9 @@ struct OpStats {
   double tile_flops = 0;   // what the tiles do for them: tiled_flops times each product's passes
   double weight_bytes = 0;
   double state_bytes = 0;
-  // Products whose activation rows do not all start on a cache line (a buffer off one, or a
-  // row stride that is not a multiple of 16 floats): vector loads then straddle two lines.
+  // Products whose activation rows, as given to the kernels (Linear's rounded copy where QAT
+  // rounds the input), do not all start on a cache line (a buffer off one, or a row stride that
+  // is not a multiple of 16 floats): vector loads then straddle two lines.
   int64_t unaligned_products = 0;
   std::array<double, kPhases> phase_seconds{};
   std::array<double, kPhases + 1> phase_flops{}, phase_bytes{};

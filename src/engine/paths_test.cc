@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <string>
 
 #include "base/huge_pages.h"
 #include "engine/test_model.h"
@@ -167,28 +168,39 @@ TEST(PathsTest, ProfiledWorkAddsUpOverThePhases) {
   }
 }
 
+// The products of one engine's prefill of 40 tokens, decode step and decode batch of two (with
+// MTP where the model has it) whose rows start off a cache line.
+void ExpectEveryProductAligned(const Model& model, bool qat) {
+  EngineOptions options;
+  options.qat = qat;
+  Engine engine(model, options);
+  const std::string what = std::string(model.config().is_v41() ? "V4.1" : "V4") + (qat ? ", QAT" : ", no QAT");
+  auto a = engine.NewSequence(/*with_mtp=*/true), b = engine.NewSequence(/*with_mtp=*/true);
+  const std::vector<int32_t> tokens = RandomTokens(42, 6);
+  for (auto* state : {a.get(), b.get()}) {
+    ForwardRequest req{state, std::span<const int32_t>(tokens.data(), 40), LogitsMode::kLast, state->with_mtp()};
+    const auto done = engine.Forward({&req, 1});
+    ASSERT_TRUE(done.ok()) << done.status().ToString();
+    EXPECT_EQ(engine.last_stats().unaligned_products, 0) << "prefill, " << what;
+  }
+  const bool mtp = a->with_mtp();  // tiny-v41 with Engram has no MTP layer
+  ForwardRequest steps[2] = {{a.get(), std::span<const int32_t>(tokens.data() + 40, 1), LogitsMode::kLast, mtp},
+                             {b.get(), std::span<const int32_t>(tokens.data() + 41, 1), LogitsMode::kLast, mtp}};
+  for (size_t n : {size_t{1}, size_t{2}}) {
+    ASSERT_TRUE(engine.Forward({steps + 2 - n, n}).ok());
+    EXPECT_GT(engine.last_stats().flops, 0.0);
+    EXPECT_EQ(engine.last_stats().unaligned_products, 0) << "decode batch " << n << ", " << what;
+  }
+}
+
 // Every matrix product of a forward pass gets activation rows on cache lines (the engine's
-// buffers are base::AlignedVector; rows straddling two lines ran the prefill 5-12% slower on
-// Zen 5): V4 and V4.1, prefill, one decode step and a decode batch of two, with the MTP head.
+// buffers are base::AlignedVector; docs/benchmarks.md has what rows off a line cost). QAT off,
+// the products read the engine's own buffers rather than Linear's rounded copies.
 TEST(PathsTest, EveryProductReadsActivationsFromCacheLines) {
-  for (const Model* model : {&TestModel(), &testing::TestModelV41(), &testing::TestModelV41Engram()}) {
-    Engine engine(*model, EngineOptions{});
-    auto a = engine.NewSequence(/*with_mtp=*/true), b = engine.NewSequence(/*with_mtp=*/true);
-    const std::vector<int32_t> tokens = RandomTokens(42, 6);
-    for (auto* state : {a.get(), b.get()}) {
-      ForwardRequest req{state, std::span<const int32_t>(tokens.data(), 40), LogitsMode::kLast, state->with_mtp()};
-      const auto st = engine.Forward({&req, 1});
-      ASSERT_TRUE(st.ok()) << st.status().ToString();
-      EXPECT_EQ(engine.last_stats().unaligned_products, 0) << "prefill, V4.1: " << model->config().is_v41();
-    }
-    const bool mtp = a->with_mtp();  // tiny-v41 with Engram has no MTP layer
-    ForwardRequest steps[2] = {{a.get(), std::span<const int32_t>(tokens.data() + 40, 1), LogitsMode::kLast, mtp},
-                               {b.get(), std::span<const int32_t>(tokens.data() + 41, 1), LogitsMode::kLast, mtp}};
-    for (size_t n : {size_t{1}, size_t{2}}) {
-      ASSERT_TRUE(engine.Forward({steps + 2 - n, n}).ok());
-      EXPECT_GT(engine.last_stats().flops, 0.0);
-      EXPECT_EQ(engine.last_stats().unaligned_products, 0) << "decode batch " << n << ", V4.1: " << model->config().is_v41();
-    }
+  for (const bool qat : {true, false}) {
+    ExpectEveryProductAligned(TestModel(), qat);
+    ExpectEveryProductAligned(testing::TestModelV41(), qat);
+    ExpectEveryProductAligned(testing::TestModelV41Engram(), qat);
   }
 }
 

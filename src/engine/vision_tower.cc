@@ -68,7 +68,7 @@ VisionTower::VisionTower(const Model& model, base::ThreadPool& pool) : model_(mo
 
 // Grown, never shrunk or cleared: every element is written before it is read.
 void VisionTower::Scratch::Size(int n, int dim, int inter) {
-  const auto grow = [](std::vector<float>& v, int64_t size) {
+  const auto grow = [](base::AlignedVector<float>& v, int64_t size) {
     if (static_cast<int64_t>(v.size()) < size) base::GrowInHugePages(v, static_cast<size_t>(size));
   };
   grow(normed, int64_t{n} * dim);
@@ -85,7 +85,7 @@ constexpr int64_t kKeyBlock = 512;
 
 void VisionTower::Scratch::SizeAttention(int n, int head_dim) {
   const size_t rows = static_cast<size_t>(n) * head_dim;
-  for (std::vector<float>* x : {&q, &k, &v})
+  for (base::AlignedVector<float>* x : {&q, &k, &v})
     if (x->size() < rows) x->resize(rows);
   const auto packed_keys = static_cast<size_t>(kernels::DensePackedSize(head_dim, n));
   const int64_t key_blocks = (n + kKeyBlock - 1) / kKeyBlock;
@@ -127,7 +127,7 @@ void VisionTower::Attention(const float* qkv, int n, int vit_w, float* out) {
       }
     });
     pool_.ParallelFor(blocks, 1, [&](int64_t b0, int64_t b1) {
-      thread_local std::vector<float> scores, o, sums;
+      thread_local base::AlignedVector<float> scores, o, sums;
       scores.resize(static_cast<size_t>(kQueryRows * n));
       o.resize(static_cast<size_t>(kQueryRows * hd));
       sums.resize(static_cast<size_t>(kQueryRows));

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/result.h"
 #include "base/thread_pool.h"
 #include "engine/model.h"
@@ -75,9 +76,9 @@ class VisionTower {
 
   // Activations of one batch, kept across layers and pictures (no page faults per layer).
   struct Scratch {
-    std::vector<float> normed, qkv, attn, proj, gate_up, act;  // [n][...] per block
-    std::vector<float> q, k, v, keys, values;                 // one head: rotated rows, packed keys / values
-    std::vector<float> weights;                               // one weight matrix, packed (kernels/gemm/dense.h)
+    base::AlignedVector<float> normed, qkv, attn, proj, gate_up, act;  // [n][...] per block
+    base::AlignedVector<float> q, k, v, keys, values;  // one head: rotated rows, packed keys / values
+    base::AlignedVector<float> weights;                // one weight matrix, packed (kernels/gemm/dense.h)
     void Size(int n, int dim, int inter);
     void SizeAttention(int n, int head_dim);
   };

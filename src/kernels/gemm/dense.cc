@@ -122,7 +122,7 @@ void DenseProduct(const float* a, int64_t m, int64_t lda, const float* packed, i
 }
 
 void DenseMatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
-                 std::vector<float>& packed, base::ThreadPool& pool) {
+                 base::AlignedVector<float>& packed, base::ThreadPool& pool) {
   const int64_t k = w.cols, nr = Kernel().panel;
   if (static_cast<int64_t>(packed.size()) < DensePackedSize(k, w.rows)) base::GrowInHugePages(packed, static_cast<size_t>(DensePackedSize(k, w.rows)));
   pool.ParallelFor(Panels(w.rows), 1, [&](int64_t p0, int64_t p1) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/thread_pool.h"
 #include "model/matrix.h"
 
@@ -34,6 +35,6 @@ void DenseProduct(const float* a, int64_t m, int64_t lda, const float* packed, i
 // y[i, :] = W x[i, :] for any weight format (dequantized exactly into `packed`, grown as needed,
 // once per call), the n rows split over the pool.
 void DenseMatMul(const model::Matrix& w, const float* x, int64_t n, int64_t ldx, float* y, int64_t ldy,
-                 std::vector<float>& packed, base::ThreadPool& pool);
+                 base::AlignedVector<float>& packed, base::ThreadPool& pool);
 
 }  // namespace flashserve::kernels

@@ -72,7 +72,8 @@ TEST(Dense, MatMulIsBatchAndThreadInvariantAndNearFp64) {
     const TestMatrix w = MakeTestMatrix(format, 70, 300, 1, rng);
     const int64_t n = 130;
     const std::vector<float> x = RandomVector(n * 300, rng);
-    std::vector<float> y1(n * 70), y2(n * 70), one(70), want(n * 70), packed;
+    std::vector<float> y1(n * 70), y2(n * 70), one(70), want(n * 70);
+    base::AlignedVector<float> packed;
     base::ThreadPool single(1), two(2);
     DenseMatMul(w.matrix, x.data(), n, 300, y1.data(), 70, packed, single);
     DenseMatMul(w.matrix, x.data(), n, 300, y2.data(), 70, packed, two);
