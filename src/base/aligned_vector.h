@@ -1,6 +1,7 @@
 // AlignedVector<T>: a std::vector whose storage starts on a 64-byte cache line, for the engine's
-// activations, scratch and key rows. Vector loads of a row that straddles two lines cost two
-// cache accesses; glibc's large blocks start 16 bytes past a page. Header-only, no state.
+// activations, scratch and key rows and the kernels' own scratch. Vector loads of a row that
+// straddles two lines cost two cache accesses; glibc's large blocks start 16 bytes past a page.
+// Header-only; thread rules as std::vector's.
 #pragma once
 
 #include <cstddef>

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "base/aligned_vector.h"
 #include "base/result.h"
 #include "base/thread_pool.h"
 #include "engine/block.h"

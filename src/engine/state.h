@@ -51,9 +51,9 @@ struct LayerState {
   int window = 0;
   int dim = 0;                        // D
   int index_dim = 0;                  // D_I (layers that own index keys)
-  base::AlignedVector<float> ring;            // [window * dim], slot = position % window
-  base::AlignedVector<float> compressed;      // [num_entries * dim]
-  base::AlignedVector<float> index_keys;      // [num_entries * index_dim]
+  base::AlignedVector<float> ring;        // [window * dim], slot = position % window
+  base::AlignedVector<float> compressed;  // [num_entries * dim]
+  base::AlignedVector<float> index_keys;  // [num_entries * index_dim]
   CompressorState compressor;         // layers that own a compressor
   CompressorState index_compressor;   // V4 CSA
   int64_t num_entries() const { return dim == 0 ? 0 : static_cast<int64_t>(compressed.size()) / dim; }

@@ -200,7 +200,7 @@ void PairedRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   const int64_t block_words = steps * 16 * width, part_words = blocks * block_words;
   const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
   static_assert(kMaxPanels == 2 && kMaxCTiles >= 4, "AmxScratchFloats: two panels' tiles, then four C tiles");
-  uint32_t* copies = AlignTo64(reinterpret_cast<uint32_t*>(scratch));  // copies, or FP8's ring
+  uint32_t* copies = reinterpret_cast<uint32_t*>(scratch);  // copies, or FP8's ring
   float* c = reinterpret_cast<float*>(copies + kMaxPanels * std::max<int64_t>(steps, kRing) * kTileWords);
   const auto pair = [&](const auto& tiles, int64_t b) {
     if (blocks - b >= 2) {
@@ -238,7 +238,7 @@ void AmxSplitRows(const MatMulArgs& a, int64_t r0, int64_t r1, float* scratch) {
   // One block: its B tiles, each part's steps * width * 16 words after the one before.
   const int64_t steps = a.cols / 32, width = BlockWidth(a.n), part_words = steps * 16 * width;
   const uint32_t* x = reinterpret_cast<const uint32_t*>(a.x);
-  uint32_t* copy = AlignTo64(reinterpret_cast<uint32_t*>(scratch));  // a tail's copy, or FP8's ring
+  uint32_t* copy = reinterpret_cast<uint32_t*>(scratch);  // a tail's copy, or FP8's ring
   float* c = reinterpret_cast<float*>(copy + std::max<int64_t>(steps, kRing) * kTileWords);
   const bool fp8 = a.format == model::MatrixFormat::kFp8;
   if (fp8) WarmPanels(Fp8BitsRows{&a}, r0, 1);

@@ -24,13 +24,6 @@ constexpr int kTileWords = 256;  // 32-bit words per tile: 16 rows of 64 bytes
 // a ring slot's next decode after the loads of its previous contents.
 inline void MemoryBarrier() { asm volatile("" ::: "memory"); }
 
-// Tile rows that straddle two cache lines load at a fraction of the rate (measured with FP4
-// 768 x 1024 at n = 1 on one core, tiles loaded from a buffer aligned to only 16 bytes).
-template <class T>
-T* AlignTo64(T* p) {
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
-}
-
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};

@@ -119,7 +119,7 @@ void PackBf16PairsAvx512(const float* x, int64_t n, int64_t ldx, int64_t cols, b
 // bf16_pairs) and every activation an exact BF16 (x from PackAmxActivations); or (amx_split)
 // BF16 or such FP8 weights with any activations (x from PackAmxSplitActivations); cols % 32 == 0. Computes the weight-row ranges [r0, r1) that
 // next_rows(&r0, &r1) hands out until it returns false, on the calling thread, configuring its
-// tiles once; scratch holds AmxScratchFloats(cols) floats. Its bits are its own
+// tiles once; scratch holds AmxScratchFloats(cols) floats on a cache line. Its bits are its own
 // (matmul_amx.cc), not the f32 paths'.
 void MatMulRowsAmx(const MatMulArgs& args, const std::function<bool(int64_t*, int64_t*)>& next_rows, float* scratch);
 int64_t AmxScratchFloats(int64_t cols);
