@@ -127,7 +127,9 @@ Row BenchDecode(engine::Engine& engine, const BenchFlags& f, int batch) {
     for (int i = 0; i < batch; ++i)
       reqs.push_back({states[i].get(), std::span<const int32_t>(&next[step * batch + i], 1), engine::LogitsMode::kLast});
     auto t0 = std::chrono::steady_clock::now();
-    FS_CHECK(engine.Forward(reqs).ok(), "decode failed");
+    auto result = engine.Forward(reqs);
+    FS_CHECK(result.ok(), "decode failed");
+    engine.Recycle(std::move(*result));  // as a serving loop does
     if (step < 2) continue;  // warm-up steps
     secs += Seconds(t0);
     total.flops += engine.last_stats().flops;

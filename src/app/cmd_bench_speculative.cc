@@ -3,7 +3,9 @@
 // (logged, then rolled back to one row so contexts stay put) against 1 row, per batch size.
 // (2) End to end through the serving loop with an oracle drafter (each draft the recorded plain
 // greedy continuation's token with probability a, else a wrong one): tokens/s against
-// speculation off, outputs checked equal. Prints numbers; asserts nothing but the equality.
+// speculation off, outputs checked equal; then the same with the checkpoint's MTP drafter (on
+// random weights it drafts almost nothing worth keeping: what speculating costs when it cannot
+// pay). Prints numbers; asserts nothing but the equality.
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -46,7 +48,9 @@ double VerifyStep(engine::Engine& engine, std::vector<std::unique_ptr<engine::Se
       reqs.back().undo = &logs[i];
     }
     const auto t0 = std::chrono::steady_clock::now();
-    FS_CHECK(engine.Forward(reqs).ok(), "verify step failed");
+    auto result = engine.Forward(reqs);
+    FS_CHECK(result.ok(), "verify step failed");
+    engine.Recycle(std::move(*result));  // as the serving loop does
     for (size_t i = 0; i < states.size(); ++i) FS_CHECK(engine.Rollback(states[i].get(), logs[i], 1).ok(), "rollback failed");
     if (step > 0) total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -122,11 +126,19 @@ LoopRun RunLoop(const engine::Model& model, const SpecBenchFlags& f, const serve
   return out;
 }
 
+void PrintRun(int32_t batch, const char* drafter, bool adaptive, const LoopRun& off, const LoopRun& on) {
+  const double off_tps = off.generated / off.seconds, on_tps = on.generated / on.seconds;
+  std::printf("%-8d %-6s %-9s %12.1f %12.1f %7.2fx %10lld %9.1f%% %8s\n", batch, drafter, adaptive ? "adaptive" : "fixed",
+              off_tps, on_tps, on_tps / off_tps, static_cast<long long>(on.drafted),
+              on.drafted ? 100.0 * on.accepted / on.drafted : 0.0, on.tokens == off.tokens ? "yes" : "NO");
+}
+
 void OracleRuns(const engine::Model& model, const SpecBenchFlags& f, const std::vector<int32_t>& batches,
                 const std::vector<double>& rates) {
-  std::printf("\nend to end, greedy, oracle drafts (K = %d, %d tokens per request, context %d): tokens/s\n", f.draft_tokens,
+  std::printf("\nend to end, greedy, K = %d, %d tokens per request, context %d: tokens/s with oracle drafts accepted at\n"
+              "rate a, and with the checkpoint's MTP drafter (its drafting cost included)\n", f.draft_tokens,
               f.tokens, f.context);
-  std::printf("%-8s %-6s %-9s %12s %12s %8s %10s %10s %8s\n", "batch", "a", "budget", "off tok/s", "spec tok/s", "speedup",
+  std::printf("%-8s %-6s %-9s %12s %12s %8s %10s %10s %8s\n", "batch", "drafts", "budget", "off tok/s", "spec tok/s", "speedup",
               "drafted", "accepted", "equal");
   for (int32_t batch : batches) {
     const LoopRun off = RunLoop(model, f, {}, static_cast<int>(batch));
@@ -150,12 +162,17 @@ void OracleRuns(const engine::Model& model, const SpecBenchFlags& f, const std::
             drafts.push_back(u(*rng) < a ? plain[i] : static_cast<int32_t>((plain[i] + 1) % vocab));
           return drafts;
         };
-        const LoopRun on = RunLoop(model, f, spec, static_cast<int>(batch));
-        const double off_tps = off.generated / off.seconds, on_tps = on.generated / on.seconds;
-        std::printf("%-8d %-6.2f %-9s %12.1f %12.1f %7.2fx %10lld %9.1f%% %8s\n", batch, a, adaptive ? "adaptive" : "fixed",
-                    off_tps, on_tps, on_tps / off_tps, static_cast<long long>(on.drafted),
-                    on.drafted ? 100.0 * on.accepted / on.drafted : 0.0, on.tokens == off.tokens ? "yes" : "NO");
+        char label[16];
+        std::snprintf(label, sizeof(label), "%.2f", a);
+        PrintRun(batch, label, adaptive, off, RunLoop(model, f, spec, static_cast<int>(batch)));
       }
+    }
+    for (bool adaptive : {false, true}) {  // the checkpoint's own MTP drafter, drafting cost included
+      serve::SpeculativeConfig spec;
+      spec.mtp = true;
+      spec.num_draft_tokens = f.draft_tokens;
+      spec.adaptive = adaptive;
+      PrintRun(batch, "mtp", adaptive, off, RunLoop(model, f, spec, static_cast<int>(batch)));
     }
   }
 }

@@ -45,6 +45,7 @@ int RunGenerate(GenerateFlags f) {
     auto s = engine.Forward({&step, 1});
     if (!s.ok()) return PrintError(s.error());
     next = Argmax(s->row(0, 0), vocab);
+    engine.Recycle(std::move(*s));
   }
   auto t2 = std::chrono::steady_clock::now();
   for (size_t i = 0; i < out.size(); ++i) std::printf("%s%d", i ? "," : "", out[i]);

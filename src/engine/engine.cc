@@ -231,6 +231,9 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
     }
     out.logits_begin.push_back(static_cast<int64_t>(logit_rows.size()));
   }
+  // Every element is written by the head: a recycled buffer is grown, never cleared.
+  out.logits = std::move(spare_logits_);
+  spare_logits_ = {};
   out.logits.resize(logit_rows.size() * static_cast<size_t>(c.vocab_size));
   {
     Ops::ScopedPhase t(ops_, Phase::kHead);
@@ -244,6 +247,16 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
   }
   stats_ = ops_.stats();
   return out;
+}
+
+void Engine::Recycle(ForwardResult&& used) {
+  // A buffer larger than this (a long prompt's logits of every row) is let go.
+  constexpr size_t kMostKeptFloats = size_t{64} << 20;
+  auto keep = [](std::vector<float>& spare, std::vector<float>& from) {
+    if (from.capacity() > spare.capacity() && from.capacity() <= kMostKeptFloats) spare = std::move(from);
+  };
+  keep(spare_logits_, used.logits);
+  keep(spare_mtp_logits_, used.mtp_logits);
 }
 
 }  // namespace flashserve::engine

@@ -86,6 +86,11 @@ class Engine {
 
   // Runs the batch; on error no state is modified.
   base::Result<ForwardResult> Forward(std::span<const ForwardRequest> batch);
+  // Hands a result's logits storage back for the next Forward to fill: a step loop that does so
+  // writes its logits into memory already mapped (a fresh block of a batch's logits costs a
+  // page fault every 4 KiB, tens of ms a step at batch 32), and is not cleared first (only a
+  // part beyond the recycled size is zero-filled). Buffers above 256 MiB are let go.
+  void Recycle(ForwardResult&& used);
 
   // Takes a state back to the first `keep` tokens of its last forward call, logged in `log`:
   // afterwards it equals, bit for bit, the state of a call that read only those tokens.
@@ -118,6 +123,8 @@ class Engine {
   Ops ops_;
   BlockScratch scratch_;
   base::AlignedVector<float> x_, head_in_, head_norm_, head_mix_;
+  std::vector<float> spare_logits_, spare_mtp_logits_;  // from Recycle, for the next Forward
+  base::AlignedVector<float> draft_logits_, draft_streams_;  // DraftMtp's, kept between calls
   OpStats stats_;
 };
 

@@ -80,6 +80,8 @@ void Engine::RunMtp(std::span<const ForwardRequest> batch, const RowBatch& trunk
   if (rows.num_rows() > 0) {
     std::vector<const float*> streams;
     for (const MtpRow& in : inputs) streams.push_back(in.streams);
+    out->mtp_logits = std::move(spare_mtp_logits_);  // written whole by the head (Recycle)
+    spare_mtp_logits_ = {};
     out->mtp_logits.resize(logit_rows.size() * static_cast<size_t>(c.vocab_size));
     base::AlignedVector<float> z;
     MtpModule(rows, streams, logit_rows, &z, out->mtp_logits.data());

@@ -233,6 +233,42 @@ TEST(PathsTest, MtpLogitsDoNotDependOnChunking) {
   for (float v : one) ASSERT_TRUE(std::isfinite(v));
 }
 
+// A recycled result's storage is filled by the next call without being cleared: the logits
+// (trunk and MTP) equal a fresh engine's, whether the next call has more rows than the buffer
+// held (grown) or fewer (stale rows past the end), and the storage is the recycled one (its
+// capacity never falls).
+TEST(PathsTest, RecycledLogitsBuffersGiveTheSameLogits) {
+  const std::vector<int32_t> tokens = RandomTokens(90, 23);
+  auto run = [&](Engine& engine, bool recycle) {
+    auto state = engine.NewSequence(/*with_mtp=*/true);
+    std::vector<float> all;
+    size_t most_capacity = 0, most_mtp_capacity = 0;  // of the results so far: a recycled one keeps its size
+    size_t done = 0;
+    for (size_t n : {40, 7, 30, 1, 12}) {  // kAll: 40 rows, then fewer, then more, ...
+      ForwardRequest req{state.get(), std::span<const int32_t>(tokens.data() + done, n), LogitsMode::kAll, true};
+      auto r = engine.Forward({&req, 1});
+      EXPECT_TRUE(r.ok());
+      if (!r.ok()) return all;
+      if (recycle) {
+        EXPECT_GE(r->logits.capacity(), most_capacity);
+        EXPECT_GE(r->mtp_logits.capacity(), most_mtp_capacity);
+      }
+      most_capacity = std::max(most_capacity, r->logits.capacity());
+      most_mtp_capacity = std::max(most_mtp_capacity, r->mtp_logits.capacity());
+      all.insert(all.end(), r->logits.begin(), r->logits.end());
+      all.insert(all.end(), r->mtp_logits.begin(), r->mtp_logits.end());
+      if (recycle) engine.Recycle(std::move(*r));
+      done += n;
+    }
+    return all;
+  };
+  Engine fresh(TestModel(), EngineOptions{}), recycling(TestModel(), EngineOptions{});
+  const std::vector<float> expected = run(fresh, false);
+  ASSERT_EQ(expected.size(), (90u + 89u) * 1280);
+  EXPECT_TRUE(BitEqual(expected, run(recycling, true)));
+  EXPECT_TRUE(BitEqual(expected, run(recycling, true)));  // buffers from the first run's end
+}
+
 TEST(PathsTest, InvalidRequestsAreErrorsAndLeaveStateUntouched) {
   Engine engine(TestModel(), EngineOptions{});
   auto state = engine.NewSequence();

@@ -99,8 +99,8 @@ base::Result<std::vector<std::vector<int32_t>>> Engine::DraftMtp(std::span<const
     streams[i] = batch[i].state->pending_hidden();
     steps = std::max(steps, batch[i].num_drafts);
   }
-  base::AlignedVector<float> z;
-  std::vector<float> logits;
+  base::AlignedVector<float>& z = draft_streams_;
+  base::AlignedVector<float>& logits = draft_logits_;  // kept between calls: no page faults
   for (int k = 0; k < steps; ++k) {
     RowBatch rows;
     std::vector<const float*> inputs;

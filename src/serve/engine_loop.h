@@ -31,6 +31,7 @@
 #include "serve/prefix_store.h"
 #include "serve/service.h"
 #include "serve/step_profile.h"
+#include "serve/verify_budget.h"
 
 namespace flashserve::serve {
 
@@ -43,7 +44,9 @@ struct SpeculativeConfig {
   // Adaptive verify budget (DSpark's hardware-aware prefix scheduler): each step keeps the drafts
   // that maximise expected tokens x steps/s(rows), by their confidences (the MTP head's
   // probability of each draft; for external drafts the measured acceptance by position) and a
-  // step-time profile measured when the loop is made. Off: every eligible sequence verifies K.
+  // step-time profile measured when the loop is made, none where the step would gain less than
+  // 5%; drafts made only as deep as the budget may keep (DraftSchedule). Off: every eligible
+  // sequence verifies K.
   bool adaptive = false;
   std::shared_ptr<const StepProfile> profile;  // adaptive: this step-time profile instead of measuring one
   // Drafts from outside the model instead (tests and benchmarks: an oracle replaying a recorded
@@ -140,6 +143,7 @@ class EngineLoop final : public Service {
   bool RunPlan(const sched::StepPlan& plan);  // whether the engine ran
   struct Verify {  // a decode item turned into a speculative verify call
     std::vector<int32_t> tokens;  // the item's token, then the drafts (empty: no drafts)
+    std::vector<float> confidence;  // the drafter's, of each draft (empty: none given)
     engine::UndoLog undo;
   };
   struct ItemImages {  // what one step item's forward request points at
@@ -162,6 +166,7 @@ class EngineLoop final : public Service {
   void ChooseBudget(std::span<const sched::StepItem> items, const std::vector<std::vector<float>>& confidence,
                     std::vector<std::vector<int32_t>>* drafts) const;
   void LearnAcceptance(int drafted, int accepted);
+  static constexpr double kLeastVerifyGain = 0.05;  // see ChooseBudget
   void TrimToGrammar(LiveSequence& s, std::vector<int32_t>* drafts) const;
   base::Result<std::vector<std::vector<int32_t>>> ExternalDrafts(std::span<const sched::StepItem> items,
                                                                  std::span<const engine::DraftRequest> drafts,
@@ -207,6 +212,8 @@ class EngineLoop final : public Service {
   MaskWorker mask_worker_;  // the step's grammar masks, beside the forward pass
   std::shared_ptr<const StepProfile> step_profile_;  // adaptive verify budget: step time by rows
   std::vector<double> accept_rate_;            // P(draft j accepted | drafts before it were), learned
+  ConfidenceCalibration calibration_;          // the drafter's confidences against acceptance
+  uint64_t draft_step_ = 0;                    // speculating steps: the drafting schedule's clock
 
   mutable std::mutex mu_;  // guards inbound_, queued_requests_ and stats_
   std::condition_variable wake_;

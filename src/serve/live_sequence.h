@@ -16,6 +16,7 @@
 #include "sched/scheduler.h"
 #include "serve/image_encoder.h"
 #include "serve/service.h"
+#include "serve/verify_budget.h"
 
 namespace flashserve::serve {
 
@@ -39,6 +40,7 @@ struct LiveSequence : sched::Sequence {
   std::vector<uint32_t> grammar_mask;
   bool constrained_now() const { return matcher.has_value() && !awaiting_think_end; }
   bool finished = false;         // out of the scheduler; its request may still run other choices
+  DraftSchedule draft_schedule;  // adaptive verify budget: how deep to draft (verify_budget.h)
 };
 
 struct LoopRequest {

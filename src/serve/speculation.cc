@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "serve/engine_loop.h"
+#include "serve/verify_budget.h"
 
 namespace flashserve::serve {
 
@@ -53,12 +54,14 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
   for (const sched::StepItem& item : items) room -= item.end - item.begin;
   for (size_t i = 0; i < items.size(); ++i) {
     LiveSequence& s = Live(items[i].seq);
-    const int k = static_cast<int>(std::min<int64_t>(DraftBudget(s, items[i]), room));
+    int k = static_cast<int>(std::min<int64_t>(DraftBudget(s, items[i]), room));
+    if (k > 0 && step_profile_) k = s.draft_schedule.Depth(k, draft_step_);
     if (k == 0) continue;
     room -= k;
     drafts.push_back({s.state.get(), s.tokens[static_cast<size_t>(items[i].begin)], k});
     owner.push_back(i);
   }
+  ++draft_step_;
   if (drafts.empty()) return;
   std::vector<std::vector<float>> confidence;
   auto made = config_.speculative.external ? ExternalDrafts(items, drafts, owner) : engine_.DraftMtp(drafts, &confidence);
@@ -68,13 +71,21 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
   }
   for (size_t d = 0; d < owner.size(); ++d) TrimToGrammar(Live(items[owner[d]].seq), &(*made)[d]);
   for (double& rate : accept_rate_) rate = std::min(1.0, rate + 0.002);  // a position below break-even is tried again
-  if (step_profile_) ChooseBudget(items, confidence, &*made);
+  if (step_profile_) {
+    std::vector<int> offered;
+    for (const std::vector<int32_t>& m : *made) offered.push_back(static_cast<int>(m.size()));
+    ChooseBudget(items, confidence, &*made);
+    for (size_t d = 0; d < owner.size(); ++d)
+      Live(items[owner[d]].seq).draft_schedule.Record(offered[d], static_cast<int>((*made)[d].size()));
+  }
   for (size_t d = 0; d < owner.size(); ++d) {
     const size_t i = owner[d];
     if ((*made)[d].empty()) continue;
     Verify& v = verify[i];
     v.tokens.assign(1, drafts[d].token);
     v.tokens.insert(v.tokens.end(), (*made)[d].begin(), (*made)[d].end());
+    if (d < confidence.size() && confidence[d].size() >= (*made)[d].size())
+      v.confidence.assign(confidence[d].begin(), confidence[d].begin() + static_cast<std::ptrdiff_t>((*made)[d].size()));
     batch[i].tokens = v.tokens;
     batch[i].logits = engine::LogitsMode::kAll;
     batch[i].undo = &v.undo;
@@ -102,42 +113,23 @@ void EngineLoop::TrimToGrammar(LiveSequence& s, std::vector<int32_t>* drafts) co
   drafts->resize(keep);
 }
 
-// DSpark's prefix scheduler (Algorithm 1): every draft j of sequence r is a candidate worth
-// a_rj = c_r1 * ... * c_rj expected tokens; taken best first, each adds a row to the step, and
-// the first that does not raise tokens x steps/s(rows) ends the walk (the early stop keeps the
-// choice blind to the tokens being verified). Drafts not taken are dropped.
+// The adaptive verify budget (serve/verify_budget.h): each draft's confidence is the drafter's
+// (the MTP head's probability of it) calibrated to the acceptance measured at its position, or
+// else that acceptance itself. A gain
+// inside the profile's own error is not taken: at large batches verify rows cost about what
+// they bring, and a profile a few percent off would make the steps slower than plain ones.
 void EngineLoop::ChooseBudget(std::span<const sched::StepItem> items, const std::vector<std::vector<float>>& confidence,
                               std::vector<std::vector<int32_t>>* drafts) const {
   int64_t rows = 0, tokens = 0;
   for (const sched::StepItem& item : items) rows += item.end - item.begin, tokens += item.sample;
-  struct Candidate {
-    double worth;
-    size_t seq;
-    int j;
-  };
-  std::vector<Candidate> candidates;
-  for (size_t d = 0; d < drafts->size(); ++d) {
-    double worth = 1;
-    for (size_t j = 0; j < (*drafts)[d].size(); ++j) {
-      const double c = d < confidence.size() && j < confidence[d].size() ? confidence[d][j]
-                       : j < accept_rate_.size()                         ? accept_rate_[j]
-                                                                         : 1.0;
-      worth *= c;
-      candidates.push_back({worth, d, static_cast<int>(j)});
-    }
-  }
-  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return a.worth > b.worth || (a.worth == b.worth && (a.seq < b.seq || (a.seq == b.seq && a.j < b.j)));
-  });
-  std::vector<size_t> keep(drafts->size(), 0);
-  double expected = static_cast<double>(tokens), best = expected * step_profile_->StepsPerSecond(rows);
-  for (const Candidate& c : candidates) {
-    const double value = (expected + c.worth) * step_profile_->StepsPerSecond(rows + 1);
-    if (value <= best) break;
-    best = value, expected += c.worth, ++rows;
-    keep[c.seq] = static_cast<size_t>(c.j) + 1;
-  }
-  for (size_t d = 0; d < drafts->size(); ++d) (*drafts)[d].resize(keep[d]);
+  std::vector<std::vector<double>> worth(drafts->size());
+  for (size_t d = 0; d < drafts->size(); ++d)
+    for (size_t j = 0; j < (*drafts)[d].size(); ++j)
+      worth[d].push_back(d < confidence.size() && j < confidence[d].size() ? calibration_.Calibrated(j, confidence[d][j])
+                         : j < accept_rate_.size()                         ? accept_rate_[j]
+                                                                           : 1.0);
+  const std::vector<int> keep = ChooseVerifyBudget(*step_profile_, rows, tokens, worth, kLeastVerifyGain);
+  for (size_t d = 0; d < drafts->size(); ++d) (*drafts)[d].resize(static_cast<size_t>(keep[d]));
 }
 
 // The measured acceptance by draft position, among verifies that reached it. A position starts
@@ -190,6 +182,7 @@ void EngineLoop::AcceptDrafts(LiveSequence& s, const sched::StepItem& item, cons
     for (int j = 0; j < accepted; ++j) ++stats_.speculative_accepted_at[static_cast<size_t>(j)];
   }
   LearnAcceptance(k, accepted);
+  if (!verify.confidence.empty()) calibration_.Learn(verify.confidence, accepted);
   if (s.finished) return;  // its state is gone
   const base::Status rolled = engine_.Rollback(s.state.get(), verify.undo, committed);
   FS_CHECK(rolled.ok(), "rollback after verification: %s", rolled.ToString().c_str());

@@ -16,6 +16,7 @@
 #include "serve/engine_loop.h"
 #include "serve/test_requests.h"
 #include "serve/test_store.h"
+#include "serve/verify_budget.h"
 
 namespace flashserve::serve {
 namespace {
@@ -252,11 +253,16 @@ TEST(Speculation, TheAdaptiveBudgetFollowsTheStepProfile) {
   const auto plain = RunAll(Plain(), requests);
   auto oracle = OracleOf(requests, plain, /*spoil=*/1000);
   int64_t drafted_cheap = 0;
+  size_t asked_cheap = 0;
   for (bool cheap : {true, false}) {
     LoopConfig c = Plain();
     c.speculative.num_draft_tokens = 3;
     c.speculative.adaptive = true;
-    c.speculative.external = [oracle](std::span<const int32_t> t, int n) { return (*oracle)(t, n); };
+    auto asked = std::make_shared<std::vector<int>>();  // k of each call to the drafter
+    c.speculative.external = [oracle, asked](std::span<const int32_t> t, int n) {
+      asked->push_back(n);
+      return (*oracle)(t, n);
+    };
     c.speculative.profile = std::make_shared<const StepProfile>(
         cheap ? std::vector<std::pair<int64_t, double>>{{1, 0.01}, {1000, 0.01}}
               : std::vector<std::pair<int64_t, double>>{{1, 0.01}, {1000, 10.0}});
@@ -268,8 +274,16 @@ TEST(Speculation, TheAdaptiveBudgetFollowsTheStepProfile) {
       ASSERT_EQ(stats.speculative_drafted_at.size(), 3u);
       EXPECT_GT(stats.speculative_drafted_at[2], 0);  // third drafts too
       drafted_cheap = stats.speculative_drafted;
+      asked_cheap = asked->size();
     } else {
       EXPECT_LT(stats.speculative_drafted * 4, drafted_cheap);
+      // Where the budget keeps no drafts, drafting backs off (to every 16th step) and probes
+      // one draft deep: it is asked far less often, and for less.
+      int64_t decode_steps = 0;  // one per token after each choice's first, without drafts kept
+      for (const auto& [id, o] : plain)
+        for (const auto& [choice, tokens] : o.tokens) decode_steps += static_cast<int64_t>(tokens.size()) - 1;
+      EXPECT_LT(static_cast<int64_t>(asked->size()) * 4, decode_steps) << asked_cheap;
+      EXPECT_GT(std::count(asked->begin(), asked->end(), 1) * 2, static_cast<int64_t>(asked->size()));
     }
   }
 }
@@ -286,6 +300,69 @@ TEST(Speculation, BadDraftsAreDroppedAndTheStepGoesOn) {
   const auto spec = RunAll(c, requests, nullptr, &stats);
   ExpectSameOutput(plain, spec, "bad drafts");
   EXPECT_EQ(stats.speculative_drafted, 0);
+}
+
+// T(rows) = fixed + per_row * rows.
+StepProfile Linear(double fixed, double per_row) { return StepProfile({{1, fixed + per_row}, {1001, fixed + 1001 * per_row}}); }
+
+TEST(VerifyBudget, TakesDraftsBestFirstWhileTokensPerSecondRise) {
+  // One sequence, drafts of confidence 0.9: worth 0.9, 0.81, 0.729 tokens. Rows at a quarter of
+  // the first row's time each: every one raises tokens/s.
+  EXPECT_EQ(ChooseVerifyBudget(Linear(0.75, 0.25), 1, 1, {{0.9, 0.9, 0.9}}, 0), (std::vector<int>{3}));
+  // A row that costs what the first does: none pays.
+  EXPECT_EQ(ChooseVerifyBudget(Linear(0, 1), 1, 1, {{0.9, 0.9, 0.9}}, 0), (std::vector<int>{0}));
+  // Best first across sequences: the sure first drafts of both (worth 1, 1), then the second
+  // sequence's 0.9, then its 0.45; with rows at 0.6 of a token's worth the walk stops before
+  // the 0.45 (the first candidate that lowers tokens/s ends it, though a later one is not looked at).
+  const StepProfile dear = Linear(1.0, 0.6);
+  EXPECT_EQ(ChooseVerifyBudget(dear, 2, 2, {{1.0, 0.2}, {1.0, 0.9, 0.5}}, 0), (std::vector<int>{1, 2}));
+}
+
+TEST(VerifyBudget, AGainInsideTheLeastGainTakesNothing) {
+  // Rows cost nearly a token each: every sure draft raises tokens/s a little (4 tokens in 4.1 s
+  // to 8 in 8.1 s: +1.2%), so all are taken with no least gain and none with 5%.
+  const StepProfile near = Linear(0.1, 1.0);
+  const std::vector<std::vector<double>> sure = {{1, 1}, {1, 1}};
+  EXPECT_EQ(ChooseVerifyBudget(near, 4, 4, sure, 0), (std::vector<int>{2, 2}));
+  EXPECT_EQ(ChooseVerifyBudget(near, 4, 4, sure, 0.05), (std::vector<int>{0, 0}));
+  EXPECT_EQ(ChooseVerifyBudget(Linear(1.0, 0.1), 4, 4, sure, 0.05), (std::vector<int>{2, 2}));
+  EXPECT_TRUE(ChooseVerifyBudget(near, 4, 4, {}, 0.05).empty());
+}
+
+TEST(DraftSchedule, DraftsAsDeepAsKeptAndBacksOffWhereNoneAre) {
+  DraftSchedule s;
+  EXPECT_EQ(s.Depth(3, 7), 3);  // no record: all k
+  s.Record(3, 1);               // the budget cut to 1: next time 2 deep
+  EXPECT_EQ(s.Depth(3, 8), 2);
+  s.Record(2, 2);               // all kept: one deeper
+  EXPECT_EQ(s.Depth(3, 9), 3);
+  EXPECT_EQ(s.Depth(1, 9), 1);  // never past k
+  s.Record(1, 1);               // a cap outside the budget cut it: the depth stays
+  EXPECT_EQ(s.Depth(3, 10), 3);
+  s.Record(0, 0);               // nothing reached the budget: no change
+  EXPECT_EQ(s.Depth(3, 10), 3);
+  // None kept: one-deep probes on steps that are multiples of 2, 4, 8, 16, 16.
+  for (int backoff : {2, 4, 8, 16, 16}) {
+    s.Record(3, 0);
+    EXPECT_EQ(s.backoff(), backoff);
+    for (uint64_t step = 32; step < 32 + 16; ++step) EXPECT_EQ(s.Depth(3, step), step % backoff == 0 ? 1 : 0) << step;
+  }
+  s.Record(1, 1);  // a probe kept: every step again, two deep
+  EXPECT_EQ(s.backoff(), 0);
+  EXPECT_EQ(s.Depth(3, 33), 2);
+}
+
+TEST(ConfidenceCalibration, ScalesConfidencesToTheAcceptanceFound) {
+  ConfidenceCalibration sure_but_wrong, shy_but_right;
+  EXPECT_DOUBLE_EQ(sure_but_wrong.Calibrated(0, 0.8), 0.8);  // no record: as given
+  for (int i = 0; i < 40; ++i) {
+    sure_but_wrong.Learn(std::vector<float>{0.8f, 0.9f}, 0);
+    shy_but_right.Learn(std::vector<float>{0.5f, 0.5f}, 2);
+  }
+  EXPECT_LT(sure_but_wrong.Calibrated(0, 0.8), 0.1);
+  EXPECT_DOUBLE_EQ(sure_but_wrong.Calibrated(1, 0.9), 0.9);  // never reached: no evidence
+  EXPECT_GT(shy_but_right.Calibrated(0, 0.5), 0.9);
+  EXPECT_LE(shy_but_right.Calibrated(1, 0.5), 1.0);
 }
 
 TEST(StepProfileTest, InterpolatesBetweenPointsAndAlongTheLastSlope) {

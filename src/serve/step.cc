@@ -126,6 +126,7 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
     stats_.prompt_tokens_while_encoding += overlapped;
   }
   CommitAndSample(items, *result, verify);
+  engine_.Recycle(std::move(*result));
   return true;
 }
 

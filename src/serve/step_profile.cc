@@ -33,7 +33,9 @@ StepProfile StepProfile::Measure(engine::Engine& engine, int64_t max_rows, int64
       for (int64_t i = 0; i < seqs; ++i)
         batch.push_back({states[static_cast<size_t>(i)].get(), tokens[static_cast<size_t>(i)], engine::LogitsMode::kAll});
       const auto t0 = std::chrono::steady_clock::now();
-      FS_CHECK(engine.Forward(batch).ok(), "step profile: forward failed");
+      auto result = engine.Forward(batch);
+      FS_CHECK(result.ok(), "step profile: forward failed");
+      engine.Recycle(std::move(*result));  // as the loop's steps do
       if (rep > 0) best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     points.emplace_back(rows, best);
