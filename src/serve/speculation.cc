@@ -115,9 +115,9 @@ void EngineLoop::TrimToGrammar(LiveSequence& s, std::vector<int32_t>* drafts) co
 
 // The adaptive verify budget (serve/verify_budget.h): each draft's confidence is the drafter's
 // (the MTP head's probability of it) calibrated to the acceptance measured at its position, or
-// else that acceptance itself. A gain
-// inside the profile's own error is not taken: at large batches verify rows cost about what
-// they bring, and a profile a few percent off would make the steps slower than plain ones.
+// else that acceptance itself. A gain inside the profile's own error (kLeastVerifyGain) is not
+// taken: at large batches verify rows cost about what they bring, and a profile a few percent
+// off would make the steps slower than plain ones.
 void EngineLoop::ChooseBudget(std::span<const sched::StepItem> items, const std::vector<std::vector<float>>& confidence,
                               std::vector<std::vector<int32_t>>* drafts) const {
   int64_t rows = 0, tokens = 0;

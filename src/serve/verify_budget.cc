@@ -1,4 +1,4 @@
-// The verify budget's walk (serve/verify_budget.h).
+// The verify budget's walk, confidence calibration and drafting schedule (serve/verify_budget.h).
 #include "serve/verify_budget.h"
 
 #include <algorithm>

@@ -1,6 +1,6 @@
-// DSpark's hardware-aware prefix scheduler (Algorithm 1) as a pure function of the drafts'
-// worth and the step-time profile: which drafts a step verifies; and each sequence's drafting
-// schedule under it (how deep to draft before the budget is known). Any thread.
+// The adaptive verify budget of speculative decoding, used by EngineLoop (speculation.cc):
+// DSpark's prefix scheduler (Algorithm 1) as a pure function (any thread), the calibration of a
+// drafter's confidences, and each sequence's drafting schedule (both: their owner's thread).
 #pragma once
 
 #include <cstdint>
@@ -49,7 +49,6 @@ class DraftSchedule {
   // What the budget did with `offered` drafts (after cuts made before it): kept the first `kept`.
   void Record(int offered, int kept);
 
-  int depth() const { return depth_; }
   int backoff() const { return backoff_; }
 
  private:
