@@ -3,9 +3,11 @@
 // (logged, then rolled back to one row so contexts stay put) against 1 row, per batch size.
 // (2) End to end through the serving loop with an oracle drafter (each draft the recorded plain
 // greedy continuation's token with probability a, else a wrong one): tokens/s against
-// speculation off, outputs checked equal; then the same with the checkpoint's MTP drafter (on
+// speculation off, outputs checked equal; then the same with the checkpoint's drafter, its MTP
+// block or DSpark stages (on
 // random weights it drafts almost nothing worth keeping: what speculating costs when it cannot
 // pay). Prints numbers; asserts nothing but the equality.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -57,6 +59,20 @@ double VerifyStep(engine::Engine& engine, std::vector<std::unique_ptr<engine::Se
   return total / steps;
 }
 
+// Mean seconds of one call of the checkpoint's drafter for every sequence, k drafts each.
+double DraftCall(engine::Engine& engine, std::vector<std::unique_ptr<engine::SequenceState>>& states, int k, int steps) {
+  std::vector<engine::DraftRequest> batch;
+  for (size_t i = 0; i < states.size(); ++i) batch.push_back({states[i].get(), static_cast<int32_t>(7 + i), k});
+  double total = 0;
+  for (int step = 0; step < steps + 1; ++step) {
+    std::vector<std::vector<float>> confidence;
+    const auto t0 = std::chrono::steady_clock::now();
+    FS_CHECK(engine.Draft(batch, &confidence).ok(), "drafting failed");
+    if (step > 0) total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return total / steps;
+}
+
 void VerifyCurve(const engine::Model& model, const SpecBenchFlags& f, const std::vector<int32_t>& batches) {
   engine::Engine engine(model, f.options);
   std::printf("verify cost: ms per step with 1 + K rows per sequence (context %d), and its ratio to K = 0\n%-8s", f.context, "batch");
@@ -76,7 +92,10 @@ void VerifyCurve(const engine::Model& model, const SpecBenchFlags& f, const std:
     for (double m : ms) std::printf(" %8.2f", m);
     std::printf("\n%-8s", "  ratio");
     for (double m : ms) std::printf(" %8.2f", m / ms[0]);
-    std::printf("\n");
+    const int k = std::min(f.draft_tokens, engine.MostDrafts());
+    const double draft_ms = DraftCall(engine, states, k, f.steps) * 1e3;
+    std::printf("\n  drafter (%s, K = %d): %.2f ms a call, %.2f of a K = 0 step\n",
+                model.config().dspark.present() ? "DSpark" : "MTP", k, draft_ms, draft_ms / ms[0]);
   }
 }
 
@@ -136,7 +155,7 @@ void PrintRun(int32_t batch, const char* drafter, bool adaptive, const LoopRun& 
 void OracleRuns(const engine::Model& model, const SpecBenchFlags& f, const std::vector<int32_t>& batches,
                 const std::vector<double>& rates) {
   std::printf("\nend to end, greedy, K = %d, %d tokens per request, context %d: tokens/s with oracle drafts accepted at\n"
-              "rate a, and with the checkpoint's MTP drafter (its drafting cost included)\n", f.draft_tokens,
+              "rate a, and with the checkpoint's drafter (its drafting cost included)\n", f.draft_tokens,
               f.tokens, f.context);
   std::printf("%-8s %-6s %-9s %12s %12s %8s %10s %10s %8s\n", "batch", "drafts", "budget", "off tok/s", "spec tok/s", "speedup",
               "drafted", "accepted", "equal");
@@ -167,12 +186,13 @@ void OracleRuns(const engine::Model& model, const SpecBenchFlags& f, const std::
         PrintRun(batch, label, adaptive, off, RunLoop(model, f, spec, static_cast<int>(batch)));
       }
     }
-    for (bool adaptive : {false, true}) {  // the checkpoint's own MTP drafter, drafting cost included
+    const model::DsparkConfig& dspark = model.config().dspark;
+    for (bool adaptive : {false, true}) {  // the checkpoint's own drafter, drafting cost included
       serve::SpeculativeConfig spec;
-      spec.mtp = true;
-      spec.num_draft_tokens = f.draft_tokens;
+      spec.drafter = true;
+      spec.num_draft_tokens = dspark.present() ? std::min(f.draft_tokens, dspark.block_size) : f.draft_tokens;
       spec.adaptive = adaptive;
-      PrintRun(batch, "mtp", adaptive, off, RunLoop(model, f, spec, static_cast<int>(batch)));
+      PrintRun(batch, dspark.present() ? "dspark" : "mtp", adaptive, off, RunLoop(model, f, spec, static_cast<int>(batch)));
     }
   }
 }
@@ -181,8 +201,8 @@ int RunSpecBench(SpecBenchFlags f) {
   f.options.qat = !f.no_qat;
   auto model = LoadModelOrPrint(f.model, f.options);
   if (!model) return 1;
-  if (model->config().num_mtp_layers == 0) {
-    std::fprintf(stderr, "bench-speculative needs a checkpoint with an MTP block\n");
+  if (model->config().num_drafter_layers() == 0) {
+    std::fprintf(stderr, "bench-speculative needs a checkpoint with a drafter (an MTP block or DSpark stages)\n");
     return 1;
   }
   auto batches = ParseTokenList(f.batches);  // ints
@@ -204,7 +224,7 @@ void RegisterBenchSpeculativeCommand(CLI::App& app, CommandFn* run) {
   auto f = std::make_shared<SpecBenchFlags>();
   auto* cmd = app.add_subcommand("bench-speculative",
                                  "Speculative decoding's verify cost curve and oracle-drafter speedup against speculation off");
-  cmd->add_option("--model", f->model, "Checkpoint directory (with an MTP block)")->required();
+  cmd->add_option("--model", f->model, "Checkpoint directory (with an MTP block or DSpark stages)")->required();
   cmd->add_option("--batches", f->batches, "Batch sizes, e.g. 1,8,32")->capture_default_str();
   cmd->add_option("--accept", f->accept, "Oracle acceptance rates, e.g. 0.6,0.75,0.9,1.0")->capture_default_str();
   cmd->add_option("--context", f->context, "Prompt tokens per sequence")->check(CLI::Range(1, 1 << 20))->capture_default_str();

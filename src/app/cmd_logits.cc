@@ -39,7 +39,10 @@ int RunLogits(LogitsFlags f) {
   f.options.qat = !f.no_qat;
   engine::Engine engine(*model, f.options);
   auto state = engine.NewSequence(f.mtp);
-  if (f.mtp && !state->with_mtp()) return PrintError(base::Error(base::ErrorCode::kFailedPrecondition, "the model has no MTP layer"));
+  if (f.mtp && (!state->with_mtp() || model->config().num_mtp_layers == 0))
+    return PrintError(base::Error(base::ErrorCode::kFailedPrecondition,
+                                  model->config().dspark.present() ? "the model drafts with DSpark stages, not an MTP layer"
+                                                                   : "the model has no MTP layer"));
   const int64_t n = static_cast<int64_t>(tokens->size());
   const int64_t chunk = f.chunk > 0 ? f.chunk : n;
   std::vector<float> rows;

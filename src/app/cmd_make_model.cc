@@ -27,6 +27,8 @@ int RunMakeModel(MakeModelFlags f) {
   auto config = model::PresetByName(f.preset);
   if (!config.ok()) return PrintError(config.error());
   if (f.vocab > 0) config->vocab_size = f.vocab;
+  if (config->dspark.present() && config->dspark.noise_token_id >= config->vocab_size)
+    config->dspark.noise_token_id = config->vocab_size - 1;  // a smaller vocabulary's last id
   if (base::Status s = FitEngramToTokenizer(&*config, &f.tokenizer); !s.ok()) return PrintError(s.error());
   model::RandomCheckpointOptions opt;
   opt.seed = f.seed;
@@ -54,7 +56,8 @@ void RegisterMakeModelCommand(CLI::App& app, CommandFn* run) {
   auto flags = std::make_shared<MakeModelFlags>();
   auto* cmd = app.add_subcommand("make-model", "Write a random-weight DeepSeek-V4 or V4.1 checkpoint in the official layout");
   cmd->add_option("--preset", flags->preset,
-                  "tiny (all V4 layer types + MTP), medium (~1.5 GB, for benchmarks), their DeepSeek-V4.1 "
+                  "tiny (all V4 layer types + MTP), medium (~1.5 GB, for benchmarks), tiny-dspark / medium-dspark "
+                  "(three DSpark stages instead of the MTP block, as V4-Flash-0731), their DeepSeek-V4.1 "
                   "siblings tiny-v41 / medium-v41, tower-v41 (tiny-v41 with the released vision tower), or "
                   "tiny-vision-exp (tiny with a small tower, laid out as V4-Flash-Vision-Exp)")
       ->check(CLI::IsMember(model::PresetNames()));

@@ -107,6 +107,32 @@ base::Result<std::string> EnsureDemoModel(const std::string& tokenizer_path, int
   return final_dir.string();
 }
 
+// --speculative and --num-draft-tokens against the checkpoint's drafter (an MTP block, DSpark
+// stages, or none).
+base::Status ConfigureSpeculation(const model::ModelConfig& c, ServeFlags* f) {
+  const bool has_mtp = c.num_mtp_layers > 0, has_dspark = c.dspark.present();
+  if (f->speculative == "mtp" && !has_mtp)
+    return Error(ErrorCode::kInvalidArgument,
+                 std::string("--speculative mtp needs a checkpoint with an MTP block (num_nextn_predict_layers >= 1); ") +
+                     (has_dspark ? "this one drafts with DSpark (--speculative dspark)"
+                                 : "this one has none (V4.1's DSpark stages are not run yet)"));
+  if (f->speculative == "dspark" && !has_dspark)
+    return Error(ErrorCode::kInvalidArgument, "--speculative dspark needs a checkpoint with DSpark stages (dspark_block_size "
+                                              "in config.json, as V4-Flash-0731); this one has none");
+  f->loop.speculative.drafter = f->speculative == "mtp" || f->speculative == "dspark" ||
+                                (f->speculative == "auto" && (has_mtp || has_dspark));
+  f->loop.speculative.adaptive = f->speculative_budget == "adaptive";
+  const int most = has_dspark ? c.dspark.block_size : 16;
+  if (f->loop.speculative.drafter && f->num_draft_tokens > most)
+    return Error(ErrorCode::kInvalidArgument, "--num-draft-tokens " + std::to_string(f->num_draft_tokens) +
+                                                  " exceeds the DSpark block size " + std::to_string(most));
+  f->loop.speculative.num_draft_tokens = f->num_draft_tokens > 0 ? f->num_draft_tokens : has_dspark ? most : 1;
+  if (f->loop.speculative.drafter)
+    FS_LOG(kInfo, "serve: speculative decoding with the {}, up to {} draft token(s) per step ({} budget)",
+           has_dspark ? "DSpark stages" : "MTP block", f->loop.speculative.num_draft_tokens, f->speculative_budget);
+  return base::Status::Ok();
+}
+
 // Image inputs follow the checkpoint: a vision tower (V4.1, or V4 as Vision-Exp; every role;
 // pictures are encoded where the prompt is computed unless encode workers send their tower
 // outputs).
@@ -235,16 +261,7 @@ int RunServe(ServeFlags f) {
   if (f.role == protocol::WorkerRole::kEncode && !f.api.routes.images.enabled)
     return PrintError(Error(ErrorCode::kInvalidArgument, "--role encode needs a model with a vision tower: " +
                                                              f.api.routes.images.disabled_reason));
-  const bool has_mtp = model->config().num_mtp_layers > 0;
-  if (f.speculative == "mtp" && !has_mtp)
-    return PrintError(Error(ErrorCode::kInvalidArgument,
-                            "--speculative mtp needs a checkpoint with an MTP block (num_nextn_predict_layers >= 1); "
-                            "this one has none (V4.1's DSpark drafters are not run yet)"));
-  f.loop.speculative.mtp = f.speculative == "mtp" || (f.speculative == "auto" && has_mtp);
-  f.loop.speculative.adaptive = f.speculative_budget == "adaptive";
-  if (f.loop.speculative.mtp)
-    FS_LOG(kInfo, "serve: speculative decoding with the MTP block, up to {} draft token(s) per step ({} budget)",
-           f.loop.speculative.num_draft_tokens, f.speculative_budget);
+  if (base::Status s = ConfigureSpeculation(model->config(), &f); !s.ok()) return PrintError(s.error());
   for (const std::string& spec : f.logit_bias) {
     auto bias = ParseLogitBias(spec, *model);
     if (!bias.ok()) return PrintError(bias.error());
@@ -345,12 +362,14 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
                   "alone, 0 runs every picture alone")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))->capture_default_str();
   cmd->add_option("--speculative", f->speculative,
-                  "Speculative decoding: mtp (greedy drafts from the checkpoint's MTP block, verified in the next step; "
-                  "the output is the same as off), off, or auto (mtp when the checkpoint has an MTP block)")
-      ->check(CLI::IsMember({"auto", "mtp", "off"}))->capture_default_str();
-  cmd->add_option("--num-draft-tokens", f->loop.speculative.num_draft_tokens,
-                  "Drafts per sequence and step with --speculative mtp (each step verifies K + 1 rows)")
-      ->check(CLI::Range(1, 16))->capture_default_str();
+                  "Speculative decoding: mtp (greedy drafts from the checkpoint's MTP block), dspark (a block of drafts "
+                  "from its DSpark stages), both verified in the next step with the same output as off; off; or auto "
+                  "(the drafter the checkpoint ships, off when it has none)")
+      ->check(CLI::IsMember({"auto", "mtp", "dspark", "off"}))->capture_default_str();
+  cmd->add_option("--num-draft-tokens", f->num_draft_tokens,
+                  "Drafts per sequence and step (each step verifies K + 1 rows) [default: 1 with mtp, the block size "
+                  "(dspark_block_size) with dspark, which is also its most; unused with off]")
+      ->check(CLI::Range(1, 16));
   cmd->add_option("--speculative-budget", f->speculative_budget,
                   "Drafts verified per step: adaptive (those whose expected tokens pay for their rows, by the drafts' "
                   "confidences and a step-time profile measured at start, none for a gain under 5%; drafting backs off where "

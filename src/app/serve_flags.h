@@ -37,7 +37,8 @@ struct ServeFlags {
   int transfer_port = 0;      // decode/both: prompt-state receiver port (0 = any free port)
   serve::LoopConfig loop;
   int64_t grammar_cache_bytes = int64_t{256} << 20;  // compiled structured-output grammars kept
-  std::string speculative = "auto";  // auto (the checkpoint's MTP block when it has one), mtp, off
+  std::string speculative = "auto";  // auto (the checkpoint's drafter when it has one), mtp, dspark, off
+  int num_draft_tokens = 0;          // 0: the drafter's default (MTP 1, DSpark its block size)
   std::string speculative_budget = "adaptive";  // adaptive (DSpark's prefix scheduler) or fixed
   kvstore::StoreConfig store = DefaultStoreConfig();
   std::string ttl_spec = "agent=3d,chat=7d";

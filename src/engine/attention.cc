@@ -225,6 +225,14 @@ void RollbackLayer(const Model& model, int layer, const LayerUndo& undo, int64_t
   ls->index_keys.resize(undo.index_keys_before + static_cast<size_t>(k * c.index_head_dim));
 }
 
+void InjectKv(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, AttentionScratch* s) {
+  const model::ModelConfig& c = model.config();
+  const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
+  KvPath(ops, c, model.layer(layer).attn, batch.angles(spec.rope == model::RopeTable::kCompress), h,
+         batch.num_rows(), s);
+  UpdateRings(layer, batch, s->kv.data(), c.head_dim);
+}
+
 void RunAttention(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, float* out,
                   AttentionScratch* s) {
   const model::ModelConfig& c = model.config();

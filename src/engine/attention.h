@@ -32,6 +32,11 @@ struct AttentionScratch {
 void RunAttention(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, float* out,
                   AttentionScratch* s);
 
+// KV injection (a DSpark stage's context): the layer's raw-window kv of h ([rows, d], no query,
+// no attention) written into the rings of the batch's sequences at their rows' positions,
+// logged in their undo logs like a forward's.
+void InjectKv(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, AttentionScratch* s);
+
 // Takes a layer's state back to its value after the positions below `limit` of a logged call:
 // ring rows the call wrote from `limit` on get their old rows back, the carries are replayed
 // and the entries the rejected rows completed are dropped.

@@ -79,13 +79,13 @@ Status Engine::Validate(std::span<const ForwardRequest> batch) const {
     if (r.state == nullptr) return Error(ErrorCode::kInvalidArgument, where + "no sequence state");
     if (!seen.insert(r.state).second) return Error(ErrorCode::kInvalidArgument, where + "sequence appears twice");
     if (r.tokens.empty()) return Error(ErrorCode::kInvalidArgument, where + "no tokens");
-    const int expected_layers = c.num_layers + (r.state->with_mtp() ? c.num_mtp_layers : 0);
+    const int expected_layers = c.num_layers + (r.state->with_mtp() ? c.num_drafter_layers() : 0);
     if (r.state->num_layers() != expected_layers)
       return Error(ErrorCode::kBadState, where + "state does not belong to this model");
     if (r.state->engram_lookback() != (c.engram.layer_ids.empty() ? 0 : c.engram.max_ngram_size - 1))
       return Error(ErrorCode::kBadState, where + "state does not belong to this model");
-    if (r.mtp_logits && !r.state->with_mtp())
-      return Error(ErrorCode::kFailedPrecondition, where + "MTP logits need a state created with MTP");
+    if (r.mtp_logits && (!r.state->with_mtp() || c.num_mtp_layers == 0))
+      return Error(ErrorCode::kFailedPrecondition, where + "MTP logits need a model with an MTP block and a state created with it");
     for (int32_t t : r.tokens)
       if (t < 0 || t >= c.vocab_size)
         return Error(ErrorCode::kInvalidArgument, where + "token id " + std::to_string(t) + " outside the vocabulary [0, " +
@@ -213,9 +213,17 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
     scratch_.lagged_pre.assign(static_cast<size_t>(rows.num_rows() * c.hc_mult), 0.0f);
     for (int64_t r = 0; r < rows.num_rows(); ++r) scratch_.lagged_pre[static_cast<size_t>(r * c.hc_mult)] = 1.0f;
   }
-  for (int layer = 0; layer < c.num_layers; ++layer) RunBlock(ops_, model_, layer, rows, x_.data(), &scratch_);
+  const bool dspark = c.dspark.present() && std::any_of(batch.begin(), batch.end(), [](const ForwardRequest& r) {
+    return r.state->with_mtp();
+  });
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    for (int slot = 0; dspark && slot < c.dspark.stages(); ++slot)
+      if (c.dspark.target_layers[static_cast<size_t>(slot)] == layer) CaptureDsparkFeatures(slot, rows, x_.data());
+    RunBlock(ops_, model_, layer, rows, x_.data(), &scratch_);
+  }
+  if (dspark) InjectDsparkContext(rows);
   for (const SeqRows& seq : rows.seqs)
-    if (seq.undo != nullptr && seq.state->with_mtp())
+    if (seq.undo != nullptr && seq.state->with_mtp() && c.num_mtp_layers > 0)
       seq.undo->streams.assign(x_.data() + seq.row_begin * width, x_.data() + seq.row_end * width);
 
   ForwardResult out;
@@ -243,6 +251,7 @@ base::Result<ForwardResult> Engine::Forward(std::span<const ForwardRequest> batc
   for (size_t i = 0; i < rows.seqs.size(); ++i) {
     const SeqRows& seq = rows.seqs[i];
     seq.state->set_position(seq.start_pos + (seq.row_end - seq.row_begin));
+    if (dspark && seq.state->with_mtp()) seq.state->set_mtp_position(seq.state->position());  // no lag
     seq.state->PushTokens(batch[i].tokens);
   }
   stats_ = ops_.stats();

@@ -102,6 +102,22 @@ class Engine {
   // (optional) gets each draft's probability under the MTP head.
   base::Result<std::vector<std::vector<int32_t>>> DraftMtp(std::span<const DraftRequest> batch,
                                                            std::vector<std::vector<float>>* confidence = nullptr);
+  // Greedy DSpark drafts (a checkpoint with a DSpark drafter): each request's block [token,
+  // noise x (B - 1)] at its state's position through the stages, attending its context KV and
+  // the whole block; draft k is the argmax of the head's logits plus the Markov bias of draft
+  // k - 1 (the token for k = 0). num_drafts <= block size (the block is always whole, so a draft
+  // does not depend on how many are asked). `confidence` gets the confidence head's estimate per
+  // draft that it survives verification given the drafts before it. States left as they were.
+  base::Result<std::vector<std::vector<int32_t>>> DraftDspark(std::span<const DraftRequest> batch,
+                                                              std::vector<std::vector<float>>* confidence = nullptr);
+  // The checkpoint's drafter: DraftDspark where it has DSpark stages, else DraftMtp.
+  base::Result<std::vector<std::vector<int32_t>>> Draft(std::span<const DraftRequest> batch,
+                                                        std::vector<std::vector<float>>* confidence = nullptr);
+  // Whether `state` can be drafted for now: it keeps drafter layers and (MTP) has had a forward,
+  // (DSpark) has room in the context for a whole block.
+  bool CanDraft(const SequenceState& state) const;
+  // The most drafts one Draft call gives a sequence (DSpark: the block size).
+  int MostDrafts() const;
 
  private:
   base::Status Validate(std::span<const ForwardRequest> batch) const;
@@ -116,6 +132,12 @@ class Engine {
   void MtpModule(RowBatch& rows, const std::vector<const float*>& streams, const std::vector<int64_t>& logit_rows,
                  base::AlignedVector<float>* z, float* logits);
   base::Status ValidateDrafts(std::span<const DraftRequest> batch) const;
+  // DSpark (dspark.cc): the residual entering target layer `slot`'s layer as the mean of the
+  // streams of every row; the context KV of the call's drafting sequences; the sequential stage.
+  void CaptureDsparkFeatures(int slot, const RowBatch& rows, const float* x);
+  void InjectDsparkContext(const RowBatch& rows);
+  void MarkovDrafts(std::span<const DraftRequest> batch, const std::vector<size_t>& first_head,
+                    std::vector<std::vector<int32_t>>* drafts, std::vector<std::vector<float>>* confidence);
 
   const Model& model_;
   EngineOptions options_;
@@ -124,7 +146,8 @@ class Engine {
   BlockScratch scratch_;
   base::AlignedVector<float> x_, head_in_, head_norm_, head_mix_;
   std::vector<float> spare_logits_, spare_mtp_logits_;  // from Recycle, for the next Forward
-  base::AlignedVector<float> draft_logits_, draft_streams_;  // DraftMtp's, kept between calls
+  base::AlignedVector<float> draft_logits_, draft_streams_;  // the drafters', kept between calls
+  base::AlignedVector<float> dspark_features_, dspark_context_, markov_prev_, markov_bias_;
   OpStats stats_;
 };
 

@@ -53,12 +53,13 @@ void Engine::RunMtp(std::span<const ForwardRequest> batch, const RowBatch& trunk
   RowBatch rows;
   std::vector<MtpRow> inputs;
   std::vector<int64_t> logit_rows;
+  const bool mtp = c.num_mtp_layers > 0;  // DSpark states keep drafter layers of another kind
   out->mtp_begin.assign(1, 0);
   for (size_t i = 0; i < batch.size(); ++i) {
     SequenceState* st = batch[i].state;
     const SeqRows& seq = trunk.seqs[i];
     out->mtp_first_pos.push_back(st->mtp_position());
-    if (st->with_mtp()) {
+    if (mtp && st->with_mtp()) {
       SeqRows mseq;
       mseq.row_begin = rows.num_rows();
       mseq.start_pos = st->mtp_position();
@@ -88,7 +89,7 @@ void Engine::RunMtp(std::span<const ForwardRequest> batch, const RowBatch& trunk
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     SequenceState* st = batch[i].state;
-    if (!st->with_mtp()) continue;
+    if (!mtp || !st->with_mtp()) continue;
     const SeqRows& seq = trunk.seqs[i];
     st->pending_hidden().assign(x + (seq.row_end - 1) * width, x + seq.row_end * width);
     st->set_mtp_position(seq.start_pos + (seq.row_end - seq.row_begin) - 1);

@@ -132,4 +132,11 @@ void Ops::RmsNormRows(const float* x, const float* w, int64_t n, int64_t dim, in
   }, 4);
 }
 
+int32_t ArgmaxRow(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > x[best]) best = i;
+  return static_cast<int32_t>(best);
+}
+
 }  // namespace flashserve::engine

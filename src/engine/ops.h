@@ -166,4 +166,7 @@ class Ops {
   OpStats stats_;  // phase times (engine thread only)
 };
 
+// The lowest index of the largest of x[0..n) (a greedy draft's token). Any thread.
+int32_t ArgmaxRow(const float* x, int64_t n);
+
 }  // namespace flashserve::engine

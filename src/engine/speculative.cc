@@ -28,7 +28,11 @@ Status Engine::Rollback(SequenceState* state, const UndoLog& log, int64_t keep) 
   const int64_t position = log.position + keep;
   for (int i = 0; i < c.num_layers; ++i)
     RollbackLayer(model_, i, log.layers[static_cast<size_t>(i)], position, &state->layer(i));
-  if (state->with_mtp()) {
+  if (state->with_mtp() && c.dspark.present()) {  // the stages' rings follow the trunk
+    for (int i = c.num_layers; i < state->num_layers(); ++i)
+      RollbackLayer(model_, i, log.layers[static_cast<size_t>(i)], position, &state->layer(i));
+    state->set_mtp_position(position);
+  } else if (state->with_mtp()) {
     const int64_t width = c.hc_dim();
     const int64_t mtp_position = keep == 0 ? log.mtp_position : position - 1;
     for (int i = c.num_layers; i < state->num_layers(); ++i)
@@ -55,26 +59,39 @@ Status Engine::ValidateDrafts(std::span<const DraftRequest> batch) const {
     const std::string where = "draft " + std::to_string(i) + ": ";
     if (r.state == nullptr || !seen.insert(r.state).second)
       return Error(ErrorCode::kInvalidArgument, where + "no state, or a state twice");
-    if (!r.state->with_mtp() || r.state->pending_hidden().empty())
-      return Error(ErrorCode::kFailedPrecondition, where + "drafting needs an MTP state after its first forward");
+    if (!CanDraft(*r.state))
+      return Error(ErrorCode::kFailedPrecondition,
+                   where + "drafting needs a state created with the drafter (MTP: after its first forward; DSpark: "
+                           "room in the context for a whole block)");
     if (r.token < 0 || r.token >= c.vocab_size)
       return Error(ErrorCode::kInvalidArgument, where + "token id " + std::to_string(r.token) + " outside the vocabulary");
-    if (r.num_drafts < 0 || r.num_drafts >= c.sliding_window)
-      return Error(ErrorCode::kInvalidArgument, where + "num_drafts " + std::to_string(r.num_drafts) + " out of range");
-    if (r.state->mtp_position() + r.num_drafts > c.max_position)
+    if (r.num_drafts < 0 || r.num_drafts > MostDrafts())
+      return Error(ErrorCode::kInvalidArgument, where + "num_drafts " + std::to_string(r.num_drafts) +
+                                                    " outside [0, " + std::to_string(MostDrafts()) + "]");
+    if (!c.dspark.present() && r.state->mtp_position() + r.num_drafts > c.max_position)
       return Error(ErrorCode::kContextOverflow, where + "drafts would pass the model's context");
   }
   return Status::Ok();
 }
 
-namespace {
-// The lowest id of the largest logit.
-int32_t ArgmaxRow(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (x[i] > x[best]) best = i;
-  return static_cast<int32_t>(best);
+bool Engine::CanDraft(const SequenceState& state) const {
+  const model::ModelConfig& c = model_.config();
+  if (!state.with_mtp()) return false;
+  if (c.dspark.present()) return state.position() + c.dspark.block_size <= c.max_position;  // the whole block fits
+  return !state.pending_hidden().empty();
 }
+
+int Engine::MostDrafts() const {
+  const model::ModelConfig& c = model_.config();
+  return c.dspark.present() ? c.dspark.block_size : c.sliding_window - 1;
+}
+
+base::Result<std::vector<std::vector<int32_t>>> Engine::Draft(std::span<const DraftRequest> batch,
+                                                              std::vector<std::vector<float>>* confidence) {
+  return model_.config().dspark.present() ? DraftDspark(batch, confidence) : DraftMtp(batch, confidence);
+}
+
+namespace {
 // The softmax probability of the row's argmax `top`.
 float TopProbability(const float* x, int64_t n, int32_t top) {
   double total = 0;
@@ -85,6 +102,8 @@ float TopProbability(const float* x, int64_t n, int32_t top) {
 
 base::Result<std::vector<std::vector<int32_t>>> Engine::DraftMtp(std::span<const DraftRequest> batch,
                                                                  std::vector<std::vector<float>>* confidence) {
+  if (model_.config().num_mtp_layers == 0)
+    return Error(ErrorCode::kFailedPrecondition, "the model has no MTP block to draft with");
   FS_RETURN_IF_ERROR(ValidateDrafts(batch));
   ops_.ResetStats();
   const model::ModelConfig& c = model_.config();

@@ -14,44 +14,14 @@ namespace {
 
 using testing::RandomTokens;
 using testing::RunChunked;
-
-bool Same(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
-}
-
-bool SamePool(const SoftmaxPool& a, const SoftmaxPool& b) {
-  return a.count == b.count && Same(a.max, b.max) && Same(a.sum, b.sum) && Same(a.wsum, b.wsum);
-}
-
-bool SameCarry(const CompressorState& a, const CompressorState& b) {
-  return SamePool(a.cur, b.cur) && SamePool(a.next, b.next);
-}
-
-// Every field of two states, bit for bit; names the first difference.
-std::string StateDifference(const SequenceState& a, const SequenceState& b) {
-  if (a.position() != b.position()) return "position";
-  if (a.mtp_position() != b.mtp_position()) return "mtp_position";
-  if (!Same(a.pending_hidden(), b.pending_hidden())) return "pending_hidden";
-  if (a.recent_tokens() != b.recent_tokens()) return "recent_tokens";
-  if (a.num_layers() != b.num_layers()) return "num_layers";
-  for (int i = 0; i < a.num_layers(); ++i) {
-    const LayerState& x = a.layer(i);
-    const LayerState& y = b.layer(i);
-    const std::string at = " of layer " + std::to_string(i);
-    if (!Same(x.ring, y.ring)) return "ring" + at;
-    if (!Same(x.compressed, y.compressed)) return "compressed" + at;
-    if (!Same(x.index_keys, y.index_keys)) return "index_keys" + at;
-    if (!SameCarry(x.compressor, y.compressor)) return "compressor" + at;
-    if (!SameCarry(x.index_compressor, y.index_compressor)) return "index_compressor" + at;
-  }
-  return "";
-}
+using testing::Same;
+using testing::StateDifference;
 
 std::vector<float> Step(Engine& engine, SequenceState* state, std::vector<int32_t> tokens, UndoLog* undo = nullptr,
                         std::vector<float>* mtp = nullptr) {
   ForwardRequest req{state, tokens, LogitsMode::kAll};
   req.undo = undo;
-  req.mtp_logits = mtp != nullptr && state->with_mtp();
+  req.mtp_logits = mtp != nullptr && state->with_mtp() && engine.model().config().num_mtp_layers > 0;
   auto r = engine.Forward({&req, 1});
   EXPECT_TRUE(r.ok()) << r.error().ToString();
   if (!r.ok()) return {};
@@ -91,6 +61,7 @@ void CheckRollbacks(const Model& model, bool with_mtp) {
 }
 
 TEST(Rollback, V4WithMtpEqualsAPlainRun) { CheckRollbacks(testing::TestModel(), true); }
+TEST(Rollback, V4WithDsparkEqualsAPlainRun) { CheckRollbacks(testing::TestModelDspark(), true); }
 TEST(Rollback, V4WithoutMtpEqualsAPlainRun) { CheckRollbacks(testing::TestModel(), false); }
 TEST(Rollback, V41EqualsAPlainRun) { CheckRollbacks(testing::TestModelV41(), false); }
 TEST(Rollback, V41EngramEqualsAPlainRun) { CheckRollbacks(testing::TestModelV41Engram(), false); }
@@ -183,11 +154,10 @@ TEST(DraftMtp, LeavesTheStateAndStartsFromTheHeadsArgmax) {
   EXPECT_EQ(StateDifference(*a, *before), "");
 }
 
-// Greedy decoding with K drafts per step, verified in one forward and rolled back to the
-// accepted prefix, emits exactly the plain greedy tokens and ends in the same state. The test
-// model's drafts are often wrong, so accepts and rejects both happen.
-TEST(DraftMtp, GreedySpeculationEmitsThePlainTokens) {
-  const Model& model = testing::TestModel();
+// Greedy decoding with K drafts per step from the model's drafter, verified in one forward and
+// rolled back to the accepted prefix, emits exactly the plain greedy tokens and ends in the same
+// state. The test model's drafts are often wrong, so accepts and rejects both happen.
+void CheckGreedySpeculation(const Model& model, const std::vector<int>& ks) {
   const int64_t vocab = model.config().vocab_size;
   Engine engine(model, EngineOptions{});
   const std::vector<int32_t> prompt = RandomTokens(100, 21);
@@ -200,15 +170,16 @@ TEST(DraftMtp, GreedySpeculationEmitsThePlainTokens) {
     logits = Step(engine, plain.get(), {expected.back()});
     expected.push_back(Argmax(logits.data(), vocab));
   }
-  for (int k : {1, 3, 7}) {
+  for (int k : ks) {
     auto spec = engine.NewSequence(true);
     logits = Step(engine, spec.get(), prompt);
     std::vector<int32_t> out = {Argmax(logits.data() + (prompt.size() - 1) * vocab, vocab)};
     int accepted = 0, drafted = 0;
     while (static_cast<int>(out.size()) < total) {
       DraftRequest d{spec.get(), out.back(), k};
-      auto drafts = engine.DraftMtp({&d, 1});
+      auto drafts = engine.Draft({&d, 1});
       ASSERT_TRUE(drafts.ok());
+      ASSERT_EQ((*drafts)[0].size(), static_cast<size_t>(k));
       std::vector<int32_t> chunk = {out.back()};
       chunk.insert(chunk.end(), (*drafts)[0].begin(), (*drafts)[0].end());
       UndoLog log;
@@ -236,6 +207,9 @@ TEST(DraftMtp, GreedySpeculationEmitsThePlainTokens) {
     EXPECT_EQ(StateDifference(*spec, *replay), "") << "K " << k << " accepted " << accepted << " of " << drafted;
   }
 }
+
+TEST(DraftMtp, GreedySpeculationEmitsThePlainTokens) { CheckGreedySpeculation(testing::TestModel(), {1, 3, 7}); }
+TEST(DraftDspark, GreedySpeculationEmitsThePlainTokens) { CheckGreedySpeculation(testing::TestModelDspark(), {1, 3, 5}); }
 
 // MTP layers added to a state without them start fresh at its position and draft after the
 // next forward; taken away, the state equals one that never had them. The trunk is untouched.

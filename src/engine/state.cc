@@ -92,7 +92,7 @@ LayerState FreshLayer(const model::ModelConfig& config, const model::LayerSpec& 
 }  // namespace
 
 SequenceState::SequenceState(const model::ModelConfig& config, const model::LayerPlan& plan, bool with_mtp)
-    : with_mtp_(with_mtp && config.num_mtp_layers > 0),
+    : with_mtp_(with_mtp && config.num_drafter_layers() > 0),
       engram_lookback_(config.engram.layer_ids.empty() ? 0 : config.engram.max_ngram_size - 1) {
   for (const model::LayerSpec& spec : plan) {
     if (spec.is_mtp && !with_mtp_) break;
@@ -101,7 +101,7 @@ SequenceState::SequenceState(const model::ModelConfig& config, const model::Laye
 }
 
 void SequenceState::SetMtp(bool with_mtp, const model::ModelConfig& config, const model::LayerPlan& plan) {
-  with_mtp = with_mtp && config.num_mtp_layers > 0;
+  with_mtp = with_mtp && config.num_drafter_layers() > 0;
   if (with_mtp == with_mtp_) return;
   with_mtp_ = with_mtp;
   pending_hidden_.clear();

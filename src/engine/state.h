@@ -66,7 +66,8 @@ int64_t EstimateStateBytes(const model::ModelConfig& config, const model::LayerP
 
 class SequenceState {
  public:
-  // Fresh state at position 0 for every layer of the plan (MTP layers only when with_mtp).
+  // Fresh state at position 0 for every layer of the plan (the drafter's layers, the MTP block or
+  // the DSpark stages, only when with_mtp: "MTP" names both below).
   SequenceState(const model::ModelConfig& config, const model::LayerPlan& plan, bool with_mtp);
 
   int64_t position() const { return position_; }
@@ -76,7 +77,8 @@ class SequenceState {
   const LayerState& layer(int i) const { return layers_[static_cast<size_t>(i)]; }
 
   // MTP bookkeeping: trunk output streams of the last position, consumed when the next token
-  // arrives (the MTP module at position t needs token t+1).
+  // arrives (the MTP module at position t needs token t+1). DSpark stages need neither: their
+  // rings follow the trunk (mtp_position == position).
   std::vector<float>& pending_hidden() { return pending_hidden_; }
   const std::vector<float>& pending_hidden() const { return pending_hidden_; }
   int64_t mtp_position() const { return mtp_position_; }

@@ -254,7 +254,7 @@ base::Result<std::unique_ptr<SequenceState>> StateCodec::Assemble(std::string_vi
   if (num_layers != s->layers_.size() || ((flags & 2u) != 0) != (s->engram_lookback_ > 0))
     return Error(ErrorCode::kBadState, "sequence state: layer count or Engram look-back does not match the model");
   if (position < 0 || position > c.max_position || mtp_position < 0 || mtp_position > position || first_block < 0 ||
-      first_block > position / kBlockTokens)
+      first_block > position / kBlockTokens || (c.dspark.present() && (flags & 1u) != 0 && mtp_position != position))
     return Corrupt("bad position");
   if (static_cast<int64_t>(blocks.size()) != first_block)
     return Error(ErrorCode::kInvalidArgument, "sequence state needs " + std::to_string(first_block) + " blocks, got " +

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,18 @@ inline const Model& TestModelV41Engram() {
   return *m;
 }
 
+// tiny laid out as DeepSeek-V4-Flash-0731 (three DSpark stages, blocks of 5), its noise token
+// inside the reduced vocabulary.
+inline const Model& TestModelDspark() {
+  static std::unique_ptr<Model> m;
+  if (!m) {
+    model::ModelConfig c = model::WithDspark(model::TinyPreset());
+    c.dspark.noise_token_id = 1279;
+    m = WriteAndLoad(c, false, "_dspark");
+  }
+  return *m;
+}
+
 inline const Model& TestModel(bool bf16 = false) {
   static std::unique_ptr<Model> models[2];
   std::unique_ptr<Model>& m = models[bf16 ? 1 : 0];
@@ -119,6 +132,38 @@ inline double IndexerQueryBytes(const Model& m) {
       total += static_cast<double>(m.layer(l).attn.indexer.wq_b.StoredBytes() +
                                    m.layer(l).attn.indexer.weights_proj.StoredBytes());
   return total;
+}
+
+inline bool Same(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+
+inline bool SamePool(const SoftmaxPool& a, const SoftmaxPool& b) {
+  return a.count == b.count && Same(a.max, b.max) && Same(a.sum, b.sum) && Same(a.wsum, b.wsum);
+}
+
+inline bool SameCarry(const CompressorState& a, const CompressorState& b) {
+  return SamePool(a.cur, b.cur) && SamePool(a.next, b.next);
+}
+
+// Every field of two states, bit for bit; names the first difference.
+inline std::string StateDifference(const SequenceState& a, const SequenceState& b) {
+  if (a.position() != b.position()) return "position";
+  if (a.mtp_position() != b.mtp_position()) return "mtp_position";
+  if (!Same(a.pending_hidden(), b.pending_hidden())) return "pending_hidden";
+  if (a.recent_tokens() != b.recent_tokens()) return "recent_tokens";
+  if (a.num_layers() != b.num_layers()) return "num_layers";
+  for (int i = 0; i < a.num_layers(); ++i) {
+    const LayerState& x = a.layer(i);
+    const LayerState& y = b.layer(i);
+    const std::string at = " of layer " + std::to_string(i);
+    if (!Same(x.ring, y.ring)) return "ring" + at;
+    if (!Same(x.compressed, y.compressed)) return "compressed" + at;
+    if (!Same(x.index_keys, y.index_keys)) return "index_keys" + at;
+    if (!SameCarry(x.compressor, y.compressor)) return "compressor" + at;
+    if (!SameCarry(x.index_compressor, y.index_compressor)) return "index_compressor" + at;
+  }
+  return "";
 }
 
 inline bool BitEqual(const std::vector<float>& a, const std::vector<float>& b) {

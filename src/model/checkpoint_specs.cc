@@ -105,6 +105,19 @@ struct Builder {
     for (const char* name : {"image_start", "image_end", "image_newline"}) F32(name, {d}, 1.0f);
     if (!c.is_v41()) F32("image_pad", {d}, 1.0f);
   }
+  void DsparkStage(const LayerSpec& s) {
+    const int64_t d = c.hidden_size, r = c.dspark.markov_rank;
+    if (s.dspark_stage == 0) {
+      Linear(s.prefix + "main_proj", TensorRole::kDenseLinear, d, c.dspark.stages() * d);
+      Norm(s.prefix + "main_norm.weight", d);
+    }
+    if (s.dspark_stage + 1 < c.dspark.stages()) return;
+    Norm(s.prefix + "norm.weight", d);
+    Hc(s.prefix + "hc_head_", c.hc_mult, 1);
+    Linear(s.prefix + "markov_head.markov_w1", TensorRole::kFloatLinear, c.vocab_size, r);
+    Linear(s.prefix + "markov_head.markov_w2", TensorRole::kFloatLinear, c.vocab_size, r);
+    Linear(s.prefix + "confidence_head.proj", TensorRole::kFloatLinear, 1, d + r);
+  }
   void Moe(const LayerSpec& s) {
     const std::string p = s.prefix + "ffn.";
     const int64_t d = c.hidden_size, f = c.moe_inter_dim;
@@ -151,7 +164,8 @@ std::vector<TensorSpec> CheckpointTensorSpecs(const ModelConfig& c, float sharp)
     b.Attention(s);
     b.Moe(s);
     if (const int e = EngramIndex(c, s.index); e >= 0) b.Engram(s.prefix + "engram.", e);
-    if (s.is_mtp) {
+    if (s.dspark_stage >= 0) b.DsparkStage(s);
+    if (s.is_mtp && s.dspark_stage < 0) {
       b.Linear(s.prefix + "e_proj", TensorRole::kDenseLinear, d, d);
       b.Linear(s.prefix + "h_proj", TensorRole::kDenseLinear, d, d);
       b.Norm(s.prefix + "enorm.weight", d);

@@ -69,7 +69,7 @@ Status ParseLayerSchedule(const json& j, ModelConfig* c) {
   for (size_t i = c->num_layers; i < ratios.size(); ++i)
     if (ratios[i] != 0) return BadKey("compress_ratios", "entries past num_hidden_layers (MTP) must be 0");
   c->compress_ratios.assign(ratios.begin(), ratios.begin() + c->num_layers);
-  c->compress_ratios.resize(c->num_layers + c->num_mtp_layers, 0);
+  c->compress_ratios.resize(c->num_layers + c->num_mtp_layers, 0);  // DSpark stages: ParseDsparkConfig
 
   if (auto it = j.find("num_hash_layers"); it != j.end() && !it->is_null()) {
     FS_RETURN_IF_ERROR(GetIntAs(j, "num_hash_layers", true, &c->num_hash_layers));
@@ -232,6 +232,7 @@ Result<ModelConfig> ParseConfigObject(const json& root) {
   FS_RETURN_IF_ERROR(ParseQuantization(j, &c));
   FS_RETURN_IF_ERROR(ParseMoe(j, &c));
   if (c.is_v41()) FS_RETURN_IF_ERROR(ParseV41Fields(j, &c));
+  if (!c.is_v41()) FS_RETURN_IF_ERROR(ParseDsparkConfig(j, &c));
   FS_RETURN_IF_ERROR(ParseVisionConfig(root, &c));
   FS_RETURN_IF_ERROR(ValidateModelConfig(c));
   return c;

@@ -57,6 +57,18 @@ struct VisionTowerConfig {
   int head_dim() const { return dim / num_heads; }
 };
 
+// The DSpark drafter of a V4 checkpoint (v4-architecture.md 4.7, api-and-decoding.md 3.3):
+// `stages` draft blocks stored as `mtp.0..stages-1` after the trunk, fed the mean residual streams
+// entering `target_layers`; block_size == 0: the checkpoint has none.
+struct DsparkConfig {
+  int block_size = 0;               // drafts per block: [anchor, noise x (block_size - 1)]
+  int64_t noise_token_id = 128799;  // the filler token of a block's later positions
+  std::vector<int> target_layers;   // one per stage (the released configs pair them)
+  int markov_rank = 256;            // the Markov head's rank r
+  bool present() const { return block_size > 0; }
+  int stages() const { return present() ? static_cast<int>(target_layers.size()) : 0; }
+};
+
 struct ModelConfig {
   std::string architecture;  // "DeepseekV4ForCausalLM" or "DeepseekV41ForCausalLM"
   ModelFamily family = ModelFamily::kV4;
@@ -104,7 +116,8 @@ struct ModelConfig {
   int candidate_block_size = 0;
   double gate_temp = 1.0;           // router logits are divided by it
   int64_t image_token_id = -1;  // V4 with a tower (Vision-Exp) and no id given: kVisionExpImageToken
-  int num_draft_layers = 0;         // DSpark stages in the checkpoint (not run by the engine)
+  int num_draft_layers = 0;         // V4.1: DSpark stages in the checkpoint (not run by the engine yet)
+  DsparkConfig dspark;              // V4: a DSpark drafter the engine runs (its stages follow the trunk)
   EngramConfig engram;
   VisionTowerConfig vision;
 
@@ -113,7 +126,10 @@ struct ModelConfig {
   int hc_dim() const { return hc_mult * static_cast<int>(hidden_size); }
   int hc_mix() const { return (2 + hc_mult) * hc_mult; }
   int nope_dim() const { return head_dim - rope_head_dim; }
-  int total_layers() const { return num_layers + num_mtp_layers; }
+  // Layers after the trunk that a drafting sequence keeps state for: the MTP block or the
+  // DSpark stages (a checkpoint has one kind or neither).
+  int num_drafter_layers() const { return num_mtp_layers + dspark.stages(); }
+  int total_layers() const { return num_layers + num_drafter_layers(); }
 };
 
 // Parses config.json text; every unsupported or inconsistent value is an error naming the key.

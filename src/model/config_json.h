@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "model/config.h"
@@ -58,6 +60,22 @@ inline Status GetDouble(const json& j, const std::string& key, double* out) {
   return Status::Ok();
 }
 
+// Reads a list of integers stored under one of several spellings (the first present wins).
+inline Status GetIntList(const json& j, std::initializer_list<const char*> keys, std::vector<int>* out) {
+  for (const char* key : keys) {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) continue;
+    if (!it->is_array()) return BadKey(key, "must be an array of integers");
+    out->clear();
+    for (const auto& v : *it) {
+      if (!v.is_number_integer()) return BadKey(key, "entries must be integers");
+      out->push_back(v.get<int>());
+    }
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
 // V4.1 (config_v41.cc): the text section of a composite config (text_config, with the
 // top-level quantization_config when the section has none), the V4.1-only fields under both
 // their config.json and inference/config.json spellings, and the composite serialisation.
@@ -69,5 +87,10 @@ std::string V41ConfigToJson(const ModelConfig& c);
 // V4 the flat `vision_*` keys of Vision-Exp; writes them back the same way.
 Status ParseVisionConfig(const json& root, ModelConfig* c);
 void AddVisionConfig(const ModelConfig& c, nlohmann::ordered_json* root);
+
+// The DSpark drafter (config_dspark.cc): the `dspark_*` keys of a V4 checkpoint that ships one
+// (V4-Flash-0731's layout); its stages become the layers after the trunk. Written back the same way.
+Status ParseDsparkConfig(const json& j, ModelConfig* c);
+void AddDsparkConfig(const ModelConfig& c, nlohmann::ordered_json* root);
 
 }  // namespace flashserve::model::config_json

@@ -149,10 +149,52 @@ TEST(ConfigTest, AcceptsTheOfficialFlashConfigShape) {
   j["num_hidden_layers"] = 4;
   j["compress_ratios"] = {0, 0, 4, 128, 0, 0, 0};
   j["eos_token_id"] = 1;
-  j["dspark_block_size"] = 5;
   auto c = ParseModelConfig(j.dump());
   ASSERT_TRUE(c.ok()) << c.error().ToString();
   EXPECT_EQ(c->compress_ratios, (std::vector<int>{0, 0, 4, 128, 0}));
+  EXPECT_FALSE(c->dspark.present());
+}
+
+// V4-Flash-0731's keys (v4-architecture.md 2.1): three DSpark stages in the mtp.* names, one per
+// target layer, whatever num_nextn_predict_layers says; written back and read the same.
+TEST(ConfigTest, ReadsADsparkDrafterAndWritesItBack) {
+  auto j = OfficialTiny();
+  j["num_hidden_layers"] = 4;
+  j["compress_ratios"] = {0, 0, 4, 128, 0};
+  j["num_nextn_predict_layers"] = 1;
+  j["dspark_block_size"] = 5;
+  j["dspark_noise_token_id"] = 128799;
+  j["dspark_target_layer_ids"] = {1, 2, 3};
+  j["dspark_markov_rank"] = 256;
+  auto c = ParseModelConfig(j.dump());
+  ASSERT_TRUE(c.ok()) << c.error().ToString();
+  EXPECT_EQ(c->num_mtp_layers, 0);
+  EXPECT_EQ(c->dspark.stages(), 3);
+  EXPECT_EQ(c->total_layers(), 7);
+  EXPECT_EQ(c->compress_ratios, (std::vector<int>{0, 0, 4, 128, 0, 0, 0}));
+  const LayerPlan plan = BuildLayerPlan(*c);
+  EXPECT_EQ(plan[6].prefix, "mtp.2.");
+  EXPECT_EQ(plan[6].dspark_stage, 2);
+  EXPECT_FALSE(plan[4].hash_moe);
+  auto again = ParseModelConfig(ModelConfigToJson(*c));
+  ASSERT_TRUE(again.ok()) << again.error().ToString();
+  EXPECT_EQ(again->dspark.target_layers, c->dspark.target_layers);
+  EXPECT_EQ(again->dspark.block_size, 5);
+  EXPECT_EQ(again->dspark.noise_token_id, 128799);
+  EXPECT_EQ(again->total_layers(), 7);
+  auto preset = ParseModelConfig(ModelConfigToJson(WithDspark(MediumPreset())));
+  ASSERT_TRUE(preset.ok()) << preset.error().ToString();
+  EXPECT_EQ(preset->dspark.target_layers, (std::vector<int>{7, 8, 9}));
+  for (auto [key, value] : std::vector<std::pair<std::string, json>>{{"dspark_block_size", 0},
+                                                                     {"dspark_block_size", 17},
+                                                                     {"dspark_noise_token_id", 129280},
+                                                                     {"dspark_target_layer_ids", json::array({1, 4})},
+                                                                     {"dspark_target_layer_ids", json::array()},
+                                                                     {"dspark_markov_rank", 0}}) {
+    auto bad = j;
+    bad[key] = value;
+    ExpectRejected(bad, base::ErrorCode::kBadConfig, key);
+  }
 }
 
 }  // namespace

@@ -14,22 +14,6 @@ using base::Result;
 namespace config_json {
 namespace {
 
-// Reads a list of integers stored under one of several spellings.
-Status GetIntList(const json& j, std::initializer_list<const char*> keys, std::vector<int>* out) {
-  for (const char* key : keys) {
-    auto it = j.find(key);
-    if (it == j.end() || it->is_null()) continue;
-    if (!it->is_array()) return BadKey(key, "must be an array of integers");
-    out->clear();
-    for (const auto& v : *it) {
-      if (!v.is_number_integer()) return BadKey(key, "entries must be integers");
-      out->push_back(v.get<int>());
-    }
-    return Status::Ok();
-  }
-  return Status::Ok();
-}
-
 Status GetIntAny(const json& j, std::initializer_list<const char*> keys, int64_t* out) {
   for (const char* key : keys)
     if (j.contains(key) && !j[key].is_null()) return GetInt(j, key, true, out);

@@ -22,6 +22,9 @@ Status ValidateModelConfig(const ModelConfig& c) {
   if (c.num_layers <= 0 || c.num_layers > 512) return Invalid("num_hidden_layers out of range");
   if (c.num_mtp_layers < 0 || c.num_mtp_layers > 1)
     return Error(ErrorCode::kUnsupportedConfig, "config.json: num_nextn_predict_layers must be 0 or 1");
+  if (c.dspark.present() && (c.is_v41() || c.num_mtp_layers != 0))
+    return Invalid("a DSpark drafter takes the MTP block's place (V4 checkpoints)");
+  if (static_cast<int>(c.compress_ratios.size()) < c.total_layers()) return Invalid("compress_ratios must cover every layer");
   if (c.num_heads <= 0 || c.head_dim <= 0) return Invalid("num_attention_heads and head_dim must be positive");
   if (c.rope_head_dim <= 0 || c.rope_head_dim % 2 != 0 || c.rope_head_dim >= c.head_dim)
     return Invalid("qk_rope_head_dim must be even and smaller than head_dim");
@@ -93,7 +96,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   j["num_hidden_layers"] = c.num_layers;
   j["num_hash_layers"] = c.num_hash_layers;
   j["num_key_value_heads"] = 1;
-  j["num_nextn_predict_layers"] = c.num_mtp_layers;
+  j["num_nextn_predict_layers"] = c.num_drafter_layers();
   j["o_groups"] = c.o_groups;
   j["o_lora_rank"] = c.o_lora_rank;
   j["q_lora_rank"] = c.q_lora_rank;
@@ -122,6 +125,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
   j["compress_rope_theta"] = c.compress_rope_theta;
   j["compress_ratios"] = c.compress_ratios;
   config_json::AddVisionConfig(c, &j);
+  config_json::AddDsparkConfig(c, &j);
   return j.dump(2) + "\n";
 }
 

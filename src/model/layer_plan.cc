@@ -52,6 +52,7 @@ LayerPlan BuildLayerPlan(const ModelConfig& config) {
     LayerSpec s;
     s.index = i;
     s.is_mtp = i >= config.num_layers;
+    if (s.is_mtp && config.dspark.present()) s.dspark_stage = i - config.num_layers;
     s.compress_ratio = config.compress_ratios[static_cast<size_t>(i)];
     if (config.is_v41()) {
       AssignV41Roles(config, &s);

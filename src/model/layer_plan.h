@@ -18,7 +18,8 @@ enum class RopeTable { kMain, kCompress };
 
 struct LayerSpec {
   int index = 0;              // 0..total_layers-1 (MTP layers follow the trunk)
-  bool is_mtp = false;
+  bool is_mtp = false;        // after the trunk (prefix mtp.K.): the MTP block or a DSpark stage
+  int dspark_stage = -1;      // DSpark stage 0..S-1 (is_mtp too), -1 otherwise
   AttentionKind attention = AttentionKind::kSliding;
   int compress_ratio = 0;     // V4: 0, 4 or 128; V4.1: 0, 2 or 1
   // Compressed KV: the layer whose entries this layer attends (-1: none; V4: itself).

@@ -166,19 +166,32 @@ ModelConfig TinyVisionExpPreset() {
   return c;
 }
 
+ModelConfig WithDspark(ModelConfig c) {
+  c.num_mtp_layers = 0;
+  c.dspark.block_size = 5;
+  c.dspark.noise_token_id = 128799;
+  c.dspark.markov_rank = 256;
+  c.dspark.target_layers = {c.num_layers - 3, c.num_layers - 2, c.num_layers - 1};
+  c.compress_ratios.resize(static_cast<size_t>(c.num_layers));
+  c.compress_ratios.resize(static_cast<size_t>(c.total_layers()), 0);
+  return c;
+}
+
 Result<ModelConfig> PresetByName(const std::string& name) {
   if (name == "tiny") return TinyPreset();
   if (name == "medium") return MediumPreset();
+  if (name == "tiny-dspark") return WithDspark(TinyPreset());
+  if (name == "medium-dspark") return WithDspark(MediumPreset());
   if (name == "tiny-v41") return TinyV41Preset();
   if (name == "medium-v41") return MediumV41Preset();
   if (name == "tower-v41") return TowerV41Preset();
   if (name == "tiny-vision-exp") return TinyVisionExpPreset();
   return base::Error(base::ErrorCode::kInvalidArgument,
-                     "unknown preset '" + name + "' (tiny, medium, tiny-v41, medium-v41, tower-v41, tiny-vision-exp)");
+                     "unknown preset '" + name + "' (tiny, medium, tiny-dspark, medium-dspark, tiny-v41, medium-v41, tower-v41, tiny-vision-exp)");
 }
 
 std::vector<std::string> PresetNames() {
-  return {"tiny", "medium", "tiny-v41", "medium-v41", "tower-v41", "tiny-vision-exp"};
+  return {"tiny", "medium", "tiny-dspark", "medium-dspark", "tiny-v41", "medium-v41", "tower-v41", "tiny-vision-exp"};
 }
 
 }  // namespace flashserve::model

@@ -1,6 +1,7 @@
 // Named model configurations for generated checkpoints: "tiny" (v4-architecture.md
 // section 11: every attention type x both MoE kinds + MTP), "medium" (benchmark sized,
-// ~1.5 GB, FP8 dense + FP4 experts), and their V4.1 siblings "tiny-v41" / "medium-v41".
+// ~1.5 GB, FP8 dense + FP4 experts), their DSpark siblings "tiny-dspark" / "medium-dspark" and
+// V4.1 siblings "tiny-v41" / "medium-v41".
 // Pure functions.
 #pragma once
 
@@ -19,6 +20,9 @@ ModelConfig TinyV41Preset();    // v4-architecture.md section 11 V4.1 tiny (Reus
 ModelConfig MediumV41Preset();  // benchmark-sized V4.1
 ModelConfig TowerV41Preset();   // tiny-v41 with the released vision tower (bench-vision)
 ModelConfig TinyVisionExpPreset();  // tiny (V4) with a small tower, as DeepSeek-V4-Flash-Vision-Exp
+// A V4 preset laid out as DeepSeek-V4-Flash-0731: three DSpark stages (blocks of 5, fed by the last
+// three trunk layers, Markov rank 256) in place of the MTP block.
+ModelConfig WithDspark(ModelConfig c);
 base::Result<ModelConfig> PresetByName(const std::string& name);
 std::vector<std::string> PresetNames();
 

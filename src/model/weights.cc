@@ -181,7 +181,7 @@ struct Loader {
     FS_RETURN_IF_ERROR(Hc(s.prefix + "hc_ffn_", c.hc_mix(), 3, &w->hc_ffn));
     FS_RETURN_IF_ERROR(Attention(s, &w->attn));
     FS_RETURN_IF_ERROR(Moe(s, &w->moe));
-    if (s.is_mtp) {
+    if (s.is_mtp && s.dspark_stage < 0) {
       MtpExtraWeights& m = w->mtp;
       FS_ASSIGN_OR_RETURN(m.e_proj, r.Linear(s.prefix + "e_proj", d, d, LinearKind::kDense));
       FS_ASSIGN_OR_RETURN(m.h_proj, r.Linear(s.prefix + "h_proj", d, d, LinearKind::kDense));
@@ -190,6 +190,20 @@ struct Loader {
       FS_ASSIGN_OR_RETURN(m.norm, r.Floats(s.prefix + "norm.weight", {d}));
       FS_RETURN_IF_ERROR(Hc(s.prefix + "hc_head_", c.hc_mult, 1, &m.hc_head));
     }
+    return Status::Ok();
+  }
+
+  // Stage 0 projects the context; the last stage holds the heads.
+  Status Dspark(const LayerPlan& plan, DsparkWeights* w) {
+    const int64_t d = c.hidden_size, v = c.vocab_size, rank = c.dspark.markov_rank;
+    const std::string first = plan[static_cast<size_t>(c.num_layers)].prefix, last = plan.back().prefix;
+    FS_ASSIGN_OR_RETURN(w->main_proj, r.Linear(first + "main_proj", d, c.dspark.stages() * d, LinearKind::kDense));
+    FS_ASSIGN_OR_RETURN(w->main_norm, r.Floats(first + "main_norm.weight", {d}));
+    FS_ASSIGN_OR_RETURN(w->norm, r.Floats(last + "norm.weight", {d}));
+    FS_RETURN_IF_ERROR(Hc(last + "hc_head_", c.hc_mult, 1, &w->hc_head));
+    FS_ASSIGN_OR_RETURN(w->markov_w1, r.Linear(last + "markov_head.markov_w1", v, rank, LinearKind::kFloatOnly));
+    FS_ASSIGN_OR_RETURN(w->markov_w2, r.Linear(last + "markov_head.markov_w2", v, rank, LinearKind::kFloatOnly));
+    FS_ASSIGN_OR_RETURN(w->confidence, r.Floats(last + "confidence_head.proj.weight", {1, d + rank}));
     return Status::Ok();
   }
 };
@@ -210,6 +224,10 @@ Result<ModelWeights> LoadModelWeights(const Checkpoint& ckpt, const ModelConfig&
   for (const LayerSpec& spec : plan) {
     Status s = loader.Layer(spec, &w.layers[static_cast<size_t>(spec.index)]);
     if (!s.ok()) return s.error().WithContext("layer " + spec.prefix.substr(0, spec.prefix.size() - 1));
+  }
+  if (config.dspark.present()) {
+    Status s = loader.Dspark(plan, &w.dspark);
+    if (!s.ok()) return s.error().WithContext("DSpark drafter");
   }
   if (config.vision.present()) {
     Status s = loader.Vision(&w.vision);

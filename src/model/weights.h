@@ -61,6 +61,17 @@ struct MtpExtraWeights {
   HcWeights hc_head;
 };
 
+// The DSpark drafter's weights besides its stages' blocks (v4-architecture.md 4.7): the context
+// projection on stage 0, the head, Markov head and confidence head on the last stage.
+struct DsparkWeights {
+  Matrix main_proj;                // [d, stages * d]: the target layers' features -> context
+  std::vector<float> main_norm;    // [d]
+  std::vector<float> norm;         // [d]
+  HcWeights hc_head;
+  Matrix markov_w1, markov_w2;     // [vocab, r]: the previous token's row; its bias on every logit
+  std::vector<float> confidence;   // [d + r]: sigmoid(w . [h_k ; w1[x_k-1]])
+};
+
 // V4.1 Engram at a layer (v4-architecture.md 5.4); `embed` stays in the mapped file and only
 // the rows a token hashes to are read.
 struct EngramWeights {
@@ -104,6 +115,7 @@ struct ModelWeights {
   HcWeights hc_head;                 // V4 only (V4.1 collapses with the last FFN site's pre)
   std::vector<LayerWeights> layers;  // trunk layers then MTP layers (LayerPlan order)
   VisionWeights vision;              // config.vision.present() only
+  DsparkWeights dspark;              // config.dspark.present() only
   size_t num_tensors = 0;
   size_t total_bytes = 0;
 };

@@ -54,8 +54,8 @@ EngineLoop::EngineLoop(const engine::Model& model, const engine::EngineOptions& 
       config_(config),
       engine_(model, engine_options),
       sched_(config.sched,
-             [&model, mtp = config.speculative.mtp](int64_t p) {
-               return engine::EstimateStateBytes(model.config(), model.plan(), mtp, p);
+             [&model, drafter = config.speculative.drafter](int64_t p) {
+               return engine::EstimateStateBytes(model.config(), model.plan(), drafter, p);
              }),
       store_(std::move(store)),
       fingerprint_(ModelFingerprint(model, engine_options)),
@@ -208,7 +208,7 @@ base::Status EngineLoop::ValidateRequest(const protocol::GenerateRequest& r) con
                                                   " tokens) plus max_tokens (" + std::to_string(r.max_tokens) +
                                                   ") exceeds the context of " + std::to_string(config_.max_context) +
                                                   " tokens");
-  if (engine::EstimateStateBytes(c, model_.plan(), MtpStates(), total) > config_.sched.state_pool_bytes)
+  if (engine::EstimateStateBytes(c, model_.plan(), DrafterStates(), total) > config_.sched.state_pool_bytes)
     return Error(ErrorCode::kContextOverflow, "the request needs more sequence-state memory than the server's pool");
   return sampler::ValidateSamplingParams(r.sampling, c.vocab_size);
 }

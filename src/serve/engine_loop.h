@@ -39,13 +39,13 @@ namespace flashserve::serve {
 // forward (all of a step's drafts in one batch) and rolled back to the accepted prefix; the
 // emitted tokens are those of plain decoding, bit for bit, sampled or greedy.
 struct SpeculativeConfig {
-  bool mtp = false;
+  bool drafter = false;      // draft with the checkpoint's drafter (its MTP block or DSpark stages)
   int num_draft_tokens = 1;  // K: rows verified per sequence and step = K + 1
   // Adaptive verify budget (DSpark's hardware-aware prefix scheduler): each step keeps the drafts
   // that maximise expected tokens x steps/s(rows), by their confidences (the MTP head's
-  // probability of each draft; for external drafts the measured acceptance by position) and a
-  // step-time profile measured when the loop is made, none where the step would gain less than
-  // 5%; drafts made only as deep as the budget may keep (DraftSchedule). Off: every eligible
+  // probability of each draft, DSpark's confidence head; for external drafts the measured acceptance by position) and a
+  // step-time profile measured when the loop is made, the drafting call's time counted against
+  // them, none where the step would gain less than 5%; drafts made only as deep as the budget may keep (DraftSchedule). Off: every eligible
   // sequence verifies K.
   bool adaptive = false;
   std::shared_ptr<const StepProfile> profile;  // adaptive: this step-time profile instead of measuring one
@@ -63,7 +63,7 @@ struct LoopConfig {
   int64_t encoder_cache_bytes = int64_t{256} << 20;  // tower outputs kept by picture, decoded, in memory
   int64_t encode_batch_pixels = 1354752;  // pixels one tower run takes from queued requests (two 384-token pictures)
   std::string image_ttl_class;  // TTL class of tower outputs in the KV store ("" = the store's default)
-  SpeculativeConfig speculative;  // mtp needs a checkpoint with an MTP block
+  SpeculativeConfig speculative;  // drafter needs a checkpoint with an MTP block or DSpark stages
   base::Status Validate() const;
 };
 
@@ -157,14 +157,12 @@ class EngineLoop final : public Service {
   // Speculative decoding (speculation.cc): drafts for the step's decode items that may
   // speculate, made into verify calls; then each one's rows sampled in order, the tokens that
   // match committed, and the state rolled back to them.
-  bool MtpStates() const { return config_.speculative.mtp && model_.config().num_mtp_layers > 0; }
-  bool Speculates() const {
-    return config_.speculative.external || (config_.speculative.mtp && model_.config().num_mtp_layers > 0);
-  }
+  bool DrafterStates() const { return config_.speculative.drafter && model_.config().num_drafter_layers() > 0; }
+  bool Speculates() const { return config_.speculative.external || DrafterStates(); }
   int DraftBudget(const LiveSequence& s, const sched::StepItem& item) const;
   void Draft(std::span<const sched::StepItem> items, std::span<engine::ForwardRequest> batch, std::span<Verify> verify);
   void ChooseBudget(std::span<const sched::StepItem> items, const std::vector<std::vector<float>>& confidence,
-                    std::vector<std::vector<int32_t>>* drafts) const;
+                    double draft_seconds, std::vector<std::vector<int32_t>>* drafts) const;
   void LearnAcceptance(int drafted, int accepted);
   static constexpr double kLeastVerifyGain = 0.05;  // see ChooseBudget
   void TrimToGrammar(LiveSequence& s, std::vector<int32_t>* drafts) const;

@@ -1,4 +1,5 @@
-// Speculative decoding in the engine loop (serve/engine_loop.h): greedy MTP drafts for decode
+// Speculative decoding in the engine loop (serve/engine_loop.h): greedy drafts (the MTP block or
+// DSpark's stages) for decode
 // items, verified in the step's forward, then accepted row by row. Every row is sampled exactly
 // as plain decoding samples that position (same processed distribution, same (seed, position)
 // draw, the grammar and history advanced by the tokens before it), and a draft is kept only
@@ -7,6 +8,7 @@
 // Engine thread.
 #include <algorithm>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "serve/engine_loop.h"
 #include "serve/verify_budget.h"
@@ -21,13 +23,15 @@ int EngineLoop::DraftBudget(const LiveSequence& s, const sched::StepItem& item) 
   if (!item.sample || item.persist || item.restore || item.end - item.begin != 1) return 0;
   if (s.index == 0 && s.request->forks_pending > 0) return 0;
   if (!s.state) return 0;
-  if (!config_.speculative.external && (!s.state->with_mtp() || s.state->pending_hidden().empty())) return 0;
+  if (!config_.speculative.external && !engine_.CanDraft(*s.state)) return 0;
   // The state never passes the next block boundary in one step, so a choice whose accepted
   // run ends there is persisted there as plain decoding would (AcceptDrafts).
   const int64_t block = kv::kBlockTokens, boundary = (item.end / block + 1) * block;
   const int64_t left = std::min({s.request->req.max_tokens - s.generated,
                                  config_.max_context - static_cast<int64_t>(s.tokens.size()), boundary - item.end + 1});
-  const int64_t most = std::min<int64_t>(config_.speculative.num_draft_tokens, model_.config().sliding_window - 1);
+  const int64_t most = std::min<int64_t>(config_.speculative.num_draft_tokens,
+                                         config_.speculative.external ? model_.config().sliding_window - 1
+                                                                      : engine_.MostDrafts());
   return static_cast<int>(std::clamp<int64_t>(left - 1, 0, most));
 }
 
@@ -64,7 +68,9 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
   ++draft_step_;
   if (drafts.empty()) return;
   std::vector<std::vector<float>> confidence;
-  auto made = config_.speculative.external ? ExternalDrafts(items, drafts, owner) : engine_.DraftMtp(drafts, &confidence);
+  const double started = base::MonotonicSeconds();
+  auto made = config_.speculative.external ? ExternalDrafts(items, drafts, owner) : engine_.Draft(drafts, &confidence);
+  const double draft_seconds = base::MonotonicSeconds() - started;
   if (!made.ok()) {  // the step goes on without drafts
     FS_LOG(kWarning, "drafting failed, decoding without drafts this step: {}", made.error().ToString());
     return;
@@ -74,7 +80,7 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
   if (step_profile_) {
     std::vector<int> offered;
     for (const std::vector<int32_t>& m : *made) offered.push_back(static_cast<int>(m.size()));
-    ChooseBudget(items, confidence, &*made);
+    ChooseBudget(items, confidence, draft_seconds, &*made);
     for (size_t d = 0; d < owner.size(); ++d)
       Live(items[owner[d]].seq).draft_schedule.Record(offered[d], static_cast<int>((*made)[d].size()));
   }
@@ -114,12 +120,13 @@ void EngineLoop::TrimToGrammar(LiveSequence& s, std::vector<int32_t>* drafts) co
 }
 
 // The adaptive verify budget (serve/verify_budget.h): each draft's confidence is the drafter's
-// (the MTP head's probability of it) calibrated to the acceptance measured at its position, or
-// else that acceptance itself. A gain inside the profile's own error (kLeastVerifyGain) is not
+// (the MTP head's probability of it, DSpark's confidence head) calibrated to the acceptance
+// measured at its position, or else that acceptance itself; the drafting call's time counts
+// against the drafts (a DSpark block costs one to two plain steps on medium). A gain inside the profile's own error (kLeastVerifyGain) is not
 // taken: at large batches verify rows cost about what they bring, and a profile a few percent
 // off would make the steps slower than plain ones.
 void EngineLoop::ChooseBudget(std::span<const sched::StepItem> items, const std::vector<std::vector<float>>& confidence,
-                              std::vector<std::vector<int32_t>>* drafts) const {
+                              double draft_seconds, std::vector<std::vector<int32_t>>* drafts) const {
   int64_t rows = 0, tokens = 0;
   for (const sched::StepItem& item : items) rows += item.end - item.begin, tokens += item.sample;
   std::vector<std::vector<double>> worth(drafts->size());
@@ -128,7 +135,7 @@ void EngineLoop::ChooseBudget(std::span<const sched::StepItem> items, const std:
       worth[d].push_back(d < confidence.size() && j < confidence[d].size() ? calibration_.Calibrated(j, confidence[d][j])
                          : j < accept_rate_.size()                         ? accept_rate_[j]
                                                                            : 1.0);
-  const std::vector<int> keep = ChooseVerifyBudget(*step_profile_, rows, tokens, worth, kLeastVerifyGain);
+  const std::vector<int> keep = ChooseVerifyBudget(*step_profile_, rows, tokens, worth, kLeastVerifyGain, draft_seconds);
   for (size_t d = 0; d < drafts->size(); ++d) (*drafts)[d].resize(static_cast<size_t>(keep[d]));
 }
 

@@ -51,8 +51,8 @@ std::vector<protocol::GenerateRequest> Mix() {
 
 std::map<std::string, Outcome> RunAll(const LoopConfig& config, const std::vector<protocol::GenerateRequest>& requests,
                                    std::shared_ptr<grammar::GrammarCache> grammars = nullptr,
-                                   ServiceStats* stats = nullptr) {
-  EngineLoop loop(TestModel(), engine::EngineOptions{}, config);
+                                   ServiceStats* stats = nullptr, const engine::Model& model = TestModel()) {
+  EngineLoop loop(model, engine::EngineOptions{}, config);
   if (grammars) loop.SetGrammars(grammars);
   std::map<std::string, Outcome> outs;
   for (const protocol::GenerateRequest& r : requests) {
@@ -127,7 +127,7 @@ TEST(Speculation, MtpDraftsGiveThePlainOutput) {
   const auto plain = RunAll(Plain(), requests);
   for (int k : {1, 3}) {
     LoopConfig c = Plain();
-    c.speculative.mtp = true;
+    c.speculative.drafter = true;
     c.speculative.num_draft_tokens = k;
     ServiceStats stats;
     const auto spec = RunAll(c, requests, nullptr, &stats);
@@ -138,6 +138,59 @@ TEST(Speculation, MtpDraftsGiveThePlainOutput) {
     std::printf("MTP drafts, K=%d: %lld verified, %lld accepted (random weights)\n", k,
                 static_cast<long long>(stats.speculative_drafted), static_cast<long long>(stats.speculative_accepted));
   }
+}
+
+// The DSpark stages' blocks, every K up to the block size, fixed and adaptive budgets; an oracle
+// on DSpark states (most drafts right: long accepted runs rolled back with the stages' rings);
+// then a resume from the prefix cache.
+TEST(Speculation, DsparkDraftsGiveThePlainOutput) {
+  const engine::Model& model = engine::testing::TestModelDspark();
+  const auto requests = Mix();
+  const auto plain = RunAll(Plain(), requests, nullptr, nullptr, model);
+  for (int k : {1, 3, 5}) {
+    for (bool adaptive : {false, true}) {
+      LoopConfig c = Plain();
+      c.speculative.drafter = true;
+      c.speculative.num_draft_tokens = k;
+      c.speculative.adaptive = adaptive;
+      ServiceStats stats;
+      const auto spec = RunAll(c, requests, nullptr, &stats, model);
+      const std::string what = "dspark K=" + std::to_string(k) + (adaptive ? " adaptive" : " fixed");
+      ExpectSameOutput(plain, spec, what);
+      if (!adaptive) EXPECT_GT(spec.at("greedy").usage.speculative_drafted, 0) << what;
+      std::printf("DSpark drafts, %s: %lld verified, %lld accepted (random weights)\n", what.c_str(),
+                  static_cast<long long>(stats.speculative_drafted), static_cast<long long>(stats.speculative_accepted));
+    }
+  }
+  {
+    auto oracle = OracleOf(requests, plain, /*spoil=*/6);
+    LoopConfig c = Plain();
+    c.speculative.drafter = true;  // DSpark states, drafts from the oracle
+    c.speculative.num_draft_tokens = 5;
+    c.speculative.external = [oracle](std::span<const int32_t> t, int n) { return (*oracle)(t, n); };
+    ServiceStats stats;
+    const auto spec = RunAll(c, requests, nullptr, &stats, model);
+    ExpectSameOutput(plain, spec, "oracle on DSpark states");
+    EXPECT_GT(stats.speculative_accepted, stats.speculative_drafted / 2);
+  }
+  std::vector<int32_t> first = RandomTokens(300, 18), second = first;
+  const std::vector<int32_t> extra = RandomTokens(20, 19);
+  second.insert(second.end(), extra.begin(), extra.end());
+  const std::vector<protocol::GenerateRequest> resume = {Request("a", first, 4, 1, 0.0f), Request("b", second, 30, 2, 0.0f)};
+  const auto alone = RunAll(Plain(), resume, nullptr, nullptr, model);
+  LoopConfig c = Plain();
+  c.speculative.drafter = true;
+  c.speculative.num_draft_tokens = 5;
+  EngineLoop loop(model, engine::EngineOptions{}, c);
+  std::map<std::string, Outcome> spec;
+  for (const protocol::GenerateRequest& r : resume) {
+    Outcome* o = &spec[r.id];
+    ASSERT_TRUE(loop.Submit(r, testing::Collect(o)).ok());
+    for (int step = 0; step < 2000 && !o->done; ++step) loop.StepOnce();
+  }
+  EXPECT_EQ(spec.at("b").usage.cached_tokens, 256);
+  EXPECT_GT(spec.at("b").usage.speculative_drafted, 0);
+  ExpectSameOutput(alone, spec, "dspark resume");
 }
 
 TEST(Speculation, OracleDraftsAreAcceptedCutAndGiveThePlainOutput) {
@@ -196,7 +249,7 @@ TEST(Speculation, APrefixCacheResumeSpeculatesToThePlainOutput) {
   const std::vector<protocol::GenerateRequest> requests = {Request("a", first, 4, 1, 0.0f), Request("b", second, 30, 2, 0.0f)};
   const auto plain = RunAll(Plain(), requests);
   LoopConfig c = Plain();
-  c.speculative.mtp = true;
+  c.speculative.drafter = true;
   c.speculative.num_draft_tokens = 2;
   EngineLoop loop(TestModel(), engine::EngineOptions{}, c);
   std::map<std::string, Outcome> spec;
@@ -327,6 +380,10 @@ TEST(VerifyBudget, AGainInsideTheLeastGainTakesNothing) {
   EXPECT_EQ(ChooseVerifyBudget(near, 4, 4, sure, 0.05), (std::vector<int>{0, 0}));
   EXPECT_EQ(ChooseVerifyBudget(Linear(1.0, 0.1), 4, 4, sure, 0.05), (std::vector<int>{2, 2}));
   EXPECT_TRUE(ChooseVerifyBudget(near, 4, 4, {}, 0.05).empty());
+  // Drafting's own time counts against the drafts: 8 tokens in 1.8 + 0.5 s pays (+22% over 4 in
+  // 1.4 s), in 1.8 + 1.5 s it does not.
+  EXPECT_EQ(ChooseVerifyBudget(Linear(1.0, 0.1), 4, 4, sure, 0.05, 0.5), (std::vector<int>{2, 2}));
+  EXPECT_EQ(ChooseVerifyBudget(Linear(1.0, 0.1), 4, 4, sure, 0.05, 1.5), (std::vector<int>{0, 0}));
 }
 
 TEST(DraftSchedule, DraftsAsDeepAsKeptAndBacksOffWhereNoneAre) {
@@ -385,21 +442,21 @@ TEST(StepProfileTest, InterpolatesBetweenPointsAndAlongTheLastSlope) {
 // A prefix stored by a worker with MTP layers restores on one without, and the other way round
 // (the layers are added fresh or dropped): the resume is a cache hit with the plain output, and
 // a speculating reader drafts on the converted state.
-TEST(Speculation, PrefixesStoredWithAndWithoutMtpRestoreEitherWay) {
+void CheckPrefixesRestoreEitherWay(const engine::Model& model) {
   std::vector<int32_t> prompt = RandomTokens(300, 50), longer = prompt;
   const std::vector<int32_t> extra = RandomTokens(20, 51);
   longer.insert(longer.end(), extra.begin(), extra.end());
   const protocol::GenerateRequest writer = Request("w", prompt, 3, 1, 0.0f), reader = Request("r", longer, 20, 2, 0.0f);
-  const auto plain = RunAll(Plain(), {reader});
+  const auto plain = RunAll(Plain(), {reader}, nullptr, nullptr, model);
   for (bool writer_mtp : {false, true}) {
     const std::string dir = std::filesystem::temp_directory_path() / ("fs_spec_store_" + std::to_string(getpid()));
     std::filesystem::remove_all(dir);
     base::SystemClock clock;
     auto run = [&](bool mtp, const protocol::GenerateRequest& r, Outcome* out) {
       LoopConfig c = Plain();
-      c.speculative.mtp = mtp;
+      c.speculative.drafter = mtp;
       c.speculative.num_draft_tokens = 2;
-      EngineLoop loop(TestModel(), engine::EngineOptions{}, c, testing::OpenTestStore(TestModel(), clock, {dir, ""}));
+      EngineLoop loop(model, engine::EngineOptions{}, c, testing::OpenTestStore(model, clock, {dir, ""}));
       ASSERT_TRUE(loop.Submit(r, testing::Collect(out)).ok());
       for (int i = 0; i < 20000 && !out->done; ++i)
         if (!loop.StepOnce()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -416,6 +473,11 @@ TEST(Speculation, PrefixesStoredWithAndWithoutMtpRestoreEitherWay) {
     }
     std::filesystem::remove_all(dir);
   }
+}
+
+TEST(Speculation, PrefixesStoredWithAndWithoutMtpRestoreEitherWay) { CheckPrefixesRestoreEitherWay(TestModel()); }
+TEST(Speculation, PrefixesStoredWithAndWithoutDsparkRestoreEitherWay) {
+  CheckPrefixesRestoreEitherWay(engine::testing::TestModelDspark());
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ bool EngineLoop::RestoreItem(const sched::StepItem& item) {
   LiveSequence& s = Live(item.seq);
   LoopRequest& r = *s.request;
   Restored restored;
-  if (prefix_) restored = prefix_->Restore(s.cache_seed, s.tokens, s.images, item.begin / kv::kBlockTokens, MtpStates());
+  if (prefix_) restored = prefix_->Restore(s.cache_seed, s.tokens, s.images, item.begin / kv::kBlockTokens, DrafterStates());
   s.state = std::move(restored.state);
   ReleasePins(r);  // restored (or failed): the state owns its copy now
   if (!s.state) {
@@ -89,7 +89,7 @@ bool EngineLoop::RunPlan(const sched::StepPlan& plan) {
     LiveSequence& s = Live(item.seq);
     MarkStarted(*s.request);
     if (item.restore && !RestoreItem(item)) continue;
-    if (!s.state) s.state = engine_.NewSequence(MtpStates());
+    if (!s.state) s.state = engine_.NewSequence(DrafterStates());
     if (item.begin == 0 && s.index == 0) s.request->cached_counted = true;  // a cold prefill counts no hits
     FS_CHECK(s.state->position() == item.begin, "sequence %llu: state at %ld, plan starts at %ld",
              static_cast<unsigned long long>(s.id), static_cast<long>(s.state->position()),

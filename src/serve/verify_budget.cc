@@ -6,7 +6,8 @@
 namespace flashserve::serve {
 
 std::vector<int> ChooseVerifyBudget(const StepProfile& profile, int64_t rows, int64_t tokens,
-                                    const std::vector<std::vector<double>>& worth, double least_gain) {
+                                    const std::vector<std::vector<double>>& worth, double least_gain,
+                                    double draft_seconds) {
   struct Candidate {
     double worth;
     size_t seq;
@@ -24,10 +25,11 @@ std::vector<int> ChooseVerifyBudget(const StepProfile& profile, int64_t rows, in
     return x.worth > y.worth || (x.worth == y.worth && (x.seq < y.seq || (x.seq == y.seq && x.j < y.j)));
   });
   std::vector<int> keep(worth.size(), 0);
-  double expected = static_cast<double>(tokens), best = expected * profile.StepsPerSecond(rows);
-  const double plain = best;
+  const auto rate = [&](double t, int64_t r) { return t / (1.0 / profile.StepsPerSecond(r) + draft_seconds); };
+  double expected = static_cast<double>(tokens), best = rate(expected, rows);
+  const double plain = expected * profile.StepsPerSecond(rows);
   for (const Candidate& c : candidates) {
-    const double value = (expected + c.worth) * profile.StepsPerSecond(rows + 1);
+    const double value = rate(expected + c.worth, rows + 1);
     if (value <= best) break;
     best = value, expected += c.worth, ++rows;
     keep[c.seq] = c.j + 1;

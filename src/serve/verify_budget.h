@@ -18,8 +18,12 @@ namespace flashserve::serve {
 // then lower j), each adds a row, and the first that does not raise tokens x steps/s(rows) ends
 // the walk (the early stop keeps the choice blind to the tokens being verified). Where the walk
 // ends less than least_gain above the steps' tokens/s without drafts, nothing is verified.
+// draft_seconds: what making the drafts took; the walk's steps include it, the plain steps do
+// not, so a drafter that costs more than its drafts save is kept from nothing (and DraftSchedule
+// then backs it off).
 std::vector<int> ChooseVerifyBudget(const StepProfile& profile, int64_t rows, int64_t tokens,
-                                    const std::vector<std::vector<double>>& worth, double least_gain);
+                                    const std::vector<std::vector<double>>& worth, double least_gain,
+                                    double draft_seconds = 0);
 
 // A drafter's confidences scaled to what verification finds (a post-hoc calibration, by draft
 // position): the scale of position j is the accepted drafts over the summed confidences of the

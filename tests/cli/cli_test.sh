@@ -28,6 +28,17 @@ check "generate is deterministic" "$g1" "$g2"
 check "generate count" "5" "$(echo "$g1" | tr ',' '\n' | wc -l | tr -d ' ')"
 check_fails "logits bad token" "vocabulary" "$bin" logits --model "$tmp/m" --tokens 0,5000 --out "$tmp/x.f32"
 check_fails "logits missing model" "config.json" "$bin" logits --model "$tmp/none" --tokens 0 --out "$tmp/x.f32"
+# A DSpark checkpoint (V4-Flash-0731 layout): generate runs its trunk; serve refuses drafters it lacks.
+"$bin" make-model --preset tiny-dspark --vocab 1280 --out "$tmp/d" >/dev/null || { echo "FAIL make-model tiny-dspark"; exit 1; }
+check "tiny-dspark config" "5 1279 [3,4,5]" \
+  "$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c["dspark_block_size"], c["dspark_noise_token_id"], json.dumps(c["dspark_target_layer_ids"]).replace(" ",""))' "$tmp/d/config.json")"
+check "generate on tiny-dspark count" "4" "$("$bin" generate --model "$tmp/d" --tokens 0,5,17 -n 4 --ignore-eos 2>/dev/null | tr ',' '\n' | wc -l | tr -d ' ')"
+check_fails "serve --speculative dspark needs DSpark stages" "needs a checkpoint with DSpark stages" \
+  "$bin" serve --model "$tmp/m" --speculative dspark --host 127.0.0.1 --port 0
+check_fails "serve --speculative mtp on a DSpark checkpoint" "drafts with DSpark" \
+  "$bin" serve --model "$tmp/d" --speculative mtp --host 127.0.0.1 --port 0
+check_fails "serve --num-draft-tokens past the DSpark block" "exceeds the DSpark block size 5" \
+  "$bin" serve --model "$tmp/d" --num-draft-tokens 6 --host 127.0.0.1 --port 0
 check_fails "bench-forward bad --bf16-dot" "--bf16-dot" "$bin" bench-forward --model "$tmp/m" --bf16-dot sometimes
 
 if [ ! -s "$tok" ]; then

@@ -8,12 +8,13 @@
 //    held (no sequence, state or pin left) and the decode worker generates nothing for it;
 //  - a dead prefill worker costs the decode worker about a second, then it recomputes: the
 //    request still succeeds with the same tokens;
-//  - speculative decoding (on by default: the tiny preset has an MTP block; a fixed budget here,
+//  - speculative decoding (on by default: the tiny preset has an MTP block, --preset tiny-dspark
+//    DSpark stages instead; a fixed budget here,
 //    as the adaptive one drafts little for random weights) gives the tokens of a worker started
 //    with --speculative off, on one worker and disaggregated, and says so in the usage and
 //    /metrics.
 //
-// node tests/e2e/disagg_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json>
+// node tests/e2e/disagg_e2e.mjs --flashserve build/flashserve --tokenizer <tokenizer.json> [--preset tiny-dspark]
 // Exit 0 = pass, 1 = fail, 77 = skipped (tokenizer missing).
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -77,7 +78,7 @@ async function chat(base, text = body) {
 
 let failed = false;
 try {
-  const mk = spawnSync(args.flashserve, ['make-model', '--preset', 'tiny', '--out', join(work, 'model'),
+  const mk = spawnSync(args.flashserve, ['make-model', '--preset', args.preset ?? 'tiny', '--out', join(work, 'model'),
     '--tokenizer', args.tokenizer, '--threads', '2'], { encoding: 'utf8' });
   if (mk.status !== 0) throw new Error(`make-model failed: ${mk.stderr}`);
   const [prefill, decode, single, plain] = await Promise.all([worker('prefill'),
