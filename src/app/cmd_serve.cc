@@ -372,8 +372,8 @@ void RegisterServeCommand(CLI::App& app, CommandFn* run) {
       ->check(CLI::Range(1, 16));
   cmd->add_option("--speculative-budget", f->speculative_budget,
                   "Drafts verified per step: adaptive (those whose expected tokens pay for their rows, by the drafts' "
-                  "confidences and a step-time profile measured at start, none for a gain under 5%; drafting backs off where "
-                  "none are kept) or fixed (always --num-draft-tokens)")
+                  "confidences and a step-time profile measured at start, the drafting time counted against them, none for "
+                  "a gain under 5%; drafting backs off where none are kept) or fixed (always --num-draft-tokens)")
       ->check(CLI::IsMember({"adaptive", "fixed"}))->capture_default_str();
   cmd->add_option("--grammar-cache-bytes", f->grammar_cache_bytes,
                   "Compiled structured-output grammars kept (automata and token masks), least recently used out first")

@@ -78,11 +78,14 @@ void EngineLoop::Draft(std::span<const sched::StepItem> items, std::span<engine:
   for (size_t d = 0; d < owner.size(); ++d) TrimToGrammar(Live(items[owner[d]].seq), &(*made)[d]);
   for (double& rate : accept_rate_) rate = std::min(1.0, rate + 0.002);  // a position below break-even is tried again
   if (step_profile_) {
+    int64_t rows = 0;
+    for (const sched::StepItem& item : items) rows += item.end - item.begin;
+    const double draft_steps = draft_seconds * step_profile_->StepsPerSecond(rows);
     std::vector<int> offered;
     for (const std::vector<int32_t>& m : *made) offered.push_back(static_cast<int>(m.size()));
     ChooseBudget(items, confidence, draft_seconds, &*made);
     for (size_t d = 0; d < owner.size(); ++d)
-      Live(items[owner[d]].seq).draft_schedule.Record(offered[d], static_cast<int>((*made)[d].size()));
+      Live(items[owner[d]].seq).draft_schedule.Record(offered[d], static_cast<int>((*made)[d].size()), draft_steps);
   }
   for (size_t d = 0; d < owner.size(); ++d) {
     const size_t i = owner[d];

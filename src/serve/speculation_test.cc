@@ -407,6 +407,13 @@ TEST(DraftSchedule, DraftsAsDeepAsKeptAndBacksOffWhereNoneAre) {
   s.Record(1, 1);  // a probe kept: every step again, two deep
   EXPECT_EQ(s.backoff(), 0);
   EXPECT_EQ(s.Depth(3, 33), 2);
+  // A drafting call of 1.6 plain steps: the back-off goes on to 32 (a probe then costs 1.6 of 32
+  // steps); of 3 steps to 64; of a tenth of a step it stops at 16.
+  for (auto [cost, longest] : std::vector<std::pair<double, int>>{{1.6, 32}, {3.0, 64}, {0.1, 16}}) {
+    DraftSchedule t;
+    for (int i = 0; i < 8; ++i) t.Record(3, 0, cost);
+    EXPECT_EQ(t.backoff(), longest) << cost;
+  }
 }
 
 TEST(ConfidenceCalibration, ScalesConfidencesToTheAcceptanceFound) {

@@ -61,11 +61,13 @@ int DraftSchedule::Depth(int k, uint64_t step) const {
   return depth_ > 0 ? std::min(k, depth_) : k;
 }
 
-void DraftSchedule::Record(int offered, int kept) {
+void DraftSchedule::Record(int offered, int kept, double draft_steps) {
   if (offered <= 0) return;  // nothing reached the budget: no evidence
   if (kept == 0) {
+    int longest = kLongestBackoff;  // doubled until a probe costs at most 1/16 of the steps between
+    while (draft_steps * kLongestBackoff > longest && longest < 64 * kLongestBackoff) longest *= 2;
     depth_ = 1;
-    backoff_ = std::min(backoff_ == 0 ? 2 : 2 * backoff_, kLongestBackoff);
+    backoff_ = std::min(backoff_ == 0 ? 2 : 2 * backoff_, longest);
     return;
   }
   backoff_ = 0;

@@ -41,7 +41,8 @@ class ConfidenceCalibration {
 
 // Drafting costs a forward per depth before the budget picks, so a sequence drafts only as deep
 // as the budget kept last time plus one; where the budget kept none, it drafts again only on
-// steps that are multiples of a back-off (2, 4, ... 16 steps), one draft deep. The back-off runs
+// steps that are multiples of a back-off (2, 4, ... 16 steps, longer where a drafting call costs
+// more than a plain step: probes then cost at most about a sixteenth), one draft deep. The back-off runs
 // on the loop's step count, so waiting sequences probe together (a lone probe's gain at a large
 // batch is too small for the budget to take). One per sequence; its owner's thread.
 class DraftSchedule {
@@ -51,7 +52,8 @@ class DraftSchedule {
   // Drafts to make at loop step `step` of at most k.
   int Depth(int k, uint64_t step) const;
   // What the budget did with `offered` drafts (after cuts made before it): kept the first `kept`.
-  void Record(int offered, int kept);
+  // draft_steps: the drafting call's time in plain steps of its batch (0: unknown or free).
+  void Record(int offered, int kept, double draft_steps = 0);
 
   int backoff() const { return backoff_; }
 
