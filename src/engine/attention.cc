@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 
 #include "engine/compressor.h"
 #include "engine/compressor_v41.h"
@@ -165,8 +166,8 @@ void CoreAttention(Ops& ops, const Model& model, int layer, const RowBatch& batc
   }, 1);
 }
 
-void UpdateRings(int layer, const RowBatch& batch, const float* kv, int dim) {
-  for (const SeqRows& seq : batch.seqs) {
+void UpdateRings(int layer, std::span<const SeqRows> seqs, const float* kv, int dim) {
+  for (const SeqRows& seq : seqs) {
     LayerState& ls = seq.state->layer(layer);
     const int64_t n = seq.row_end - seq.row_begin;
     LayerUndo* undo = UndoOf(seq, layer);
@@ -225,12 +226,13 @@ void RollbackLayer(const Model& model, int layer, const LayerUndo& undo, int64_t
   ls->index_keys.resize(undo.index_keys_before + static_cast<size_t>(k * c.index_head_dim));
 }
 
-void InjectKv(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, AttentionScratch* s) {
+void InjectKv(Ops& ops, const Model& model, int layer, const RowBatch& batch, std::span<const SeqRows> seqs,
+              const float* h, AttentionScratch* s) {
   const model::ModelConfig& c = model.config();
   const model::LayerSpec& spec = model.plan()[static_cast<size_t>(layer)];
   KvPath(ops, c, model.layer(layer).attn, batch.angles(spec.rope == model::RopeTable::kCompress), h,
          batch.num_rows(), s);
-  UpdateRings(layer, batch, s->kv.data(), c.head_dim);
+  UpdateRings(layer, seqs, s->kv.data(), c.head_dim);
 }
 
 void RunAttention(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, float* out,
@@ -270,7 +272,7 @@ void RunAttention(Ops& ops, const Model& model, int layer, const RowBatch& batch
     Ops::ScopedPhase t(ops, Phase::kAttend);
     BuildKeyLists(model, layer, batch, s);
     CoreAttention(ops, model, layer, batch, s);
-    UpdateRings(layer, batch, s->kv.data(), c.head_dim);
+    UpdateRings(layer, batch.seqs, s->kv.data(), c.head_dim);
   }
   Ops::ScopedPhase t(ops, Phase::kOutput);
   OutputProjection(ops, c, w, rows, out, s);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/aligned_vector.h"
@@ -32,10 +33,11 @@ struct AttentionScratch {
 void RunAttention(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, float* out,
                   AttentionScratch* s);
 
-// KV injection (a DSpark stage's context): the layer's raw-window kv of h ([rows, d], no query,
-// no attention) written into the rings of the batch's sequences at their rows' positions,
-// logged in their undo logs like a forward's.
-void InjectKv(Ops& ops, const Model& model, int layer, const RowBatch& batch, const float* h, AttentionScratch* s);
+// KV injection (a DSpark stage's context): the layer's raw-window kv of h ([rows, d] for every row
+// of the batch; no query, no attention) written into the rings of `seqs` (some of the batch's
+// sequences) at their rows' positions, logged in their undo logs like a forward's.
+void InjectKv(Ops& ops, const Model& model, int layer, const RowBatch& batch, std::span<const SeqRows> seqs,
+              const float* h, AttentionScratch* s);
 
 // Takes a layer's state back to its value after the positions below `limit` of a logged call:
 // ring rows the call wrote from `limit` on get their old rows back, the carries are replayed

@@ -32,11 +32,10 @@ void Engine::CaptureDsparkFeatures(int slot, const RowBatch& rows, const float* 
 
 void Engine::InjectDsparkContext(const RowBatch& rows) {
   const model::ModelConfig& c = model_.config();
-  RowBatch drafting = rows;  // the sequences that keep DSpark state; row indices unchanged
-  drafting.seqs.clear();
+  std::vector<SeqRows> drafting;  // the sequences that keep DSpark state
   for (const SeqRows& seq : rows.seqs)
-    if (seq.state->with_mtp()) drafting.seqs.push_back(seq);
-  if (drafting.seqs.empty()) return;
+    if (seq.state->with_mtp()) drafting.push_back(seq);
+  if (drafting.empty()) return;
   const int64_t d = c.hidden_size, n = rows.num_rows();
   const model::DsparkWeights& w = model_.weights().dspark;
   dspark_context_.resize(static_cast<size_t>(n * d));
@@ -48,7 +47,7 @@ void Engine::InjectDsparkContext(const RowBatch& rows) {
   }
   Ops::ScopedPhase t(ops_, Phase::kKv);
   for (int s = 0; s < c.dspark.stages(); ++s)
-    InjectKv(ops_, model_, c.num_layers + s, drafting, dspark_context_.data(), &scratch_.attention);
+    InjectKv(ops_, model_, c.num_layers + s, rows, drafting, dspark_context_.data(), &scratch_.attention);
 }
 
 namespace {

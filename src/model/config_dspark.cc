@@ -1,7 +1,8 @@
 // The DSpark drafter's config.json keys on V4 (model/config_json.h; v4-architecture.md 4.7):
 // dspark_block_size, dspark_noise_token_id, dspark_target_layer_ids, dspark_markov_rank. A V4
 // checkpoint with them drafts with its DSpark stages (mtp.0..S-1, S = one per target layer) and
-// has no classic MTP block: its num_nextn_predict_layers is not read as one.
+// has no classic MTP block: its num_nextn_predict_layers is not read as one. Called by
+// ParseConfigObject and ModelConfigToJson; pure functions, any thread.
 #include "model/config_json.h"
 
 namespace flashserve::model::config_json {
